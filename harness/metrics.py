@@ -1,0 +1,158 @@
+"""Every metric of DESIGN.md, defined once. Runtimes report rounds and phases; this turns them
+into rates. Reports and the CLI summary read these functions, never their own formulas.
+
+Round records are dicts with at least: drafted, accepted, emitted (see runtimes/base.py).
+`accepted` is the outcome of the ratio test; `emitted` is what reached the output after
+truncation at max_new_tokens or EOS, so sum(emitted) == new_tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional, Sequence
+
+PHASE_FIELDS = ("wall_s", "prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
+SPEC_ONLY = (
+    "n_drafted",
+    "n_accepted",
+    "acceptance_rate",
+    "alpha_hat",
+    "mean_accepted_len",
+    "per_position_acceptance",
+    "accept_histogram",
+)
+FIELDS = ("new_tokens", "tokens_per_s", "e2e_tokens_per_s", "n_rounds") + SPEC_ONLY
+
+
+def _div(a: float, b: float) -> Optional[float]:
+    return a / b if b else None
+
+
+def acceptance_rate(rounds: Sequence[dict]) -> Optional[float]:
+    """n_accepted / n_drafted: the llama.cpp / vLLM convention (biased low as an estimate of alpha)."""
+    return _div(sum(r["accepted"] for r in rounds), sum(r["drafted"] for r in rounds))
+
+
+def alpha_hat(rounds: Sequence[dict]) -> Optional[float]:
+    """Leviathan's alpha: accepted / (accepted + rejections).
+
+    Each draft position is a Bernoulli(alpha) trial until the first rejection; positions after it
+    are never tried, so they must not count. A round that accepts everything has no rejection.
+    """
+    drafted = [r for r in rounds if r["drafted"] > 0]
+    accepted = sum(r["accepted"] for r in drafted)
+    rejections = sum(1 for r in drafted if r["accepted"] < r["drafted"])
+    return _div(accepted, accepted + rejections)
+
+
+def mean_accepted_len(rounds: Sequence[dict]) -> Optional[float]:
+    """tau: tokens emitted per round (accepted drafts + the correction or bonus token)."""
+    return _div(sum(r["emitted"] for r in rounds), len(rounds))
+
+
+def per_position_acceptance(rounds: Sequence[dict], gamma: int) -> list[Optional[float]]:
+    """For draft position i (1..gamma): P(accept i | positions < i accepted and i was drafted)."""
+    out = []
+    for i in range(1, gamma + 1):
+        reached = [r for r in rounds if r["drafted"] >= i and r["accepted"] >= i - 1]
+        out.append(_div(sum(1 for r in reached if r["accepted"] >= i), len(reached)))
+    return out
+
+
+def accept_histogram(rounds: Sequence[dict], gamma: int) -> list[int]:
+    """Counts of rounds that accepted 0, 1, ..., gamma draft tokens."""
+    hist = [0] * (gamma + 1)
+    for r in rounds:
+        if r["drafted"] > 0:
+            hist[min(r["accepted"], gamma)] += 1
+    return hist
+
+
+def expected_alpha_acceptance_rate(alpha: float, gamma: int) -> float:
+    """What acceptance_rate reads, in expectation, when each position is accepted with prob alpha.
+
+    E[accepted] / gamma with E[accepted] = sum_{i=1..g} alpha^i. Documents the bias alpha_hat removes.
+    """
+    return sum(alpha**i for i in range(1, gamma + 1)) / gamma
+
+
+def tokens_per_s(new_tokens: int, wall_s: float, prefill_s: float) -> Optional[float]:
+    """Decode rate: new tokens over the time after prefill."""
+    return _div(new_tokens, wall_s - prefill_s)
+
+
+def e2e_tokens_per_s(new_tokens: int, wall_s: float) -> Optional[float]:
+    return _div(new_tokens, wall_s)
+
+
+def speedup(base_wall_s: float, base_tokens: int, spec_wall_s: float, spec_tokens: int) -> Optional[float]:
+    """Baseline wall per token / speculative wall per token (same runtime, prompt, settings, seed)."""
+    if not (base_tokens and spec_tokens and spec_wall_s):
+        return None
+    return (base_wall_s / base_tokens) / (spec_wall_s / spec_tokens)
+
+
+def generation_metrics(phases: dict, rounds: Sequence[dict], new_tokens: int, speculative: bool, gamma: int) -> dict:
+    """All per-generation metrics of the results.jsonl contract, from phases and round records."""
+    row = {
+        "new_tokens": new_tokens,
+        "tokens_per_s": tokens_per_s(new_tokens, phases["wall_s"], phases["prefill_s"] or 0.0),
+        "e2e_tokens_per_s": e2e_tokens_per_s(new_tokens, phases["wall_s"]),
+        "n_rounds": len(rounds),
+    }
+    if speculative:
+        row.update(
+            n_drafted=sum(r["drafted"] for r in rounds),
+            n_accepted=sum(r["accepted"] for r in rounds),
+            acceptance_rate=acceptance_rate(rounds),
+            alpha_hat=alpha_hat(rounds),
+            mean_accepted_len=mean_accepted_len(rounds),
+            per_position_acceptance=per_position_acceptance(rounds, gamma),
+            accept_histogram=accept_histogram(rounds, gamma),
+        )
+    else:
+        row.update(dict.fromkeys(SPEC_ONLY))
+    return row
+
+
+def median(xs: Iterable[float]) -> Optional[float]:
+    v = sorted(x for x in xs if x is not None and not math.isnan(x))
+    if not v:
+        return None
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
+
+
+def summarize(rows: Sequence[dict]) -> list[dict]:
+    """Pool results rows per (runtime, mode): sums of tokens and phases, pooled rates, speedup.
+
+    Pooled rates are ratios of sums (not means of ratios), so long generations weigh more.
+    Speedup pools the baseline and speculative rows of the same runtime.
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("error"):
+            continue
+        groups.setdefault((r["runtime"], r["mode"]), []).append(r)
+    out = []
+    for (runtime, mode), rs in groups.items():
+        wall = sum(r["wall_s"] for r in rs)
+        tokens = sum(r["new_tokens"] for r in rs)
+        s = {"runtime": runtime, "mode": mode, "n": len(rs), "new_tokens": tokens, "wall_s": wall}
+        for ph in PHASE_FIELDS[1:]:
+            vals = [r[ph] for r in rs]
+            s[ph] = None if any(v is None for v in vals) else sum(vals)
+        s["tokens_per_s"] = tokens_per_s(tokens, wall, s["prefill_s"] or 0.0)
+        rounds = [rd for r in rs for rd in (r.get("rounds") or [])]
+        if mode == "speculative":
+            s["acceptance_rate"] = acceptance_rate(rounds)
+            s["alpha_hat"] = alpha_hat(rounds)
+            s["mean_accepted_len"] = mean_accepted_len(rounds)
+            base = groups.get((runtime, "baseline"), [])
+            s["speedup"] = speedup(
+                sum(r["wall_s"] for r in base), sum(r["new_tokens"] for r in base), wall, tokens
+            )
+            matches = [r["greedy_match"] for r in rs if r.get("greedy_match") is not None]
+            s["greedy_match"] = all(matches) if matches else None
+        out.append(s)
+    return out

@@ -1,0 +1,110 @@
+"""One phase timer for every runtime.
+
+A generation is split into the phases of DESIGN.md: prefill, draft, verify, sampling, and
+`unaccounted` (wall minus the four). The timer works in integer nanoseconds, so the identity
+
+    prefill + draft + verify + sampling + unaccounted == wall
+
+holds exactly per round and per generation (the float seconds reported agree to 1 ns).
+On an asynchronous device the caller passes `sync` (e.g. torch.cuda.synchronize); it is called
+before every clock read, so a phase ends only when its device work has ended, and the time
+spent synchronizing is booked to the phase it closes.
+
+What it does not do: decide what is a phase (the runtime does), or compute rates (metrics.py).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+PHASES = ("prefill", "draft", "verify", "sampling")
+NS = 1e-9
+
+
+@dataclass
+class RoundTimes:
+    """Nanoseconds spent per phase in one round, plus the round's wall."""
+
+    ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    wall_ns: int = 0
+
+    @property
+    def unaccounted_ns(self) -> int:
+        return self.wall_ns - sum(self.ns.values())
+
+    def seconds(self) -> dict[str, float]:
+        out = {f"{p}_s": self.ns[p] * NS for p in PHASES if p != "prefill"}
+        out["unaccounted_s"] = self.unaccounted_ns * NS
+        out["wall_s"] = self.wall_ns * NS
+        return out
+
+
+class PhaseTimer:
+    """Books wall-clock time to phases; rounds are optional sub-intervals of the generation.
+
+    Usage:
+        timer = PhaseTimer(sync)
+        timer.start()
+        with timer.phase("prefill"): ...
+        timer.begin_round()
+        with timer.phase("draft"): ...
+        rt = timer.end_round()        # RoundTimes of that round
+        totals = timer.stop()         # RoundTimes of the whole generation (prefill included)
+    """
+
+    def __init__(self, sync: Optional[Callable[[], None]] = None):
+        self._sync = sync
+        self._total = RoundTimes()
+        self._round: Optional[RoundTimes] = None
+        self._t0 = 0
+        self._round_t0 = 0
+
+    def _now(self) -> int:
+        if self._sync is not None:
+            self._sync()
+        return time.perf_counter_ns()
+
+    def start(self) -> None:
+        self._total = RoundTimes()
+        self._t0 = self._now()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t = self._now()
+        try:
+            yield
+        finally:
+            dt = self._now() - t
+            self._total.ns[name] += dt
+            if self._round is not None:
+                self._round.ns[name] += dt
+
+    def begin_round(self) -> None:
+        self._round = RoundTimes()
+        self._round_t0 = self._now()
+
+    def end_round(self) -> RoundTimes:
+        assert self._round is not None, "end_round without begin_round"
+        r, self._round = self._round, None
+        r.wall_ns = self._now() - self._round_t0
+        return r
+
+    def stop(self) -> RoundTimes:
+        self._total.wall_ns = self._now() - self._t0
+        return self._total
+
+
+def device_sync(device: str) -> Optional[Callable[[], None]]:
+    """The synchronize function for a torch device string, or None where the clock is honest."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.synchronize
+    if device.startswith("mps"):
+        import torch
+
+        return torch.mps.synchronize
+    return None

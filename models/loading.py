@@ -1,0 +1,76 @@
+"""Loading Hugging Face models and tokenizers with one-line errors, and prompt encoding.
+
+A path that does not exist and is not a cached Hugging Face id, a folder without config.json, or
+an id that is not in the cache while offline: each becomes a HarnessError naming the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def _looks_like_path(ref: str) -> bool:
+    """Hugging Face ids are "name" or "org/name"; anything else is meant as a local path."""
+    return ref.startswith((".", "/", "~")) or ref.count("/") > 1
+
+
+def _check_ref(ref: str, role: str) -> tuple[str, dict]:
+    """-> (ref, extra from_pretrained kwargs). A .gguf file loads through transformers' gguf_file."""
+    if ref is None:
+        raise HarnessError(f"no {role} model given: pass --{role} PATH_OR_ID or --pair NAME")
+    p = Path(ref).expanduser()
+    if p.suffix == ".gguf":
+        if not p.is_file():
+            raise HarnessError(f"{role} model file not found: {ref} (check the path, or download it with `harness models download`)")
+        return str(p.parent), {"gguf_file": p.name}
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").exists():
+            raise HarnessError(f"{role} model folder {ref} has no config.json: point at a Hugging Face model folder or a .gguf file")
+        return str(p), {}
+    if _looks_like_path(ref):
+        raise HarnessError(f"{role} model not found: {ref} (check the path, or give a Hugging Face id)")
+    return ref, {}
+
+
+def _hub_error(ref: str, role: str, e: Exception) -> HarnessError:
+    return HarnessError(
+        f"cannot load {role} model {ref!r}: not a local folder and not in the Hugging Face cache "
+        f"({type(e).__name__}); run `harness models download` while online, or pass a local path"
+    )
+
+
+def load_hf_tokenizer(ref: str, role: str):
+    from transformers import AutoTokenizer
+
+    path, kw = _check_ref(ref, role)
+    try:
+        return AutoTokenizer.from_pretrained(path, **kw)
+    except (OSError, ValueError) as e:
+        raise _hub_error(ref, role, e) from None
+
+
+def load_hf_model(ref: str, role: str, dtype, device: str):
+    from transformers import AutoModelForCausalLM
+
+    path, kw = _check_ref(ref, role)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
+    except TypeError:  # transformers < 4.56 calls it torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype, **kw)
+    except (OSError, ValueError) as e:
+        raise _hub_error(ref, role, e) from None
+    return model.to(device).eval()
+
+
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """Prompt text -> ids: through the chat template when the tokenizer has one, else raw."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
+        )
+        if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
+            ids = ids["input_ids"]
+        return list(ids)
+    return tokenizer.encode(prompt, add_special_tokens=False)

@@ -1,0 +1,1 @@
+"""Reports: tables and plots from results.jsonl (see harness report)."""

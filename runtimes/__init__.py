@@ -1,0 +1,44 @@
+"""Runtime registry: name -> "module:Class", imported only when asked for.
+
+`--runtime hf` never imports llama_cpp; a runtime whose dependency is missing raises
+RuntimeUnavailable (the runner turns it into a "skipped: reason" row), not an ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from harness.errors import HarnessError, RuntimeUnavailable
+
+REGISTRY: dict[str, str] = {
+    "torch": "runtimes.pytorch:TorchRuntime",
+}
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def parse_names(spec: str) -> list[str]:
+    """'all' or a comma list -> validated runtime names, in registry order for 'all'."""
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    if not wanted:
+        raise HarnessError(f"--runtime is empty; choose from: {', '.join(names())} or all")
+    if "all" in wanted:
+        return names()
+    for w in wanted:
+        if w not in REGISTRY:
+            raise HarnessError(f"unknown runtime {w!r}; choose from: {', '.join(names())} or all")
+    return list(dict.fromkeys(wanted))
+
+
+def get(name: str):
+    """The runtime class for a name; RuntimeUnavailable if its dependency is not installed."""
+    if name not in REGISTRY:
+        raise HarnessError(f"unknown runtime {name!r}; choose from: {', '.join(names())} or all")
+    module, cls = REGISTRY[name].split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:  # a missing optional dependency, e.g. llama_cpp
+        raise RuntimeUnavailable(f"runtime {name!r} needs {e.name or e}: install it (see README)") from e
+    return getattr(mod, cls)

@@ -1,0 +1,30 @@
+"""Shared fixtures: the tiny deterministic pairs (built once per machine, cached) and a loaded
+torch runtime over them. Everything runs on CPU with no network."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    from models.tiny import ensure_pair
+    from runtimes.base import PairSpec
+
+    t, d = ensure_pair("tiny")
+    return PairSpec("tiny", str(t), str(d))
+
+
+@pytest.fixture(scope="session")
+def torch_rt(tiny_pair):
+    from harness.config import RuntimeSettings
+    from runtimes.pytorch import TorchRuntime
+
+    rt = TorchRuntime(RuntimeSettings(device="cpu"))
+    rt.load(tiny_pair)
+    return rt
