@@ -75,6 +75,8 @@ def accept_sampled(
 ) -> tuple[int, int]:
     """Speculative sampling verification -> (n_accepted, next token: correction or bonus)."""
     g = draft_ids.shape[0]
+    if g == 0:  # a round clamped to no drafts at the end of the generation: a plain target step
+        return 0, int(sample(p, s, generator)[0])
     idx = torch.arange(g, device=p.device)
     p_d = p[idx, draft_ids]  # [g]
     q_d = q[idx, draft_ids]  # [g]

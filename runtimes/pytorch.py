@@ -138,7 +138,7 @@ class SpeculativeEngine:
         while not done:
             timer.begin_round()
             with timer.phase("verify"):
-                logits = self._pass("target", self.target, seq[len(self.target):], 1)[-1]  # [V]
+                logits = self._pass("target", self.target, self._pending(self.target, seq), 1)[-1]  # [V]
             with timer.phase("sampling"):
                 t = sampling.next_token(logits.cpu(), s, rng)
             n, done = self._emit(gen, out, [t])
@@ -158,20 +158,26 @@ class SpeculativeEngine:
             g = min(gen.gamma, gen.max_new_tokens - len(out) - 1)  # never draft past the end (as HF)
             drafts, q = self._draft(timer, seq, g, s, rng)
             with timer.phase("verify"):
-                logits = self._pass("target", self.target, seq[len(self.target):] + drafts, g + 1)  # [g+1, V]
+                logits = self._pass("target", self.target, self._pending(self.target, seq) + drafts, g + 1)  # [g+1, V]
             with timer.phase("sampling"):
                 k, t = sampling.verify(torch.tensor(drafts, dtype=torch.long), q, logits.cpu(), s, rng)
             n_before = len(seq)
             n, done = self._emit(gen, out, drafts[:k] + [t])
             seq += drafts[:k] + [t]
             self._rollback(n_before + k)
+            self._check_caches(seq)
             rounds.append(_record(timer.end_round(), g, k, n))
         return _generation(out, timer.stop(), rounds)
+
+    @staticmethod
+    def _pending(m: KVModel, seq: list[int]) -> list[int]:
+        """The tokens of seq that m's cache has not seen yet (fed at m's next pass)."""
+        return seq[len(m):]
 
     def _draft(self, timer, seq, g, s: SamplingParams, rng) -> tuple[list[int], Optional[torch.Tensor]]:
         """g draft tokens and their probabilities q [g, V] (None when greedy)."""
         drafts, qs = [], []
-        ids = seq[len(self.draft):]  # 1 token, or 2 after a fully accepted round
+        ids = self._pending(self.draft, seq)  # 1 token, or 2 after a fully accepted round
         for _ in range(g):
             with timer.phase("draft"):
                 logits = self._pass("draft", self.draft, ids, 1)  # [1, V]
@@ -196,6 +202,12 @@ class SpeculativeEngine:
         """
         self.target.crop(keep)
         self.draft.crop(keep)
+
+
+    def _check_caches(self, seq: list[int]) -> None:
+        """The cache invariant, checked every round (two integer comparisons)."""
+        if len(self.target) != len(seq) - 1 or not len(seq) - 2 <= len(self.draft) <= len(seq) - 1:
+            raise AssertionError(f"KV caches out of step: target {len(self.target)}, draft {len(self.draft)}, sequence {len(seq)}")
 
 
 def _record(rt, drafted: int, accepted: int, emitted: int) -> RoundRecord:

@@ -1,0 +1,86 @@
+"""`harness run` end to end, and bad input: one line, exit 2, no traceback."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DESIGN_FIELDS = (
+    "runtime mode pair prompt_id category repeat gamma temperature top_p top_k seed max_new_tokens device dtype "
+    "wall_s prefill_s draft_s verify_s sampling_s unaccounted_s new_tokens tokens_per_s e2e_tokens_per_s n_rounds "
+    "n_drafted n_accepted acceptance_rate alpha_hat mean_accepted_len per_position_acceptance accept_histogram "
+    "token_ids text greedy_match rounds error"
+).split()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def harness(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd or ROOT, timeout=600)
+
+
+def test_run_torch_writes_run_json_and_results(tmp_path):
+    out = tmp_path / "run"
+    r = harness("run", "--runtime", "torch", "--max-new-tokens", "12", "--prompts", "factual", "--repeats", "2",
+                "--gamma", "3", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "torch" in r.stdout and "speculative" in r.stdout and "verify" in r.stdout
+    info = json.loads((out / "run.json").read_text())
+    assert info["config"]["gen"]["gamma"] == 3 and info["environment"]["packages"]["torch"]
+    assert info["model_files"] and all(len(f["sha256"]) == 64 for f in info["model_files"])
+    assert info["runtimes"]["torch"]["device"] == "cpu"
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 5 * 2 * 2  # prompts x repeats x modes
+    for row in rows:
+        assert set(DESIGN_FIELDS) <= set(row), set(DESIGN_FIELDS) - set(row)
+        assert row["error"] is None
+        ph = sum(row[k] for k in ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s"))
+        assert ph == pytest.approx(row["wall_s"], abs=1e-9)
+        assert row["new_tokens"] == len(row["token_ids"]) == sum(rd["emitted"] for rd in row["rounds"])
+        if row["mode"] == "speculative":
+            assert row["greedy_match"] is True and row["gamma"] == 3 and row["alpha_hat"] is not None
+        else:
+            assert row["greedy_match"] is None and row["alpha_hat"] is None
+    assert {r["seed"] for r in rows} == {0, 1}
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--runtime", "nope"], "unknown runtime 'nope'; choose from: torch"),
+        (["--gamma", "0"], "--gamma must be >= 1"),
+        (["--temperature", "-0.5"], "--temperature must be >= 0"),
+        (["--top-p", "0"], "--top-p must be in (0, 1]"),
+        (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
+        (["--prompts", "poetry"], "unknown prompt set poetry"),
+        (["--target", "/no/such/model", "--draft", "self"], "target model not found: /no/such/model"),
+        (["--max-new-tokens", "5000"], "exceeds the 1024-token context"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
+    r = harness("run", *args, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and needle in errors[0], r.stderr
+
+
+def test_mismatched_tokenizers_are_refused(tmp_path):
+    from models.tiny import ensure_pair
+
+    tiny_target, _ = ensure_pair("tiny")
+    _, micro_draft = ensure_pair("micro")
+    r = harness("run", "--target", str(tiny_target), "--draft", str(micro_draft), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "draft and target tokenizers differ" in r.stderr
+    assert not (tmp_path / "o" / "results.jsonl").read_text().strip()  # nothing measured, nothing claimed
+
+
+def test_existing_results_are_never_overwritten(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "results.jsonl").write_text('{"runtime": "torch"}\n')
+    r = harness("run", "--out", str(out))
+    assert r.returncode == 2 and "already holds results" in r.stderr
+    assert (out / "results.jsonl").read_text() == '{"runtime": "torch"}\n'
