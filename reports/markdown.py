@@ -57,10 +57,10 @@ def _ceiling_line(c: dict) -> str:
             f"{100 * c['ceiling_fraction']:.0f}% of it")
     if c["ceiling_gap"] > 0:
         vr = c["verify_cost_ratio"]
+        shares = ", ".join(f"{name} {_f(c[f'{name}_pct'], '.0f', '%')}" for name in ("prefill", "sampling", "unaccounted"))
         line += (f". The {c['ceiling_gap']:.2f}x gap is what the formula does not model: "
-                 + (f"a verify pass costs {vr:.2f} target steps (the formula assumes 1), " if vr is not None else "")
-                 + f"sampling {_f(c['sampling_pct'], '.0f', '%')} and unaccounted orchestration "
-                 f"{_f(c['unaccounted_pct'], '.0f', '%')} of wall")
+                 + (f"a verify pass costs {vr:.2f} target steps (the formula assumes 1); " if vr is not None else "")
+                 + f"{shares} of wall")
     if c["theory_speedup_flops"] is not None:
         line += f". FLOPs-only ceiling: {c['theory_speedup_flops']:.2f}x (c_flops {c['c_flops']:.4f})"
     return line + "."
@@ -74,9 +74,11 @@ def _next_step(c: dict) -> Optional[str]:
     best_s = theory.expected_speedup(a, best, cm)
     if best_s <= 1:
         b = theory.breakeven_alpha(g, cm)
-        need = f"alpha above {b:.2f} at gamma {g}" if b is not None else "a draft cheaper than the target"
-        return (f"**Next:** no gamma can win at this acceptance and cost (best {best_s:.2f}x at gamma {best}); "
-                f"it needs {need}: a cheaper or better-matched draft, or more predictable content.")
+        if b is None:
+            return (f"**Next:** a draft step costs more than a target step here (c measured {cm:.2f}), so no "
+                    "acceptance rate can pay off: a cheaper draft (or a runtime where it is cheaper) comes first.")
+        return (f"**Next:** no gamma wins at this acceptance and cost (best {best_s:.2f}x at gamma {best}); gamma {g} "
+                f"needs alpha above {b:.2f} (now {a:.2f}): a better-matched draft or more predictable content.")
     if best != g:
         return f"**Next:** theory's best gamma at this alpha and measured c is {best} ({best_s:.2f}x expected vs {c['theory_speedup_measured']:.2f}x at gamma {g})."
     return None
