@@ -30,6 +30,7 @@ from typing import Optional
 from urllib.parse import urlparse
 
 from harness.errors import HarnessError
+from models.loading import _looks_like_path
 
 # Model types whose MLP is up/down only (2 matrices); every other type is taken as gated
 # (gate/up/down, 3 matrices), as in Llama, Qwen, Mistral, Gemma, SmolLM and Phi-3.
@@ -181,10 +182,6 @@ def flops_from_gguf(path: Path) -> FlopsPerToken:
 # --- loading by reference
 
 
-def _looks_like_path(ref: str) -> bool:
-    return ref.startswith((".", "/", "~")) or ref.count("/") > 1 or ref.endswith((".json", ".gguf"))
-
-
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """A quick TCP check, so an offline machine gets one line instead of half a minute of retries."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
@@ -215,8 +212,11 @@ def load_config(ref: str, role: str = "model"):
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise HarnessError(f"{role} folder {ref} has no config.json")
-        return AutoConfig.from_pretrained(str(p))
-    if _looks_like_path(ref):
+        try:
+            return AutoConfig.from_pretrained(str(p))
+        except (OSError, ValueError) as e:
+            raise HarnessError(f"cannot read {role} config in {ref}: {str(e).strip().splitlines()[0]}") from None
+    if _looks_like_path(ref) or ref.endswith((".json", ".gguf")):
         raise HarnessError(f"{role} not found: {ref} (check the path, or give a Hugging Face id)")
     try:
         return AutoConfig.from_pretrained(ref, local_files_only=True)

@@ -100,6 +100,7 @@ def speedup_vs_gamma(cells: list[dict], path: Path) -> Optional[Path]:
 
 
 def acceptance_vs_gamma(categories: list[dict], path: Path) -> Optional[Path]:
+    categories = [r for r in categories if r["alpha_hat"] is not None]
     if not categories:
         return None
     runtimes = list(dict.fromkeys(r["runtime"] for r in categories))
@@ -128,6 +129,7 @@ def acceptance_vs_gamma(categories: list[dict], path: Path) -> Optional[Path]:
 
 
 def per_position(positions: list[dict], path: Path) -> Optional[Path]:
+    positions = [r for r in positions if r["acceptance"] is not None]
     if not positions:
         return None
     vary = varying(positions)
@@ -137,9 +139,7 @@ def per_position(positions: list[dict], path: Path) -> Optional[Path]:
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
     for i, (name, rs) in enumerate(lines.items()):
-        pts = [(r["position"], r["acceptance"]) for r in rs if r["acceptance"] is not None]
-        if pts:
-            ax.plot(*zip(*pts), "o-", color=f"C{i % 10}", label=name)
+        ax.plot([r["position"] for r in rs], [r["acceptance"] for r in rs], "o-", color=f"C{i % 10}", label=name)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("draft position i")
     ax.set_ylabel("P(accept i | 1..i-1 accepted)")

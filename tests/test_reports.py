@@ -173,3 +173,22 @@ def test_headline_when_speculation_wins_and_when_it_cannot():
     dear = tables.cells(synthetic.rows_for("fast", (4,), draft_ms=15.0))  # c measured 1.5
     tables.add_theory(dear, lambda refs: None)
     assert "(c measured 1.50), so no acceptance rate can pay off" in headline(dear)[-1]
+
+
+def test_runtimes_that_hide_phases_or_rounds_and_failed_runs(tmp_path):
+    rows = synthetic.rows_for("fast", (4,))
+    hidden = []
+    for r in rows:  # a library runtime: no sampling/unaccounted split, no per-round records
+        h = dict(r, runtime="lib", sampling_s=None, unaccounted_s=None, rounds=[])
+        hidden.append(h)
+    d = synthetic.write_run(tmp_path / "lib", hidden)
+    md = write_report([d]).read_text()
+    assert "sampling, unaccounted not visible to this runtime" in md
+    assert "lib · spec γ=4: c measured unavailable" in md and "**Ceiling:** unknown for lib" in md
+    drawn = {p.name for p in (d / "report").glob("*.png")}
+    assert drawn == {"phases.png", "speedup_vs_gamma.png"}  # no rounds: no acceptance to draw
+
+    failed = [dict(r, error="skipped: runtime 'x' needs y") for r in rows[:2]]
+    d = synthetic.write_run(tmp_path / "failed", failed)
+    md = write_report([d]).read_text()
+    assert "No successful generations to report." in md and "error rows: fast (baseline): skipped" in md
