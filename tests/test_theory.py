@@ -106,6 +106,15 @@ def test_gguf_count_equals_config_count(tmp_path, tied):
     assert g.flops(10) == c.flops(10)
 
 
+@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
+def test_exported_tiny_gguf_agrees_with_its_config(tiny_pair, outtype):
+    """Runs once models/gguf_export.py (llama branch) is merged; skipped before."""
+    export = pytest.importorskip("models.gguf_export")
+    t_gguf, d_gguf = export.ensure_tiny_gguf("tiny", outtype)
+    for folder, gguf_file in ((tiny_pair.target, t_gguf), (tiny_pair.draft, d_gguf)):
+        assert theory.flops_for(str(gguf_file)).flops(64) == theory.flops_for(folder).flops(64)
+
+
 def test_local_config_folder_and_file(tmp_path):
     qwen("0.5b").save_pretrained(tmp_path)
     assert theory.flops_for(str(tmp_path)).flops() == 987_922_432
