@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from harness.errors import HarnessError
 from reports import markdown, plots, tables
 from reports.ceiling import CFlops
 from reports.load import REPORT_DIR, load
@@ -44,8 +45,12 @@ def _json_safe(records: list[dict]) -> list[dict]:
 def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     """Report of the results under `dirs` into `out` (default: first dir/report). -> report.md."""
     loaded = load([Path(d) for d in dirs])
-    out = Path(out) if out else Path(dirs[0]) / REPORT_DIR
-    out.mkdir(parents=True, exist_ok=True)
+    first = Path(dirs[0])
+    out = Path(out) if out else (first.parent if first.is_file() else first) / REPORT_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HarnessError(f"cannot create report folder {out}: {e.strerror}") from None
     rows = loaded.rows
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),

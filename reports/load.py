@@ -2,7 +2,9 @@
 sweep folder holding run folders), each with the pair references of its run.json.
 
 Each row gains `source` (its folder) and `pair_refs` (the target/draft paths or ids that
-run.json names, or None). What it does not do: aggregate or compute anything.
+run.json names, or None). Rows are later pooled by pair *name*; when folders use one name for
+different models (e.g. two "custom" pairs), the name gets "@folder" so they stay apart.
+What it does not do: aggregate or compute anything.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ class Loaded:
 
 
 def results_files(folder: Path) -> list[Path]:
-    """folder/results.jsonl, else every results.jsonl below it (report folders excluded)."""
+    """folder/results.jsonl, else every results.jsonl below it (report folders excluded).
+    A results.jsonl file itself is accepted too."""
     folder = Path(folder)
+    if folder.is_file() and folder.name == RESULTS:
+        return [folder]
     if not folder.is_dir():
         raise HarnessError(f"no such results folder: {folder}")
     if (folder / RESULTS).is_file():
@@ -63,4 +68,18 @@ def load(folders: list[Path]) -> Loaded:
             sources.append(f.parent)
     if not rows:
         raise HarnessError(f"no result rows in {', '.join(map(str, sources))}")
+    _separate_pair_names(rows)
     return Loaded(rows, sources, notes)
+
+
+def _models(refs: Optional[dict]) -> tuple:
+    return tuple((refs or {}).get(k) for k in ("target", "draft", "target_gguf", "draft_gguf"))
+
+
+def _separate_pair_names(rows: list[dict]) -> None:
+    models: dict[str, set] = {}
+    for r in rows:
+        models.setdefault(r["pair"], set()).add(_models(r["pair_refs"]))
+    for r in rows:
+        if len(models[r["pair"]]) > 1:
+            r["pair"] = f"{r['pair']}@{Path(r['source']).name}"

@@ -1,4 +1,4 @@
-"""The report's tables, as pandas DataFrames built from results rows.
+"""The report's tables: records (lists of dicts; frame() makes DataFrames) grouped with pandas.
 
 A *cell* is one runtime under one set of settings (pair, device, dtype, temperature, top-p,
 top-k, max_new_tokens) in one mode, speculative cells further split by gamma. Each speculative

@@ -68,6 +68,8 @@ def test_report_command(tmp_path):
     res = invoke("report", d)
     assert res.exit_code == 0, res.output
     assert res.output.strip() == f"report: {d / 'report' / 'report.md'}"
+    res = invoke("report", d / "results.jsonl", "--out", tmp_path / "elsewhere")
+    assert res.exit_code == 0 and (tmp_path / "elsewhere" / "per_position.png").is_file()
 
 
 @pytest.mark.parametrize("setup,msg", [

@@ -192,3 +192,11 @@ def test_runtimes_that_hide_phases_or_rounds_and_failed_runs(tmp_path):
     d = synthetic.write_run(tmp_path / "failed", failed)
     md = write_report([d]).read_text()
     assert "No successful generations to report." in md and "error rows: fast (baseline): skipped" in md
+
+
+def test_same_pair_name_for_different_models_stays_apart(tmp_path, qwen_dirs):
+    t, d = qwen_dirs
+    a = synthetic.write_run(tmp_path / "a", synthetic.rows_for("fast", (4,), pair="custom"), t, d)
+    b = synthetic.write_run(tmp_path / "b", synthetic.rows_for("fast", (4,), pair="custom"), t, t, name="custom")
+    md = write_report([a, b], tmp_path / "out").read_text()
+    assert "fast · spec γ=4 · custom@a" in md and "fast · spec γ=4 · custom@b" in md
