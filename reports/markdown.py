@@ -49,9 +49,9 @@ def _time_split(c: dict) -> str:
 
 
 def _ceiling_line(c: dict) -> str:
-    if c["theory_speedup_measured"] is None:
-        return (f"**Ceiling:** unknown for {c['runtime']}: measured c needs per-round draft and target step "
-                "times, which this runtime does not report.")
+    if c["theory_speedup_measured"] is None or c["speedup"] is None:
+        return (f"**Ceiling:** unknown for {c['runtime']}: it needs per-round draft step times and a baseline "
+                "with per-step target times under the same settings, which these rows lack.")
     line = (f"**Ceiling:** at alpha_hat {c['alpha_hat']:.2f}, gamma {c['gamma']} and measured c {c['c_measured']:.3f}, "
             f"Leviathan's formula allows {c['theory_speedup_measured']:.2f}x; measured {c['speedup']:.2f}x is "
             f"{100 * c['ceiling_fraction']:.0f}% of it")
