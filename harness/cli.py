@@ -70,9 +70,46 @@ def run(runtime_spec, pair, target, draft, gamma, temperature, top_p, top_k, max
     rows = run_all(cfg)
     print_summary(rows)
     click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")
+    _report_of_run(out)
     if rows and all(r["error"] for r in rows):
         click.echo("error: every runtime failed; see the rows above and errors.log", err=True)
         sys.exit(2)
+
+
+@main.command()
+@click.option("--alpha", type=float, default=None, help="Acceptance probability per draft token (Leviathan's alpha).")
+@click.option("--gamma", type=int, default=None, help="Draft tokens per round.")
+@click.option("--c", "c", type=float, default=None, help="Cost ratio: draft step time / target step time.")
+@click.option("--target", default=None, help="Target model for c from FLOPs: HF id, folder, config.json or .gguf.")
+@click.option("--draft", default=None, help="Draft model for c from FLOPs (same forms as --target).")
+@click.option("--context", default=0, show_default=True, type=int, help="Add the attention term at this context length.")
+@click.option("--max-gamma", default=8, show_default=True, type=int, help="Last gamma of the table.")
+def theory(alpha, gamma, c, target, draft, context, max_gamma):
+    """Leviathan's expected speedup, breakeven alpha and best gamma; c given or from model configs."""
+    from harness import theory_cli
+
+    c, lines = theory_cli.resolve_c(c, target, draft, context)
+    click.echo("\n".join(lines + theory_cli.summary_lines(alpha, gamma, c, max_gamma)))
+
+
+@main.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", default=None, type=click.Path(path_type=Path), help="Report folder (default: DIR/report of the first DIR).")
+def report(dirs, out):
+    """Markdown, CSV, JSON and PNG plots from the results.jsonl under each DIR."""
+    from reports import write_report
+
+    click.echo(f"report: {write_report(list(dirs), out)}")
+
+
+def _report_of_run(out: Path) -> None:
+    """The end of `harness run`: its report; a failure here must not cost the measured rows."""
+    from reports import write_report
+
+    try:
+        click.echo(f"report: {write_report([out])}")
+    except Exception as e:  # noqa: BLE001 - the results are on disk; say so and how to retry
+        click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
 if __name__ == "__main__":

@@ -156,3 +156,32 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
             s["greedy_match"] = all(matches) if matches else None
         out.append(s)
     return out
+
+
+def draft_step_times(rounds: Sequence[dict]) -> list[float]:
+    """Seconds per draft token in each speculative round: draft_s / drafted (rounds that drafted)."""
+    return [r["draft_s"] / r["drafted"] for r in rounds if r["drafted"] > 0 and r.get("draft_s") is not None]
+
+
+def target_step_times(rounds: Sequence[dict]) -> list[float]:
+    """Seconds of each single-token target step: verify_s of baseline rounds (drafted 0)."""
+    return [r["verify_s"] for r in rounds if r["drafted"] == 0 and r.get("verify_s") is not None]
+
+
+def c_measured(spec_rounds: Sequence[dict], base_rounds: Sequence[dict]) -> Optional[float]:
+    """Leviathan's c as measured: median draft per-token step time / median target single-token
+    step time, from speculative and baseline rounds of the same runtime and settings.
+    None when either side is missing (e.g. a runtime that cannot see its draft phase)."""
+    d, t = median(draft_step_times(spec_rounds)), median(target_step_times(base_rounds))
+    return None if d is None or t is None else _div(d, t)
+
+
+def verify_cost_ratio(spec_rounds: Sequence[dict], base_rounds: Sequence[dict]) -> Optional[float]:
+    """Median verify pass of a speculative round (gamma+1 tokens) in target single-token steps.
+
+    Leviathan's ceiling assumes 1.0 (verifying gamma+1 tokens costs one step); above 1 is part of
+    what the ceiling cannot see.
+    """
+    v = median(r["verify_s"] for r in spec_rounds if r["drafted"] > 0 and r.get("verify_s") is not None)
+    t = median(target_step_times(base_rounds))
+    return None if v is None or t is None else _div(v, t)

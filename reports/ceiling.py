@@ -1,0 +1,46 @@
+"""c_flops for the pairs named in run.json, looked up once per pair, with a note when it cannot be.
+
+The target and draft of a pair are tried as Hugging Face configs (folder or id) first, then as
+GGUF files; a pair whose configs are not available locally (or offline) gets no c_flops and one
+note saying why. What it does not do: any formula (harness/theory.py).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from harness import theory
+from harness.errors import HarnessError
+
+
+class CFlops:
+    """Callable: pair refs (run.json's pair dict) -> c_flops or None; collects notes."""
+
+    def __init__(self):
+        self._cache: dict[tuple, Optional[float]] = {}
+        self.notes: list[str] = []
+        self.found: dict[str, float] = {}  # pair name -> c_flops, for the report's notes
+
+    def __call__(self, refs: Optional[dict]) -> Optional[float]:
+        if not refs:
+            return None
+        key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf"))
+        if key not in self._cache:
+            self._cache[key] = self._lookup(refs)
+        return self._cache[key]
+
+    def _lookup(self, refs: dict) -> Optional[float]:
+        name = refs.get("name", "?")
+        reason = "run.json names no target/draft pair"
+        for t, d in ((refs.get("target"), refs.get("draft")), (refs.get("target_gguf"), refs.get("draft_gguf"))):
+            if not (t and d):
+                continue
+            try:
+                c = theory.c_flops(theory.flops_for(t, "target"), theory.flops_for(d, "draft"))
+            except HarnessError as e:
+                reason = str(e)
+                continue
+            self.found[name] = c
+            return c
+        self.notes.append(f"c_flops omitted for pair {name}: {reason}")
+        return None

@@ -1,0 +1,85 @@
+"""Finding and reading results: every results.jsonl under the folders given (a run folder, or a
+sweep folder holding run folders), each with the pair references of its run.json.
+
+Each row gains `source` (its folder) and `pair_refs` (the target/draft paths or ids that
+run.json names, or None). Rows are later pooled by pair *name*; when folders use one name for
+different models (e.g. two "custom" pairs), the name gets "@folder" so they stay apart.
+What it does not do: aggregate or compute anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from harness.errors import HarnessError
+from harness.results import RESULTS, RUN, read_results
+
+REPORT_DIR = "report"
+
+
+@dataclass
+class Loaded:
+    rows: list[dict]
+    sources: list[Path]
+    notes: list[str] = field(default_factory=list)
+
+
+def results_files(folder: Path) -> list[Path]:
+    """folder/results.jsonl, else every results.jsonl below it (report folders excluded).
+    A results.jsonl file itself is accepted too."""
+    folder = Path(folder)
+    if folder.is_file() and folder.name == RESULTS:
+        return [folder]
+    if not folder.is_dir():
+        raise HarnessError(f"no such results folder: {folder}")
+    if (folder / RESULTS).is_file():
+        return [folder / RESULTS]
+    found = sorted(p for p in folder.rglob(RESULTS) if REPORT_DIR not in p.relative_to(folder).parts[:-1])
+    if not found:
+        raise HarnessError(f"no {RESULTS} in {folder} or below it: point at a folder written by `harness run --out`")
+    return found
+
+
+def pair_refs(run_dir: Path) -> Optional[dict]:
+    """The pair of run.json's configuration ({name, target, draft, target_gguf, draft_gguf}), if any."""
+    try:
+        info = json.loads((run_dir / RUN).read_text())
+    except (OSError, ValueError):
+        return None
+    pair = (info.get("config") or {}).get("pair")
+    return pair if isinstance(pair, dict) else None
+
+
+def load(folders: list[Path]) -> Loaded:
+    rows, sources, notes = [], [], []
+    for folder in folders:
+        for f in results_files(folder):
+            got = read_results(f)
+            refs = pair_refs(f.parent)
+            if refs is None:
+                notes.append(f"{f.parent}: no readable {RUN}; c_flops cannot be computed for its rows")
+            for r in got:
+                r["source"] = str(f.parent)
+                r["pair_refs"] = refs
+            rows += got
+            sources.append(f.parent)
+    if not rows:
+        raise HarnessError(f"no result rows in {', '.join(map(str, sources))}")
+    _separate_pair_names(rows)
+    return Loaded(rows, sources, notes)
+
+
+def _models(refs: Optional[dict]) -> tuple:
+    return tuple((refs or {}).get(k) for k in ("target", "draft", "target_gguf", "draft_gguf"))
+
+
+def _separate_pair_names(rows: list[dict]) -> None:
+    models: dict[str, set] = {}
+    for r in rows:
+        models.setdefault(r["pair"], set()).add(_models(r["pair_refs"]))
+    for r in rows:
+        if len(models[r["pair"]]) > 1:
+            r["pair"] = f"{r['pair']}@{Path(r['source']).name}"

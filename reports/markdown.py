@@ -1,0 +1,154 @@
+"""The report's text: a headline a person can act on, then the tables, the plots and the notes.
+
+The headline names the fastest runtime and by how much, where its time goes, how far its best
+speculative setting is from Leviathan's ceiling, and what theory suggests trying next.
+What it does not do: compute numbers (tables.py, harness.metrics, harness.theory) or draw.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from harness import theory
+from reports.tables import PHASES, label, varying
+
+
+def _f(v, spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if v is None else format(v, spec) + suffix
+
+
+def md_table(records: list[dict], columns: list[tuple[str, str, str]]) -> list[str]:
+    """columns: (key, header, format spec); a spec ending in 'x' or '%' appends that sign."""
+    out = ["| " + " | ".join(h for _, h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    for r in records:
+        cells = []
+        for key, _, spec in columns:
+            v = r.get(key)
+            if spec in ("", "s") or not isinstance(v, (int, float)) or isinstance(v, bool):
+                cells.append("-" if v is None else str(v))
+            else:
+                unit = spec[-1] if spec[-1] in "x%" else ""
+                cells.append(_f(v, spec.rstrip("x%"), unit))
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+# ---------------------------------------------------------------- headline
+
+
+def _best(records: list[dict]) -> Optional[dict]:
+    ok = [c for c in records if c["tokens_per_s"] is not None]
+    return max(ok, key=lambda c: c["tokens_per_s"]) if ok else None
+
+
+def _time_split(c: dict) -> str:
+    parts = sorted(((c[f"{p[:-2]}_pct"], p[:-2]) for p in PHASES if c[f"{p[:-2]}_pct"] is not None), reverse=True)
+    hidden = [p[:-2] for p in PHASES if c[p] is None]
+    txt = ", ".join(f"{name} {pct:.0f}%" for pct, name in parts)
+    return txt + (f" ({', '.join(hidden)} not visible to this runtime)" if hidden else "")
+
+
+def _ceiling_line(c: dict) -> str:
+    if c["theory_speedup_measured"] is None or c["speedup"] is None:
+        return (f"**Ceiling:** unknown for {c['runtime']}: it needs per-round draft step times and a baseline "
+                "with per-step target times under the same settings, which these rows lack.")
+    line = (f"**Ceiling:** at alpha_hat {c['alpha_hat']:.2f}, gamma {c['gamma']} and measured c {c['c_measured']:.3f}, "
+            f"Leviathan's formula allows {c['theory_speedup_measured']:.2f}x; measured {c['speedup']:.2f}x is "
+            f"{100 * c['ceiling_fraction']:.0f}% of it")
+    if c["ceiling_gap"] > 0:
+        vr = c["verify_cost_ratio"]
+        shares = ", ".join(f"{name} {_f(c[f'{name}_pct'], '.0f', '%')}" for name in ("prefill", "sampling", "unaccounted"))
+        line += (f". The {c['ceiling_gap']:.2f}x gap is what the formula does not model: "
+                 + (f"a verify pass costs {vr:.2f} target steps (the formula assumes 1); " if vr is not None else "")
+                 + f"{shares} of wall")
+    if c["theory_speedup_flops"] is not None:
+        line += f". FLOPs-only ceiling: {c['theory_speedup_flops']:.2f}x (c_flops {c['c_flops']:.4f})"
+    return line + "."
+
+
+def _next_step(c: dict) -> Optional[str]:
+    a, cm, g = c["alpha_hat"], c["c_measured"], c["gamma"]
+    if a is None or cm is None:
+        return None
+    best = c["best_gamma_measured"]
+    best_s = theory.expected_speedup(a, best, cm)
+    if best_s <= 1:
+        b = theory.breakeven_alpha(g, cm)
+        if b is None:
+            return (f"**Next:** a draft step costs more than a target step here (c measured {cm:.2f}), so no "
+                    "acceptance rate can pay off: a cheaper draft (or a runtime where it is cheaper) comes first.")
+        return (f"**Next:** no gamma wins at this acceptance and cost (best {best_s:.2f}x at gamma {best}); gamma {g} "
+                f"needs alpha above {b:.2f} (now {a:.2f}): a better-matched draft or more predictable content.")
+    if best != g:
+        return f"**Next:** theory's best gamma at this alpha and measured c is {best} ({best_s:.2f}x expected vs {c['theory_speedup_measured']:.2f}x at gamma {g})."
+    return None
+
+
+def headline(cells: list[dict]) -> list[str]:
+    spec = [c for c in cells if c["mode"] == "speculative"]
+    best = _best(cells)
+    if best is None:
+        return ["No successful generations to report."]
+    vary = varying(cells)
+    by_rt = {rt: _best([c for c in cells if c["runtime"] == rt]) for rt in dict.fromkeys(c["runtime"] for c in cells)}
+    lead = f"**Fastest: {best['runtime']}** ({label(best, vary)}), {best['tokens_per_s']:.1f} tok/s"
+    others = sorted((c for rt, c in by_rt.items() if rt != best["runtime"] and c), key=lambda c: -c["tokens_per_s"])
+    if others:
+        lead += f", {best['tokens_per_s'] / others[0]['tokens_per_s']:.2f}x the next runtime, {others[0]['runtime']} ({others[0]['tokens_per_s']:.1f} tok/s)"
+    mine = [c for c in spec if c["runtime"] == best["runtime"] and c["tokens_per_s"] is not None]
+    focus = _best(mine)
+    if best["mode"] == "speculative":
+        lead += f"; {_f(best['speedup'])}x over its own baseline."
+    elif focus is not None:
+        lead += f", target-only: no speculative setting beats it (best {label(focus, vary)} at {_f(focus['speedup'])}x)."
+    else:
+        lead += " (baseline only: no speculative rows)."
+    lines = [lead]
+    if focus is not None:
+        lines.append(f"**Time ({label(focus, vary)}):** {_time_split(focus)} of wall.")
+        lines.append(_ceiling_line(focus))
+        nxt = _next_step(focus)
+        if nxt:
+            lines.append(nxt)
+    return lines
+
+
+# ---------------------------------------------------------------- document
+
+
+SUMMARY_COLS = [
+    ("label", "cell", "s"), ("n", "gens", ""), ("new_tokens", "tokens", ""), ("tokens_per_s", "tok/s", ".1f"),
+    ("speedup", "speedup", ".2fx"), ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
+    ("mean_accepted_len", "tokens/round", ".2f"), ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
+    ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"), ("theory_speedup_measured", "ceiling (c measured)", ".2fx"),
+    ("ceiling_gap", "gap to ceiling", ".2fx"), ("verify_cost_ratio", "verify / target step", ".2f"),
+]
+PHASE_COLS = [("label", "cell", "s"), ("wall_s", "wall s", ".3f")] + [
+    col for p in PHASES for col in ((p, f"{p[:-2]} s", ".3f"), (f"{p[:-2]}_pct", f"{p[:-2]} %", ".1f"))
+]
+CATEGORY_COLS = [("label", "cell", "s"), ("category", "category", "s"), ("n", "gens", ""),
+                 ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
+                 ("mean_accepted_len", "tokens/round", ".2f"), ("speedup", "speedup", ".2fx")]
+PLOTS = [("phases.png", "Where the time goes"), ("speedup_vs_gamma.png", "Measured speedup vs ceiling"),
+         ("acceptance_vs_gamma.png", "Acceptance per prompt category"), ("per_position.png", "Per-position acceptance")]
+
+
+def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str]) -> str:
+    """The whole report.md; records carry their `label` already (see build.py)."""
+    out = ["# Speculative decoding report", ""]
+    out += [f"- {line}" for line in headline(cells)] + [""]
+    out += ["## Speed, acceptance and ceiling", ""] + md_table(cells, SUMMARY_COLS) + [""]
+    out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings. "
+            "alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "
+            "E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)) at alpha_hat, with c from FLOPs per token and with c "
+            "measured (median draft step / median target step); the gap is the measured-c ceiling minus the "
+            "measured speedup.", ""]
+    out += ["## Where the time goes", ""] + md_table(cells, PHASE_COLS) + [""]
+    if categories:
+        out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
+    out += ["## Plots", ""]
+    out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]
+    if notes:
+        out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    out += ["Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
+    return "\n".join(out)

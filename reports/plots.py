@@ -1,0 +1,150 @@
+"""PNG plots of a report, drawn with matplotlib's object API on the Agg canvas (no pyplot, no
+global backend change, no display needed).
+
+- phases.png: where the time goes, ms per generated token stacked by phase, one bar per cell;
+- speedup_vs_gamma.png: measured speedup against gamma, with Leviathan's ceiling at c measured
+  and at c from FLOPs;
+- acceptance_vs_gamma.png: alpha_hat (solid) and acceptance_rate (dashed) against gamma per
+  prompt category, one panel per runtime;
+- per_position.png: P(accept draft i | drafts before it accepted) per speculative cell.
+
+Each function returns the file written, or None when there is nothing to draw.
+What it does not do: compute numbers (tables.py) or decide what they mean (markdown.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from reports.tables import PHASES, label, settings_label, varying
+
+PHASE_COLORS = {"prefill_s": "#9e9e9e", "draft_s": "#4c9be8", "verify_s": "#e8844c",
+                "sampling_s": "#59b36b", "unaccounted_s": "#c04c4c"}
+UNKNOWN_COLOR = "#e0e0e0"
+DPI = 110
+
+
+def _legend(ax, n: int) -> None:
+    """Inside the axes for a few lines, outside on the right for many."""
+    if n <= 6:
+        ax.legend(fontsize=7)
+    else:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def _series(records: list[dict], vary: list[str]) -> dict[str, list[dict]]:
+    """Records grouped by their label without gamma (one line per group), sorted by gamma."""
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(label(r, vary, mode=False), []).append(r)
+    return {k: sorted(v, key=lambda r: r["gamma"]) for k, v in out.items()}
+
+
+def phases(cells: list[dict], path: Path) -> Optional[Path]:
+    """Horizontal stacked bars: ms per generated token in each phase; grey = not visible."""
+    cells = [c for c in cells if c["new_tokens"]]
+    if not cells:
+        return None
+    vary = varying(cells)
+    fig = Figure(figsize=(9, 1.2 + 0.45 * len(cells)))
+    ax = fig.add_subplot()
+    ys = range(len(cells))[::-1]
+    left = [0.0] * len(cells)
+    for ph in PHASES:
+        ms = [1000 * (c[ph] or 0.0) / c["new_tokens"] for c in cells]
+        ax.barh(list(ys), ms, left=left, color=PHASE_COLORS[ph], label=ph[:-2])
+        left = [a + b for a, b in zip(left, ms)]
+    unknown = [max(0.0, 1000 * c["wall_s"] / c["new_tokens"] - x) for c, x in zip(cells, left)]
+    if any(u > 1e-12 for u in unknown):
+        ax.barh(list(ys), unknown, left=left, color=UNKNOWN_COLOR, hatch="//", label="not visible")
+    ax.set_yticks(list(ys), [label(c, vary) for c in cells])
+    ax.set_xlabel("milliseconds per generated token (wall, stacked by phase)")
+    ax.set_title("Where the time goes")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(cells))), fontsize=8, ncol=6, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def speedup_vs_gamma(cells: list[dict], path: Path) -> Optional[Path]:
+    spec = [c for c in cells if c["mode"] == "speculative" and c["speedup"] is not None]
+    if not spec:
+        return None
+    fig = Figure(figsize=(8, 5))
+    ax = fig.add_subplot()
+    for i, (name, rs) in enumerate(_series(spec, varying(spec)).items()):
+        color = f"C{i % 10}"
+        g = [r["gamma"] for r in rs]
+        ax.plot(g, [r["speedup"] for r in rs], "o-", color=color, label=f"{name}: measured")
+        for col, style, what in (("theory_speedup_measured", "--", "ceiling, c measured"),
+                                 ("theory_speedup_flops", ":", "ceiling, c FLOPs")):
+            pts = [(r["gamma"], r[col]) for r in rs if r[col] is not None]
+            if pts:
+                ax.plot(*zip(*pts), style, marker=".", color=color, alpha=0.8, label=f"{name}: {what}")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xlabel("gamma (draft tokens per round)")
+    ax.set_ylabel("speedup over the same runtime's baseline (x)")
+    ax.set_title("Measured speedup vs Leviathan's ceiling")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _legend(ax, len(ax.get_lines()) - 1)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def acceptance_vs_gamma(categories: list[dict], path: Path) -> Optional[Path]:
+    categories = [r for r in categories if r["alpha_hat"] is not None]
+    if not categories:
+        return None
+    runtimes = list(dict.fromkeys(r["runtime"] for r in categories))
+    fig = Figure(figsize=(5.5 * len(runtimes), 4.5))
+    vary = varying(categories)
+    for k, rt in enumerate(runtimes, start=1):
+        ax = fig.add_subplot(1, len(runtimes), k)
+        mine = [r for r in categories if r["runtime"] == rt]
+        by_cat: dict[str, list[dict]] = {}
+        for r in mine:
+            key = " · ".join(x for x in (r["category"], settings_label(r, vary)) if x)
+            by_cat.setdefault(key, []).append(r)
+        for i, (name, rs) in enumerate(by_cat.items()):
+            rs = sorted(rs, key=lambda r: r["gamma"])
+            g = [r["gamma"] for r in rs]
+            ax.plot(g, [r["alpha_hat"] for r in rs], "o-", color=f"C{i % 10}", label=f"{name}: alpha_hat")
+            ax.plot(g, [r["acceptance_rate"] for r in rs], "x--", color=f"C{i % 10}", alpha=0.6, label=f"{name}: accepted/drafted")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("gamma")
+        ax.set_ylabel("acceptance")
+        ax.set_title(f"{rt}: acceptance per prompt category")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def per_position(positions: list[dict], path: Path) -> Optional[Path]:
+    positions = [r for r in positions if r["acceptance"] is not None]
+    if not positions:
+        return None
+    vary = varying(positions)
+    lines: dict[str, list[dict]] = {}
+    for r in positions:
+        lines.setdefault(label({**r, "mode": "speculative"}, vary), []).append(r)
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot()
+    for i, (name, rs) in enumerate(lines.items()):
+        ax.plot([r["position"] for r in rs], [r["acceptance"] for r in rs], "o-", color=f"C{i % 10}", label=name)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("draft position i")
+    ax.set_ylabel("P(accept i | 1..i-1 accepted)")
+    ax.set_title("Per-position acceptance")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _legend(ax, len(lines))
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

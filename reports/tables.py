@@ -1,0 +1,180 @@
+"""The report's tables: records (lists of dicts; frame() makes DataFrames) grouped with pandas.
+
+A *cell* is one runtime under one set of settings (pair, device, dtype, temperature, top-p,
+top-k, max_new_tokens) in one mode, speculative cells further split by gamma. Each speculative
+cell is compared with the baseline rows of the same runtime and settings. Numbers come from
+harness.metrics (summarize, c_measured, per-position acceptance, ...) and harness.theory;
+this module only groups rows and lays the results out.
+
+What it does not do: read files (load.py), draw (plots.py) or write text (markdown.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import pandas as pd
+
+from harness import metrics, theory
+
+SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens"]
+PHASES = [p for p in metrics.PHASE_FIELDS if p != "wall_s"]  # prefill, draft, verify, sampling, unaccounted
+
+
+def _ok(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if not r.get("error")]
+
+
+def _groups(rows: list[dict], keys: list[str]) -> list[list[dict]]:
+    """Rows grouped by `keys` (None is a value like any other), in first-seen order."""
+    if not rows:
+        return []
+    df = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows]).astype(object)
+    df = df.where(df.notna(), "\0none")  # group None/NaN together, never drop them
+    idx = df.groupby(keys, sort=False, dropna=False).indices
+    return [[rows[i] for i in sorted(ix)] for ix in idx.values()]
+
+
+def _rounds(rows: list[dict]) -> list[dict]:
+    return [rd for r in rows for rd in (r.get("rounds") or [])]
+
+
+def _gammas(spec: list[dict]) -> list[int]:
+    return sorted({r["gamma"] for r in spec})
+
+
+def _phase_pcts(s: dict) -> dict:
+    wall = s["wall_s"]
+    return {f"{p[:-2]}_pct": (None if s[p] is None or not wall else 100 * s[p] / wall) for p in PHASES}
+
+
+def _cell(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dict:
+    """One table row: summarize() of the cell, its phase shares, and its measured cost ratios."""
+    mode = "speculative" if spec else "baseline"
+    s = next(x for x in metrics.summarize(base + spec) if x["mode"] == mode)
+    first = (spec or base)[0]
+    cell = {k: first.get(k) for k in SETTINGS}
+    cell.update(mode=mode, gamma=gamma, n=s["n"], prompts=len({r["prompt_id"] for r in (spec or base)}),
+                new_tokens=s["new_tokens"], wall_s=s["wall_s"])
+    cell.update({p: s[p] for p in PHASES})
+    cell.update(_phase_pcts(s))
+    cell.update(tokens_per_s=s["tokens_per_s"], e2e_tokens_per_s=metrics.e2e_tokens_per_s(s["new_tokens"], s["wall_s"]))
+    for k in ("speedup", "acceptance_rate", "alpha_hat", "mean_accepted_len", "greedy_match"):
+        cell[k] = s.get(k)
+    cell["c_measured"] = metrics.c_measured(_rounds(spec), _rounds(base)) if spec else None
+    cell["verify_cost_ratio"] = metrics.verify_cost_ratio(_rounds(spec), _rounds(base)) if spec else None
+    cell["pair_refs"] = first.get("pair_refs")
+    return cell
+
+
+def cells(rows: list[dict]) -> list[dict]:
+    """Baseline and speculative (per gamma) cells of every runtime and settings."""
+    out = []
+    for group in _groups(_ok(rows), SETTINGS):
+        base = [r for r in group if r["mode"] == "baseline"]
+        spec = [r for r in group if r["mode"] == "speculative"]
+        if base:
+            out.append(_cell(base, [], None))
+        for g in _gammas(spec):
+            out.append(_cell(base, [r for r in spec if r["gamma"] == g], g))
+    return out
+
+
+def add_theory(cells_: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[float]]) -> None:
+    """Leviathan's ceiling per speculative cell, with c from FLOPs and with c measured.
+
+    alpha is alpha_hat (Leviathan's alpha, unbiased by rounds that stop early). The gap is the
+    measured-c ceiling minus the measured speedup: what the formula does not model (verify
+    batches costing more than one step, sampling, orchestration).
+    """
+    for c in cells_:
+        c["c_flops"] = c_flops_for(c["pair_refs"]) if c["mode"] == "speculative" else None
+        a, g = c["alpha_hat"], c["gamma"]
+        ready = c["mode"] == "speculative" and a is not None
+        for col, cost in (("theory_speedup_flops", c["c_flops"]), ("theory_speedup_measured", c["c_measured"])):
+            c[col] = theory.expected_speedup(a, g, cost) if ready and cost is not None else None
+        ceiling, got = c["theory_speedup_measured"], c["speedup"]
+        c["ceiling_gap"] = ceiling - got if ceiling is not None and got is not None else None
+        c["ceiling_fraction"] = got / ceiling if ceiling and got is not None else None
+        c["best_gamma_measured"] = theory.optimal_gamma(a, c["c_measured"]) if ready and c["c_measured"] is not None else None
+
+
+def categories(rows: list[dict]) -> list[dict]:
+    """Acceptance and speedup per prompt category, for every speculative cell (cell by cell)."""
+    out = []
+    for group in _groups(_ok(rows), SETTINGS):
+        spec = [r for r in group if r["mode"] == "speculative"]
+        for g in _gammas(spec):
+            for cat in _groups([r for r in group if r["mode"] == "baseline" or r["gamma"] == g], ["category"]):
+                if not any(r["mode"] == "speculative" for r in cat):
+                    continue
+                s = next(x for x in metrics.summarize(cat) if x["mode"] == "speculative")
+                row = {k: cat[0].get(k) for k in SETTINGS}
+                row.update(category=cat[0]["category"], gamma=g, n=s["n"], acceptance_rate=s["acceptance_rate"],
+                           alpha_hat=s["alpha_hat"], mean_accepted_len=s["mean_accepted_len"], speedup=s["speedup"])
+                out.append(row)
+    return out
+
+
+def positions(rows: list[dict]) -> list[dict]:
+    """Per-position acceptance, long form: one row per (speculative cell, draft position)."""
+    out = []
+    for group, g, rounds in _spec_rounds(rows):
+        for i, rate in enumerate(metrics.per_position_acceptance(rounds, g), start=1):
+            out.append({**{k: group[0].get(k) for k in SETTINGS}, "gamma": g, "position": i, "acceptance": rate})
+    return out
+
+
+def histogram(rows: list[dict]) -> list[dict]:
+    """Rounds that accepted 0..gamma drafts, long form: one row per (speculative cell, count)."""
+    out = []
+    for group, g, rounds in _spec_rounds(rows):
+        for k, n in enumerate(metrics.accept_histogram(rounds, g)):
+            out.append({**{k_: group[0].get(k_) for k_ in SETTINGS}, "gamma": g, "accepted": k, "rounds": n})
+    return out
+
+
+def _spec_rounds(rows: list[dict]):
+    spec = [r for r in _ok(rows) if r["mode"] == "speculative"]
+    for group in _groups(spec, SETTINGS + ["gamma"]):
+        yield group, group[0]["gamma"], _rounds(group)
+
+
+def errors(rows: list[dict]) -> list[str]:
+    """Distinct error lines, one per runtime and message."""
+    seen = dict.fromkeys(f"{r['runtime']} ({r['mode']}): {r['error']}" for r in rows if r.get("error"))
+    return list(seen)
+
+
+def frame(records: list[dict], drop: tuple = ("pair_refs",)) -> pd.DataFrame:
+    """Records -> DataFrame for CSV/JSON, without the internal columns."""
+    df = pd.DataFrame(records)
+    return df.drop(columns=[c for c in drop if c in df.columns])
+
+
+def clean(v):
+    """NaN -> None, for JSON."""
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+_SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok"}
+
+
+def varying(records: list[dict]) -> list[str]:
+    """Settings (other than runtime) that differ between records: the ones labels must name."""
+    return [k for k in SETTINGS if k != "runtime" and len({str(r.get(k)) for r in records}) > 1]
+
+
+def settings_label(rec: dict, vary: list[str]) -> str:
+    """The varying settings of a record, e.g. "T=0.7 · top-p 0.9" ("" when nothing varies)."""
+    return " · ".join(_SHOW.get(k, "{}").format(rec.get(k)) for k in vary)
+
+
+def label(rec: dict, vary: list[str], mode: bool = True) -> str:
+    """A short human label: runtime, mode and gamma, and whatever settings vary."""
+    parts = [str(rec["runtime"])]
+    if mode:
+        parts.append("baseline" if rec.get("mode") == "baseline" else f"spec γ={rec.get('gamma')}")
+    rest = settings_label(rec, vary)
+    return " · ".join(parts + ([rest] if rest else []))

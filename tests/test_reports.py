@@ -1,0 +1,202 @@
+"""Reports from synthetic results (tests/synthetic.py): every table number checked against
+hand arithmetic on the known round records, every plot a readable PNG, c_flops present or
+omitted with a note, c_measured from round records."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness import metrics
+from reports import tables, write_report
+from reports.ceiling import CFlops
+from tests import synthetic
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def qwen_dirs(tmp_path_factory):
+    return synthetic.qwen_configs(tmp_path_factory.mktemp("configs"))
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, qwen_dirs):
+    rows = synthetic.rows_for("fast", (4, 2)) + synthetic.rows_for("slow", (4, 2), scale=2.0)
+    return synthetic.write_run(tmp_path_factory.mktemp("run"), rows, *qwen_dirs)
+
+
+@pytest.fixture(scope="module")
+def report(run_dir):
+    return write_report([run_dir])
+
+
+def _cell(cells, runtime, mode, gamma=None):
+    return next(c for c in cells if c["runtime"] == runtime and c["mode"] == mode and c["gamma"] == gamma)
+
+
+def leviathan(a, g, c):  # written out here on purpose: the test must not reuse the code it checks
+    return (1 - a ** (g + 1)) / ((1 - a) * (g * c + 1))
+
+
+def test_c_measured_from_round_records():
+    spec = [{"drafted": 4, "draft_s": 0.008}, {"drafted": 2, "draft_s": 0.006}, {"drafted": 4, "draft_s": 0.012}]
+    base = [{"drafted": 0, "verify_s": v} for v in (0.010, 0.020, 0.012)]
+    # draft per-token times 0.002, 0.003, 0.003 -> median 0.003; target steps median 0.012
+    assert metrics.c_measured(spec, base) == pytest.approx(0.25)
+    assert metrics.c_measured([{"drafted": 4, "draft_s": None}], base) is None
+    assert metrics.c_measured(spec, []) is None
+
+
+def test_cell_numbers_match_hand_arithmetic(run_dir):
+    rows = synthetic.rows_for("fast", (4,))
+    cells = tables.cells(rows)
+    tables.add_theory(cells, lambda refs: 0.1601)
+    b, s = _cell(cells, "fast", "baseline"), _cell(cells, "fast", "speculative", 4)
+    # baseline: 2 prompts x (20 ms prefill + 10 x 12 ms) = 0.28 s for 20 tokens
+    assert b["wall_s"] == pytest.approx(0.28) and b["new_tokens"] == 20
+    assert b["tokens_per_s"] == pytest.approx(20 / (0.28 - 0.04))
+    # speculative: f1 = 25 ms + 3 rounds x 30 ms; o1 = 25 ms + 10 rounds x 30 ms
+    assert s["wall_s"] == pytest.approx(0.115 + 0.325)
+    assert s["speedup"] == pytest.approx((0.28 / 20) / (0.44 / 20))
+    assert s["acceptance_rate"] == pytest.approx(7 / 52)  # 4+1+2 accepted of 13 x 4 drafted
+    assert s["alpha_hat"] == pytest.approx(7 / (7 + 2 + 10))  # f1: 2 rejections; o1: 10
+    assert s["mean_accepted_len"] == pytest.approx(20 / 13)
+    assert s["c_measured"] == pytest.approx(0.002 / 0.010)
+    assert s["verify_cost_ratio"] == pytest.approx(0.015 / 0.010)
+    assert s["draft_s"] == pytest.approx(13 * 0.008) and s["draft_pct"] == pytest.approx(100 * 0.104 / 0.44)
+    assert s["verify_pct"] == pytest.approx(100 * 0.195 / 0.44)
+    assert sum(s[f"{p[:-2]}_pct"] for p in tables.PHASES) == pytest.approx(100)
+    a = 7 / 19
+    assert s["theory_speedup_measured"] == pytest.approx(leviathan(a, 4, 0.2))
+    assert s["theory_speedup_flops"] == pytest.approx(leviathan(a, 4, 0.1601))
+    assert s["ceiling_gap"] == pytest.approx(leviathan(a, 4, 0.2) - 0.28 / 0.44)
+    assert s["greedy_match"] is True
+    assert b["speedup"] is None and b["theory_speedup_flops"] is None
+
+
+def test_categories_positions_histogram():
+    rows = synthetic.rows_for("fast", (4,))
+    cats = {c["category"]: c for c in tables.categories(rows)}
+    assert cats["factual"]["alpha_hat"] == pytest.approx(7 / 9)
+    assert cats["factual"]["speedup"] == pytest.approx(0.140 / 0.115)
+    assert cats["open-ended"]["alpha_hat"] == 0 and cats["open-ended"]["mean_accepted_len"] == 1
+    pos = [p["acceptance"] for p in tables.positions(rows)]
+    assert pos == pytest.approx([3 / 13, 2 / 3, 1 / 2, 1.0])
+    hist = [h["rounds"] for h in tables.histogram(rows)]
+    assert hist == [10, 1, 1, 0, 1]
+
+
+def test_error_rows_are_left_out_and_listed():
+    rows = synthetic.rows_for("fast", (4,))
+    bad = dict(rows[0], runtime="broken", error="skipped: runtime 'broken' needs foo")
+    assert {c["runtime"] for c in tables.cells(rows + [bad])} == {"fast"}
+    assert tables.errors(rows + [bad]) == ["broken (baseline): skipped: runtime 'broken' needs foo"]
+
+
+def test_report_files_and_pngs(report):
+    from matplotlib.image import imread
+    from PIL import Image
+
+    out = report.parent
+    expected = ["report.md", "summary.csv", "categories.csv", "positions.csv", "histogram.csv", "report.json",
+                "phases.png", "speedup_vs_gamma.png", "acceptance_vs_gamma.png", "per_position.png"]
+    for name in expected:
+        assert (out / name).stat().st_size > 0, name
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == PNG_SIGNATURE
+        with Image.open(png) as im:
+            im.verify()
+            assert im.format == "PNG" and im.size[0] > 300 and im.size[1] > 200
+        assert imread(png).ndim == 3
+
+
+def test_report_markdown_headline_and_tables(report):
+    md = report.read_text()
+    lines = md.splitlines()
+    assert lines[0] == "# Speculative decoding report"
+    head = lines[2]
+    assert head.startswith("- **Fastest: fast**") and "2.00x the next runtime, slow" in head
+    assert "no speculative setting beats it" in md and "**Ceiling:**" in md and "**Time (fast · spec γ=2):**" in md
+    for png in ("phases.png", "speedup_vs_gamma.png", "acceptance_vs_gamma.png", "per_position.png"):
+        assert f"]({png})" in md
+    assert "| fast · spec γ=4 | 2 | 20 | 51.3 | 0.64x | 0.135 | 0.368 | 1.54 | 0.200 | 0.1601 |" in md
+    assert "c_flops for pair qwen-like: 0.1601" in md
+
+
+def test_report_csv_and_json_carry_the_numbers(report):
+    out = report.parent
+    df = pd.read_csv(out / "summary.csv")
+    row = df[(df.runtime == "slow") & (df["mode"] == "speculative") & (df.gamma == 4)].iloc[0]
+    assert row.speedup == pytest.approx(0.28 / 0.44)
+    assert row.c_measured == pytest.approx(0.2) and row.c_flops == pytest.approx(0.16008, abs=1e-5)
+    doc = json.loads((out / "report.json").read_text())
+    assert set(doc) >= {"headline", "notes", "cells", "categories", "positions", "histogram", "plots"}
+    assert len(doc["cells"]) == 6 and doc["headline"][0].startswith("**Fastest: fast**")
+
+
+def test_c_flops_omitted_with_a_note_when_configs_are_missing(tmp_path):
+    d = synthetic.write_run(tmp_path / "run", synthetic.rows_for("fast", (4,)), "no-such-org/no-such-model", "x/y")
+    md = write_report([d]).read_text()
+    assert "c_flops omitted for pair qwen-like" in md
+    summary = pd.read_csv(d / "report" / "summary.csv")
+    assert summary.theory_speedup_flops.isna().all() and summary.theory_speedup_measured.notna().any()
+
+
+def test_several_folders_and_a_sweep_folder(tmp_path, qwen_dirs):
+    a = synthetic.write_run(tmp_path / "sweep" / "g4", synthetic.rows_for("fast", (4,)), *qwen_dirs)
+    synthetic.write_run(tmp_path / "sweep" / "g2", synthetic.rows_for("fast", (2,)), *qwen_dirs)
+    md = write_report([tmp_path / "sweep"]).read_text()
+    assert "fast · spec γ=2" in md and "fast · spec γ=4" in md
+    out = write_report([a, tmp_path / "sweep" / "g2"], tmp_path / "both")
+    assert out == tmp_path / "both" / "report.md" and (tmp_path / "both" / "phases.png").exists()
+
+
+def test_c_flops_lookup_is_cached_per_pair(qwen_dirs):
+    c = CFlops()
+    refs = {"name": "p", "target": str(qwen_dirs[0]), "draft": str(qwen_dirs[1])}
+    assert c(refs) == pytest.approx(0.16008, abs=1e-5) and c(dict(refs)) == c(refs)
+    assert c(None) is None and c.notes == []
+
+
+def test_headline_when_speculation_wins_and_when_it_cannot():
+    from reports.markdown import headline
+
+    rows = [r for r in synthetic.rows_for("fast", (4,)) if r["prompt_id"] == "f1"]
+    cells = tables.cells(rows)
+    tables.add_theory(cells, lambda refs: None)
+    lines = headline(cells)
+    assert lines[0] == "**Fastest: fast** (fast · spec γ=4), 111.1 tok/s; 1.22x over its own baseline."
+    assert "measured 1.22x" in lines[2] and "FLOPs-only" not in lines[2]
+    dear = tables.cells(synthetic.rows_for("fast", (4,), draft_ms=15.0))  # c measured 1.5
+    tables.add_theory(dear, lambda refs: None)
+    assert "(c measured 1.50), so no acceptance rate can pay off" in headline(dear)[-1]
+
+
+def test_runtimes_that_hide_phases_or_rounds_and_failed_runs(tmp_path):
+    rows = synthetic.rows_for("fast", (4,))
+    hidden = []
+    for r in rows:  # a library runtime: no sampling/unaccounted split, no per-round records
+        h = dict(r, runtime="lib", sampling_s=None, unaccounted_s=None, rounds=[])
+        hidden.append(h)
+    d = synthetic.write_run(tmp_path / "lib", hidden)
+    md = write_report([d]).read_text()
+    assert "sampling, unaccounted not visible to this runtime" in md
+    assert "lib · spec γ=4: c measured unavailable" in md and "**Ceiling:** unknown for lib" in md
+    drawn = {p.name for p in (d / "report").glob("*.png")}
+    assert drawn == {"phases.png", "speedup_vs_gamma.png"}  # no rounds: no acceptance to draw
+
+    failed = [dict(r, error="skipped: runtime 'x' needs y") for r in rows[:2]]
+    d = synthetic.write_run(tmp_path / "failed", failed)
+    md = write_report([d]).read_text()
+    assert "No successful generations to report." in md and "error rows: fast (baseline): skipped" in md
+
+
+def test_same_pair_name_for_different_models_stays_apart(tmp_path, qwen_dirs):
+    t, d = qwen_dirs
+    a = synthetic.write_run(tmp_path / "a", synthetic.rows_for("fast", (4,), pair="custom"), t, d)
+    b = synthetic.write_run(tmp_path / "b", synthetic.rows_for("fast", (4,), pair="custom"), t, t, name="custom")
+    md = write_report([a, b], tmp_path / "out").read_text()
+    assert "fast · spec γ=4 · custom@a" in md and "fast · spec γ=4 · custom@b" in md
