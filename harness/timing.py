@@ -61,6 +61,7 @@ class PhaseTimer:
         self._round: Optional[RoundTimes] = None
         self._t0 = 0
         self._round_t0 = 0
+        self._open: Optional[tuple[str, int]] = None  # (phase, start) between begin() and end()
 
     def _now(self) -> int:
         if self._sync is not None:
@@ -95,6 +96,25 @@ class PhaseTimer:
     def stop(self) -> RoundTimes:
         self._total.wall_ns = self._now() - self._t0
         return self._total
+
+    def begin(self, name: str) -> None:
+        """phase() split in two calls, for hooks that see a start and an end but wrap no block.
+
+        One phase at a time: begin() while another is open is an error (it would book time twice).
+        """
+        if self._open is not None:
+            raise RuntimeError(f"phase {name!r} begun while {self._open[0]!r} is open")
+        self._open = (name, self._now())
+
+    def end(self) -> None:
+        """Close the phase begun last; books like phase() (to the generation and the open round)."""
+        if self._open is None:
+            raise RuntimeError("end() without begin()")
+        (name, t), self._open = self._open, None
+        dt = self._now() - t
+        self._total.ns[name] += dt
+        if self._round is not None:
+            self._round.ns[name] += dt
 
 
 def device_sync(device: str) -> Optional[Callable[[], None]]:

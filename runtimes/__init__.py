@@ -12,6 +12,7 @@ from harness.errors import HarnessError, RuntimeUnavailable
 
 REGISTRY: dict[str, str] = {
     "torch": "runtimes.pytorch:TorchRuntime",
+    "hf": "runtimes.hf:HFRuntime",
 }
 
 

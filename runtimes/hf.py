@@ -1,0 +1,454 @@
+"""The `hf` runtime: transformers' own assisted generation, measured with the harness's phases.
+
+What it does: speculative = `target.generate(..., assistant_model=draft)` with a fixed draft length
+(the assistant's generation_config gets num_assistant_tokens=gamma, schedule "constant" and
+assistant_confidence_threshold 0 for the duration of the call); baseline = the same `generate`
+without the assistant. Both use the same sampling settings (greedy, or temperature/top-p/top-k),
+the same EOS rule as the `torch` runtime (the tokenizer's EOS, or none with ignore_eos) and
+`torch.manual_seed(seed)` before the call. What `generate` computes is not changed: the phases come
+from hooks and method wrappers that exist only during one call and are removed afterwards, also
+when `generate` raises.
+
+Phases (one phase open at a time, switched at these seams, so nothing is booked twice):
+
+    seam                                               opens        closes
+    forward pre-hook, target / assistant               verify/draft the open phase
+      (the first pass of each model is on the prompt:  prefill)
+    forward hook, target in assisted decoding          sampling     verify
+    forward hook, otherwise                            -            prefill/draft/verify
+    LogitsProcessorList call (temperature/top-k/top-p) sampling     - (already open: no-op)
+    StoppingCriteriaList call                          -            sampling
+    target cache crop / update_candidate_strategy      -            sampling (accept/reject done)
+
+So sampling_s holds, for the target, everything from its logits to the accepted tokens: the float32
+copy, the logits processors over all gamma+1 positions, the accept/reject (argmax comparison or
+`_speculative_sampling`) and the append; for the assistant (and the baseline) the logits processors,
+the token choice and the append. Cache crops, mask/position bookkeeping, the assistant's own
+`generate` set-up and stopping checks are unaccounted.
+
+Rounds: a speculative round starts when the candidate generator is asked for drafts and ends when
+the next round starts (the last one when `generate` returns); drafted = candidates returned,
+accepted = the num_matches `update_candidate_strategy` receives, emitted = tokens appended. A baseline
+round is one target pass (drafted 0). Differences from the `torch` runtime, all imposed by transformers:
+- The target's first pass runs the prompt together with round 1's drafts, the assistant's first pass
+  the prompt and its first draft; both are booked as prefill (so round 1 has no verify time, and
+  round walls exclude prefill, as in `torch` where prefill precedes round 1).
+- transformers cuts a round's accepted drafts at an accepted EOS, so in a final round ended by EOS
+  `accepted` counts up to the EOS only (`torch` reports the ratio test's outcome there).
+- Embedding matrices of different sizes make transformers switch to universal assisted decoding (a
+  different algorithm); this runtime then declines the pair instead of measuring something else.
+
+What it does not do: batching, static caches/compilation, prompt lookup or other candidate
+generators. A missing seam in the installed transformers makes it unavailable (one line naming the
+version) rather than report wrong numbers. Checked with transformers 4.56.2 and 5.24.0 (the tests
+pass on both, with the same rounds and phase sequence).
+"""
+
+from __future__ import annotations
+
+import functools
+from contextlib import contextmanager
+from typing import Callable, Optional
+
+import torch
+from transformers import LogitsProcessorList, StoppingCriteriaList
+
+from harness.config import GenerationSettings
+from harness.errors import RuntimeUnavailable
+from harness.timing import NS, PhaseTimer, RoundTimes, device_sync
+from runtimes.base import Generation, PairSpec, Phases, RoundRecord, Runtime
+from runtimes.pytorch import resolve_device, resolve_dtype
+
+# The transforms the other runtimes apply (harness/sampling.py); anything else changes the distribution.
+SAME_AS_HARNESS = {"TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"}
+
+NOTES = {  # per mode: what prefill_s holds here, where transformers differs from the torch runtime
+    False: {"prefill_s": "the target's first pass, on the whole prompt; it also yields token 1, so round 1 has no verify time"},
+    True: {"prefill_s": "the first pass of each model on the prompt; transformers runs the target's together with "
+           "round 1's drafts, so prefill includes verifying them and round 1 has no verify time"},
+}
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+# --- the seams this runtime relies on -------------------------------------------------------------
+
+
+def missing_seams() -> list[str]:
+    """Names of the transformers internals used here that the installed version lacks."""
+    from transformers import GenerationConfig
+    from transformers.generation import candidate_generator as cg
+    from transformers.generation.utils import GenerationMixin
+
+    missing = [f"GenerationMixin.{m}" for m in ("_get_candidate_generator", "_get_logits_processor",
+                                                  "_get_stopping_criteria") if not hasattr(GenerationMixin, m)]
+    gen_cls = getattr(cg, "AssistedCandidateGenerator", None)
+    if gen_cls is None:
+        missing.append("AssistedCandidateGenerator")
+    else:
+        missing += [f"AssistedCandidateGenerator.{m}" for m in ("get_candidates", "update_candidate_strategy")
+                    if not hasattr(gen_cls, m)]
+    config = GenerationConfig()
+    missing += [f"GenerationConfig.{a}" for a in _assistant_config(1) if not hasattr(config, a)]
+    return missing
+
+
+def require_seams() -> None:
+    missing = missing_seams()
+    if missing:
+        raise RuntimeUnavailable(
+            f"hf runtime: transformers {transformers_version()} lacks {', '.join(missing)}; "
+            "install a transformers version in the project's range (>=4.56,<6)"
+        )
+
+
+def _assistant_config(gamma: int) -> dict:
+    """A fixed draft length: gamma tokens every round, no confidence-based early stop."""
+    return {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0}
+
+
+def _unavailable(what: str) -> RuntimeUnavailable:
+    return RuntimeUnavailable(f"hf runtime: {what} (transformers {transformers_version()})")
+
+
+# --- temporary patches ------------------------------------------------------------------------------
+
+
+class _Patches:
+    """Attributes and hooks set for one generate call; undo() restores everything, newest first."""
+
+    def __init__(self):
+        self._undo: list[Callable[[], None]] = []
+
+    def set(self, obj, name: str, value) -> None:
+        own = vars(obj)
+        had, old = name in own, own.get(name)
+        setattr(obj, name, value)
+        self._undo.append(lambda: setattr(obj, name, old) if had else delattr(obj, name))
+
+    def wrap(self, obj, name: str, before: Optional[Callable] = None, after: Optional[Callable] = None) -> None:
+        """obj.name(*a, **k) calls before(*a, **k) first; after(result) may replace the result."""
+        orig = getattr(obj, name)
+
+        @functools.wraps(orig)
+        def wrapper(*args, **kwargs):
+            if before is not None:
+                before(*args, **kwargs)
+            out = orig(*args, **kwargs)
+            return after(out) if after is not None else out
+
+        self.set(obj, name, wrapper)
+
+    def handle(self, h) -> None:
+        """A torch hook handle."""
+        self._undo.append(h.remove)
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+class _TimedProcessors(LogitsProcessorList):
+    """The same logits processors; each call first runs on_call() (which opens sampling)."""
+
+    def __init__(self, processors=(), on_call: Callable[[], None] = lambda: None):
+        super().__init__(processors)
+        self.on_call = on_call
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.on_call()
+        return super().__call__(input_ids, scores, **kwargs)
+
+
+class _TimedCriteria(StoppingCriteriaList):
+    """The same stopping criteria; each call first runs on_call() (which closes sampling)."""
+
+    def __init__(self, criteria=(), on_call: Callable[[], None] = lambda: None):
+        super().__init__(criteria)
+        self.on_call = on_call
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.on_call()
+        return super().__call__(input_ids, scores, **kwargs)
+
+
+# --- booking one generate call ----------------------------------------------------------------------
+
+
+class _Cursor:
+    """At most one phase open: switching to another closes the open one first."""
+
+    def __init__(self, timer: PhaseTimer):
+        self.timer = timer
+        self.open: Optional[str] = None
+
+    def switch(self, phase: Optional[str]) -> None:
+        if phase == self.open:
+            return
+        if self.open is not None:
+            self.timer.end()
+        if phase is not None:
+            self.timer.begin(phase)
+        self.open = phase
+
+
+class _Probe:
+    """The events of one generate call -> phases (through a _Cursor) and round records."""
+
+    def __init__(self, sync, speculative: bool, gamma: int):
+        self.timer = PhaseTimer(sync)
+        self.cursor = _Cursor(self.timer)
+        self.patches = _Patches()
+        self.speculative, self.gamma = speculative, gamma
+        self.drafting = False  # inside get_candidates: forward passes are the assistant's
+        self.prompted: set[str] = set()  # roles whose first (prompt) pass is done
+        self.rounds: list[RoundRecord] = []
+        self.counts: Optional[dict] = None  # drafted/accepted/emitted of the open round
+        self.generator_seen = False
+        self.cache_seen = False
+        self.start_len = 0
+
+    # generation and rounds
+    def start(self) -> None:
+        self.timer.start()
+
+    def finish(self) -> RoundTimes:
+        self.cursor.switch(None)
+        self._close_round()
+        return self.timer.stop()
+
+    def _open_round(self, counts: dict) -> None:
+        self.cursor.switch(None)
+        self._close_round()
+        self.timer.begin_round()
+        self.counts = counts
+
+    def _close_round(self) -> None:
+        if self.counts is None:
+            return
+        rt, c, self.counts = self.timer.end_round(), self.counts, None
+        self.rounds.append(_record(rt, c["drafted"], c["accepted"], c["emitted"]))
+
+    # model passes
+    def _role(self) -> str:
+        return "draft" if self.drafting else "target"
+
+    def forward_start(self) -> None:
+        role = self._role()
+        if not self.speculative:
+            self._open_round({"drafted": 0, "accepted": 0, "emitted": 1})  # one target pass, one token
+        phase = "prefill" if role not in self.prompted else ("draft" if role == "draft" else "verify")
+        self.prompted.add(role)
+        self.cursor.switch(phase)
+
+    def forward_end(self, output) -> None:
+        if self.speculative and self._role() == "target":
+            self.cursor.switch("sampling")  # logits -> accepted tokens starts now
+            self._watch_crop(output)
+        else:
+            self.cursor.switch(None)
+
+    def _watch_crop(self, output) -> None:
+        """The target cache's crop (after the accept/reject) ends sampling."""
+        if self.cache_seen:
+            return
+        cache = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
+        if cache is not None and hasattr(cache, "crop"):
+            self.patches.wrap(cache, "crop", before=lambda *a, **k: self.cursor.switch(None))
+        self.cache_seen = True
+
+    # logits processors and stopping criteria
+    def timed_processors(self, processors) -> _TimedProcessors:
+        """Checked for the target only: the assistant gets the target's, plus an inert minimum length."""
+        return _TimedProcessors(processors if self.drafting else _check_processors(processors), self.processors_called)
+
+    def processors_called(self) -> None:
+        self.cursor.switch("sampling")
+
+    def criteria_called(self) -> None:
+        self.cursor.switch(None)
+
+    # the candidate generator
+    def attach(self, generator):
+        """Wrap the candidate generator transformers chose for this call (after _get_candidate_generator)."""
+        from transformers.generation.candidate_generator import AssistedCandidateGenerator
+
+        if type(generator) is not AssistedCandidateGenerator:
+            raise _unavailable(f"transformers chose {type(generator).__name__}, not AssistedCandidateGenerator")
+        n = getattr(generator, "num_assistant_tokens", None)
+        if n != self.gamma or getattr(generator, "assistant_confidence_threshold", 0):
+            raise _unavailable(f"the assistant did not take a fixed draft length {self.gamma} (got {n})")
+        self.generator_seen = True
+        self.patches.wrap(generator, "get_candidates", before=self.candidates_start, after=self.candidates_end)
+        self.patches.wrap(generator, "update_candidate_strategy", before=self.round_outcome)
+        return generator
+
+    def candidates_start(self, input_ids, *args, **kwargs) -> None:
+        self._open_round({"drafted": 0, "accepted": 0, "emitted": 0})
+        self.start_len = input_ids.shape[-1]  # input_ids [1, S]
+        self.drafting = True
+
+    def candidates_end(self, result):
+        self.drafting = False
+        self.cursor.switch(None)
+        candidate_ids = result[0]  # [1, S + drafted]
+        self.counts["drafted"] = candidate_ids.shape[-1] - self.start_len
+        return result
+
+    def round_outcome(self, input_ids, scores, num_matches) -> None:
+        self.cursor.switch(None)
+        self.counts["accepted"] = int(num_matches)
+        self.counts["emitted"] = input_ids.shape[-1] - self.start_len  # input_ids [1, S + emitted]
+
+
+def _record(rt: RoundTimes, drafted: int, accepted: int, emitted: int) -> RoundRecord:
+    """A round's record; its wall leaves out the prefill transformers runs inside round 1."""
+    sec = rt.seconds()
+    sec["wall_s"] = (rt.wall_ns - rt.ns["prefill"]) * NS
+    return RoundRecord(drafted=drafted, accepted=accepted, emitted=emitted, **sec)
+
+
+def _check_processors(processors):
+    """Refuse logits processors the other runtimes do not apply (e.g. from a model's generation_config)."""
+    extra = sorted({type(p).__name__ for p in processors} - SAME_AS_HARNESS)
+    if extra:
+        raise _unavailable(f"the model's generation_config adds {', '.join(extra)}, which the other runtimes do not apply")
+    return processors
+
+
+@contextmanager
+def _instrumented(probe: _Probe, target, draft=None):
+    """Hooks and wrappers on target (and draft) for one generate call; all removed on exit."""
+    p = probe.patches
+    try:
+        for m in {id(m): m for m in (target, draft) if m is not None}.values():  # once with --draft self
+            p.handle(m.register_forward_pre_hook(lambda mod, args: probe.forward_start()))
+            p.handle(m.register_forward_hook(lambda mod, args, out: probe.forward_end(out)))
+            p.wrap(m, "_get_logits_processor", after=probe.timed_processors)
+            p.wrap(m, "_get_stopping_criteria", after=lambda sc: _TimedCriteria(sc, probe.criteria_called))
+        if draft is not None:
+            for k, v in _assistant_config(probe.gamma).items():
+                p.set(draft.generation_config, k, v)
+            p.wrap(target, "_get_candidate_generator", after=probe.attach)
+        yield
+    finally:
+        p.undo()
+
+
+# --- the runtime ------------------------------------------------------------------------------------
+
+
+class HFRuntime(Runtime):
+    name = "hf"
+
+    def load(self, pair: PairSpec) -> None:
+        from models.compat import check_tokenizers
+        from models.loading import load_hf_model, load_hf_tokenizer
+
+        require_seams()
+        self.device = resolve_device(self.settings.device)
+        self.dtype = resolve_dtype(self.settings.dtype, self.device)
+        self.tokenizer = load_hf_tokenizer(pair.target, "target")
+        self.target = load_hf_model(pair.target, "target", self.dtype, self.device)
+        if pair.self_draft:
+            self.draft = self.target
+        else:
+            check_tokenizers(self.tokenizer, load_hf_tokenizer(pair.draft, "draft"))
+            self.draft = load_hf_model(pair.draft, "draft", self.dtype, self.device)
+        rows = (self.target.config.vocab_size, self.draft.config.vocab_size)
+        if rows[0] != rows[1]:
+            raise RuntimeUnavailable(
+                f"hf runtime: target has {rows[0]} embedding rows, draft {rows[1]}; transformers would switch to "
+                "universal assisted decoding (a different algorithm), so this pair is not measured here"
+            )
+        self.eos_id = self.tokenizer.eos_token_id  # the stop rule of the torch runtime
+        self.sync = device_sync(self.device)
+        self._ctx = int(getattr(self.target.config, "max_position_embeddings", 0) or 0) or 1 << 30
+
+    def encode(self, prompt: str) -> list[int]:
+        from models.loading import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @property
+    def context_length(self) -> int:
+        return self._ctx
+
+    def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        return self._generate(prompt_ids, gen, speculative=False)
+
+    def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        return self._generate(prompt_ids, gen, speculative=True)
+
+    def generate_kwargs(self, gen: GenerationSettings) -> dict:
+        """generate() settings equal to the other runtimes': neutral values override a model's generation_config."""
+        s = gen.sampling
+        eos = self.eos_id
+        kw = dict(
+            max_new_tokens=gen.max_new_tokens,
+            do_sample=not s.greedy,
+            # [] = no stop token. Not min_new_tokens: that masks EOS out of the distribution, while the
+            # other runtimes may emit EOS with ignore_eos and simply go on.
+            eos_token_id=[] if gen.ignore_eos or eos is None else [eos],
+            pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (eos or 0),
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+        )
+        if not s.greedy:
+            kw.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)  # top_k 0 = off, as here
+        return kw
+
+    def _generate(self, prompt_ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
+        probe = _Probe(self.sync, speculative, gen.gamma)
+        x = torch.tensor([prompt_ids], dtype=torch.long, device=self.target.device)  # [1, S]
+        kw = dict(attention_mask=torch.ones_like(x), **self.generate_kwargs(gen))
+        if speculative:
+            kw["assistant_model"] = self.draft
+        torch.manual_seed(gen.seed)
+        with _instrumented(probe, self.target, self.draft if speculative else None):
+            probe.start()
+            try:
+                out = self.target.generate(x, **kw)  # [1, S + new]
+            finally:
+                total = probe.finish()
+        if speculative and not probe.generator_seen:
+            raise _unavailable("generate() never asked a candidate generator for drafts")
+        token_ids = out[0, len(prompt_ids):].tolist()
+        rounds = _reconcile(probe.rounds, len(token_ids))
+        phases = Phases(prefill_s=total.ns["prefill"] * NS, **total.seconds())
+        return Generation(token_ids=token_ids, phases=phases, rounds=rounds, notes=dict(NOTES[speculative]))
+
+    def describe(self) -> dict:
+        return {
+            "device": self.device,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "torch": torch.__version__,
+            "transformers": transformers_version(),
+            "threads": torch.get_num_threads(),
+            "draft_length": "num_assistant_tokens=gamma, schedule constant, confidence threshold off",
+        }
+
+    def close(self) -> None:
+        self.target = self.draft = None
+        if getattr(self, "device", "").startswith("cuda"):
+            torch.cuda.empty_cache()
+
+
+def _reconcile(rounds: list[RoundRecord], new_tokens: int) -> list[RoundRecord]:
+    """Rounds whose tokens transformers dropped afterwards (a deferred stop check on MPS runs one
+    extra pass) emit nothing; if the rounds still do not add up to the output, refuse the numbers."""
+    left = new_tokens
+    for r in rounds:
+        r.emitted = min(r.emitted, left)
+        left -= r.emitted
+    if left:
+        raise _unavailable(f"rounds account for {new_tokens - left} of {new_tokens} generated tokens")
+    return rounds
