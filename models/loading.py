@@ -35,6 +35,9 @@ def _check_ref(ref: str, role: str) -> tuple[str, dict]:
 
 
 def _hub_error(ref: str, role: str, e: Exception) -> HarnessError:
+    if Path(ref).expanduser().exists():  # a local file the library could not read
+        msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return HarnessError(f"cannot load {role} model {ref}: {msg}")
     return HarnessError(
         f"cannot load {role} model {ref!r}: not a local folder and not in the Hugging Face cache "
         f"({type(e).__name__}); run `harness models download` while online, or pass a local path"

@@ -43,7 +43,7 @@ class TinySpec:
 SPECS = {
     "tiny": TinySpec("tiny"),
     "tiny-padded": TinySpec("tiny-padded", draft_extra_rows=7, target_extra_rows=15),
-    "micro": TinySpec("micro", vocab_size=8, hidden=32, logit_scale=1.5, layer_scale=3.0, max_positions=64),
+    "micro": TinySpec("micro", vocab_size=8, hidden=32, target_layers=2, logit_scale=1.5, layer_scale=3.0, max_positions=64),
 }
 
 

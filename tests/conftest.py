@@ -11,6 +11,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_configure(config):
+    # Tiny models gain nothing from threads, and on a loaded 2-core machine OpenMP spin-waiting
+    # makes multi-threaded matmuls many times slower. Benchmarks set their own thread counts.
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def tiny_pair():
     from models.tiny import ensure_pair

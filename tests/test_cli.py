@@ -1,6 +1,7 @@
 """`harness run` end to end, and bad input: one line, exit 2, no traceback."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def harness(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd or ROOT, timeout=600)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared cores
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=600, env=env)
 
 
 def test_run_torch_writes_run_json_and_results(tmp_path):
@@ -53,7 +56,7 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
         (["--temperature", "-0.5"], "--temperature must be >= 0"),
         (["--top-p", "0"], "--top-p must be in (0, 1]"),
         (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
-        (["--prompts", "poetry"], "unknown prompt set poetry"),
+        (["--prompts", "poetry"], "unknown prompt set 'poetry'"),
         (["--target", "/no/such/model", "--draft", "self"], "target model not found: /no/such/model"),
         (["--max-new-tokens", "5000"], "exceeds the 1024-token context"),
     ],

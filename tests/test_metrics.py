@@ -40,7 +40,7 @@ def test_per_position_histogram_and_tau():
         {"drafted": 3, "accepted": 2, "emitted": 3},
         {"drafted": 1, "accepted": 1, "emitted": 1},  # clamped last round, truncated output
     ]
-    assert metrics.accept_histogram(rounds, 3) == [1, 1, 1, 2]
+    assert metrics.accept_histogram(rounds, 3) == [1, 2, 1, 1]
     # position 1: 5 rounds reached it, 4 accepted; position 2: 3 reached (drafted >= 2), 2 accepted; 3: 2 reached, 1
     assert metrics.per_position_acceptance(rounds, 3) == [4 / 5, 2 / 3, 1 / 2]
     assert metrics.mean_accepted_len(rounds) == pytest.approx(11 / 5)
