@@ -31,42 +31,55 @@ def main():
     """Measure speculative decoding across runtimes: where the time goes, and how far from theory."""
 
 
-@main.command()
-@click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'.")
-@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
-@click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id.")
-@click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target.")
-@click.option("--gamma", default=4, show_default=True, type=int, help="Draft tokens per round.")
-@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
-@click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option("--top-k", default=0, show_default=True, type=int, help="0 = off.")
-@click.option("--max-new-tokens", default=64, show_default=True, type=int)
-@click.option("--prompts", "prompt_spec", default="factual", show_default=True,
-              help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}.")
-@click.option("--repeats", default=1, show_default=True, type=int)
-@click.option("--warmup", default=1, show_default=True, type=int, help="Warm-up generations per runtime (not recorded).")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps.")
-@click.option("--dtype", default="auto", show_default=True, help="auto, float32, float16 or bfloat16.")
-@click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>).")
-def run(runtime_spec, pair, target, draft, gamma, temperature, top_p, top_k, max_new_tokens, prompt_spec,
-        repeats, warmup, seed, ignore_eos, device, dtype, out):
-    """Run baseline and speculative generation per runtime; write run.json and results.jsonl."""
+def _common(f):
+    """Options shared by `run` and `sweep` (applied bottom-up, so listed here in reverse)."""
+    opts = [
+        click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'."),
+        click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id."),
+        click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target."),
+        click.option("--top-k", default=0, show_default=True, type=int, help="0 = off."),
+        click.option("--prompts", "prompt_spec", default="factual", show_default=True,
+                     help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}."),
+        click.option("--repeats", default=1, show_default=True, type=int),
+        click.option("--warmup", default=1, show_default=True, type=int, help="Warm-up generations per runtime and pair (not recorded)."),
+        click.option("--seed", default=0, show_default=True, type=int, help="Seed of repeat 0; repeat r uses seed + r."),
+        click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens."),
+        click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps."),
+        click.option("--dtype", default="auto", show_default=True, help="auto, float32, float16 or bfloat16."),
+        click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>)."),
+        click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _split(value: str, cast, flag: str) -> list:
+    try:
+        return [cast(v) for v in str(value).split(",") if v.strip()]
+    except ValueError:
+        raise HarnessError(f"{flag} takes a comma list of numbers, got {value!r}") from None
+
+
+def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     import runtimes
-    from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
+    from harness.config import RuntimeSettings, SamplingParams
     from harness.prompts import load_prompts
     from harness.runner import RunConfig
     from harness.runner import run as run_all
     from harness.summary import print_summary
     from models.presets import resolve_pair
 
-    names = runtimes.parse_names(runtime_spec)
-    gen = GenerationSettings(SamplingParams(temperature, top_p, top_k), gamma, max_new_tokens, seed, ignore_eos)
-    settings = RuntimeSettings(device=device, dtype=dtype)
-    prompts = load_prompts(prompt_spec)
-    out = out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
-    cfg = RunConfig(names, resolve_pair(pair, target, draft), prompts, gen, settings, repeats, warmup, out)
+    names = runtimes.parse_names(o["runtime_spec"])
+    samplings = [SamplingParams(t, p, o["top_k"]) for t in temperatures for p in top_ps]
+    settings = RuntimeSettings(device=o["device"], dtype=o["dtype"])
+    prompts = load_prompts(o["prompt_spec"])
+    if o["resume"] and not o["out"]:
+        raise HarnessError("--resume needs the --out folder of the run to continue")
+    out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    resolved = [resolve_pair(p, o["target"], o["draft"]) for p in pairs]
+    cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
+                    settings, o["repeats"], o["warmup"], out, o["resume"])
     rows = run_all(cfg)
     print_summary(rows)
     click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")
@@ -74,6 +87,35 @@ def run(runtime_spec, pair, target, draft, gamma, temperature, top_p, top_k, max
     if rows and all(r["error"] for r in rows):
         click.echo("error: every runtime failed; see the rows above and errors.log", err=True)
         sys.exit(2)
+
+
+@main.command()
+@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+@click.option("--gamma", default=4, show_default=True, type=int, help="Draft tokens per round.")
+@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
+@click.option("--top-p", default=1.0, show_default=True, type=float)
+@click.option("--max-new-tokens", default=64, show_default=True, type=int)
+@_common
+def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
+    """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report."""
+    _execute([pair], [gamma], [temperature], [top_p], [max_new_tokens], o)
+
+
+@main.command()
+@click.option("--pair", "pair_list", default=None, help="Comma list of preset pairs (default: the embedded default pair).")
+@click.option("--gamma", "gamma_list", default="1,2,4,6,8", show_default=True, help="Comma list of draft lengths.")
+@click.option("--temperature", "temp_list", default="0", show_default=True, help="Comma list of temperatures.")
+@click.option("--top-p", "top_p_list", default="1.0", show_default=True, help="Comma list of top-p values.")
+@click.option("--max-new-tokens", "max_new_list", default="64", show_default=True, help="Comma list of generation lengths.")
+@_common
+def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
+    """The grid runtimes x pairs x gamma x temperature x top-p x max-new-tokens x prompts, resumable.
+
+    Each baseline is measured once per (prompt, repeat, sampling, length) and shared by every gamma.
+    """
+    pairs = [p.strip() for p in pair_list.split(",")] if pair_list else [None]
+    _execute(pairs, _split(gamma_list, int, "--gamma"), _split(temp_list, float, "--temperature"),
+             _split(top_p_list, float, "--top-p"), _split(max_new_list, int, "--max-new-tokens"), o)
 
 
 @main.command()

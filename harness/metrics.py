@@ -76,6 +76,15 @@ def expected_alpha_acceptance_rate(alpha: float, gamma: int) -> float:
     return sum(alpha**i for i in range(1, gamma + 1)) / gamma
 
 
+def mean_entropy(logits) -> Optional[float]:
+    """Mean entropy (nats) of softmax(logits) over rows: the target's uncertainty per generated
+    token at temperature 1. logits: [N, V] torch tensor."""
+    if logits is None or logits.shape[0] == 0:
+        return None
+    logp = logits.float().log_softmax(-1)
+    return float(-(logp.exp() * logp).sum(-1).mean())
+
+
 def tokens_per_s(new_tokens: int, wall_s: float, prefill_s: float) -> Optional[float]:
     """Decode rate: new tokens over the time after prefill."""
     return _div(new_tokens, wall_s - prefill_s)
@@ -123,22 +132,27 @@ def median(xs: Iterable[float]) -> Optional[float]:
     return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
 
 
+GROUP_FIELDS = ("runtime", "pair", "mode", "gamma", "temperature", "top_p", "top_k", "max_new_tokens")
+
+
 def summarize(rows: Sequence[dict]) -> list[dict]:
-    """Pool results rows per (runtime, mode): sums of tokens and phases, pooled rates, speedup.
+    """Pool results rows per setting (GROUP_FIELDS: runtime, pair, mode, gamma, sampling, length):
+    sums of tokens and phases, pooled rates, and speedup against the baseline of the same runtime,
+    pair and sampling settings.
 
     Pooled rates are ratios of sums (not means of ratios), so long generations weigh more.
-    Speedup pools the baseline and speculative rows of the same runtime.
     """
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r.get("error"):
             continue
-        groups.setdefault((r["runtime"], r["mode"]), []).append(r)
+        groups.setdefault(tuple(r.get(k) for k in GROUP_FIELDS), []).append(r)
     out = []
-    for (runtime, mode), rs in groups.items():
+    for key, rs in groups.items():
+        mode = rs[0]["mode"]
         wall = sum(r["wall_s"] for r in rs)
         tokens = sum(r["new_tokens"] for r in rs)
-        s = {"runtime": runtime, "mode": mode, "n": len(rs), "new_tokens": tokens, "wall_s": wall}
+        s = {**dict(zip(GROUP_FIELDS, key)), "n": len(rs), "new_tokens": tokens, "wall_s": wall}
         for ph in PHASE_FIELDS[1:]:
             vals = [r[ph] for r in rs]
             s[ph] = None if any(v is None for v in vals) else sum(vals)
@@ -148,7 +162,7 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
             s["acceptance_rate"] = acceptance_rate(rounds)
             s["alpha_hat"] = alpha_hat(rounds)
             s["mean_accepted_len"] = mean_accepted_len(rounds)
-            base = groups.get((runtime, "baseline"), [])
+            base = groups.get(tuple(None if k == "gamma" else "baseline" if k == "mode" else s[k] for k in GROUP_FIELDS), [])
             s["speedup"] = speedup(
                 sum(r["wall_s"] for r in base), sum(r["new_tokens"] for r in base), wall, tokens
             )

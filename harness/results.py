@@ -40,27 +40,54 @@ class ResultsWriter:
         self._f.close()
 
 
-def read_results(path: Path) -> list[dict]:
-    """All complete rows of a results.jsonl (a truncated last line is skipped)."""
+def read_results(path: Path, warn=None) -> list[dict]:
+    """All complete rows of a results.jsonl. A line that is not JSON (a last line cut short by a
+    kill) is skipped and reported through `warn`."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
-                continue
+                if warn:
+                    warn(f"{path}:{n}: ignored an incomplete line (a generation interrupted while being written)")
     return rows
 
 
-def prepare_out_dir(out: Path) -> Path:
+def repair_tail(path: Path) -> bool:
+    """Cut a last line that has no newline (written halfway when the process died), so that
+    appended rows start on a line of their own. -> whether something was cut."""
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data or data.endswith(b"\n"):
+            return False
+        f.truncate(data.rfind(b"\n") + 1)
+        return True
+
+
+def open_out_dir(out: Path, resume: bool = False) -> tuple[Path, list[dict]]:
+    """Create the output folder -> (folder, rows already there). Existing results are never
+    overwritten: without `resume` a folder holding results is refused."""
     out = Path(out)
-    if (out / RESULTS).exists() and (out / RESULTS).stat().st_size > 0:
-        raise HarnessError(f"{out} already holds results; choose another --out (results are never overwritten)")
+    results = out / RESULTS
+    if results.exists() and results.stat().st_size > 0 and not resume:
+        raise HarnessError(f"{out} already holds results; add --resume to continue it, or choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise HarnessError(f"cannot create output folder {out}: {e.strerror}") from None
-    return out
+    if not results.exists():
+        return out, []
+
+    def warn(msg: str) -> None:
+        print(f"warning: {msg}", file=sys.stderr)
+
+    rows = read_results(results, warn)
+    if repair_tail(results):
+        warn(f"{results}: cut an incomplete last line; that generation is measured again")
+    return out, rows
 
 
 def cpu_name() -> str:

@@ -1,14 +1,20 @@
-"""The run loop: for each runtime, load the pair once, warm up, then for every prompt and repeat
-generate target-only (baseline) and speculative with the same settings and seed, and append one
-results row per generation as soon as it is measured.
+"""The run loop, shared by `harness run` (one setting) and `harness sweep` (a grid).
 
-Failures inside a runtime (missing dependency, bad file, out of memory) become a row with `error`
-set and the run goes on with the next runtime. Bad settings are rejected before anything runs.
-What it does not do: sweeps over settings (one GenerationSettings per run) or reporting.
+For each runtime and pair: load once, warm up, then for every setting (temperature x top_p x
+max_new_tokens), prompt and repeat, generate target-only (baseline) once and speculatively for
+each gamma, with the same seed, appending one results row per generation as soon as it is
+measured. A row's key (runtime, pair, mode, prompt, repeat, settings) identifies it: with
+`resume`, rows already written without error are not redone, so an interrupted sweep (Ctrl-C,
+kill -9) loses at most the generation in flight.
+
+Failures inside a runtime (missing dependency, bad file, out of memory) become a row with
+`error` set and the loop goes on; `resume` retries them. Bad settings are rejected before anything
+runs. What it does not do: compute metrics (metrics.py) or reports (reports/).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -17,51 +23,76 @@ from typing import Callable, Optional
 
 import runtimes
 from harness import metrics
-from harness.config import GenerationSettings, RuntimeSettings
+from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.errors import HarnessError, RuntimeUnavailable
 from harness.prompts import Prompt
-from harness.results import ResultsWriter, environment, model_files, prepare_out_dir, write_run_json
+from harness.results import (ResultsWriter, environment, model_files, open_out_dir, read_results, write_run_json)
 from runtimes.base import Generation, PairSpec, Runtime
 
 WARMUP_TOKENS = 16
+KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "temperature", "top_p", "top_k",
+              "max_new_tokens", "seed")
 
 
 @dataclass
 class RunConfig:
     runtimes: list[str]
-    pair: PairSpec
+    pairs: list[PairSpec]
     prompts: list[Prompt]
-    gen: GenerationSettings = field(default_factory=GenerationSettings)
+    gammas: list[int] = field(default_factory=lambda: [4])
+    samplings: list[SamplingParams] = field(default_factory=lambda: [SamplingParams()])
+    max_new_tokens: list[int] = field(default_factory=lambda: [64])
+    seed: int = 0
+    ignore_eos: bool = False
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     repeats: int = 1
     warmup: int = 1
     out: Path = Path("runs/latest")
+    resume: bool = False
 
     def __post_init__(self):
         if self.repeats < 1:
             raise HarnessError(f"--repeats must be >= 1, got {self.repeats}")
         if self.warmup < 0:
             raise HarnessError(f"--warmup must be >= 0, got {self.warmup}")
-        if not self.prompts:
-            raise HarnessError("no prompts to run")
+        for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
+                         ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings)):
+            if not xs:
+                raise HarnessError(f"nothing to run: {name} is empty")
+        for g, n in itertools.product(self.gammas, self.max_new_tokens):
+            GenerationSettings(SamplingParams(), g, n)  # validates every value of the grid up front
+
+    def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None) -> GenerationSettings:
+        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos)
+
+    def n_rows(self) -> int:
+        per_prompt = self.repeats * (1 + len(self.gammas)) * len(self.samplings) * len(self.max_new_tokens)
+        return len(self.runtimes) * len(self.pairs) * len(self.prompts) * per_prompt
+
+
+def row_key(row: dict) -> tuple:
+    return tuple(row.get(k) for k in KEY_FIELDS)
 
 
 def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    from tqdm import tqdm
+
+    tqdm.write(msg, file=sys.stderr)
 
 
-def make_row(cfg: RunConfig, rt: Runtime, name: str, mode: str, prompt: Prompt, repeat: int,
+def make_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
              gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
-             baseline_ids: Optional[list[int]] = None) -> dict:
+             baseline: Optional[dict] = None, default_device: str = "auto", default_dtype: str = "auto") -> dict:
     """One results.jsonl row: the field names of DESIGN.md, nothing computed outside metrics.py."""
     desc = rt.describe() if rt is not None else {}
+    s = gen.sampling
     row = {
-        "runtime": name, "mode": mode, "pair": cfg.pair.name, "prompt_id": prompt.id,
+        "runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
         "category": prompt.category, "repeat": repeat,
         "gamma": gen.gamma if mode == "speculative" else None,
-        "temperature": gen.sampling.temperature, "top_p": gen.sampling.top_p, "top_k": gen.sampling.top_k,
+        "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
         "seed": gen.seed, "max_new_tokens": gen.max_new_tokens,
-        "device": desc.get("device", cfg.runtime.device), "dtype": desc.get("dtype", cfg.runtime.dtype),
+        "device": desc.get("device", default_device), "dtype": desc.get("dtype", default_dtype),
     }
     if g is None:  # an error row: every measured field is null
         row.update(dict.fromkeys(metrics.PHASE_FIELDS + metrics.FIELDS + ("token_ids", "text", "greedy_match", "rounds")))
@@ -70,128 +101,174 @@ def make_row(cfg: RunConfig, rt: Runtime, name: str, mode: str, prompt: Prompt, 
     rounds = [r.to_dict() for r in g.rounds]
     row.update(g.phases.to_dict())
     row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), mode == "speculative", gen.gamma))
-    greedy_match = None
-    if mode == "speculative" and gen.sampling.greedy and baseline_ids is not None:
-        greedy_match = g.token_ids == baseline_ids
-    row.update(token_ids=g.token_ids, text=rt.decode(g.token_ids), greedy_match=greedy_match,
+    greedy_match = speedup = None
+    if mode == "speculative" and baseline is not None and not baseline.get("error"):
+        if s.greedy:
+            greedy_match = g.token_ids == baseline["token_ids"]
+        speedup = metrics.speedup(baseline["wall_s"], baseline["new_tokens"], row["wall_s"], row["new_tokens"])
+    row.update(token_ids=g.token_ids, text=rt.decode(g.token_ids), greedy_match=greedy_match, speedup=speedup,
+               target_entropy=g.target_entropy if mode == "baseline" else None,
                rounds=rounds, error=error, phase_notes=g.notes or None, extra=g.extra or None)
     return row
 
 
 def _one_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {msg}" if not isinstance(e, HarnessError) else msg
-
-
-def run(cfg: RunConfig) -> list[dict]:
-    """Run every runtime of cfg; returns the rows written (also in cfg.out/results.jsonl)."""
-    out = prepare_out_dir(cfg.out)
-    info = {
-        "config": {
-            "runtimes": cfg.runtimes, "pair": asdict(cfg.pair), "gen": asdict(cfg.gen),
-            "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
-            "prompts": [asdict(p) for p in cfg.prompts],
-        },
-        "environment": environment(),
-        "model_files": model_files([cfg.pair.target, cfg.pair.draft, cfg.pair.target_gguf, cfg.pair.draft_gguf]),
-        "runtimes": {},
-    }
-    write_run_json(out, info)
-    writer = ResultsWriter(out)
-    rows: list[dict] = []
-
-    def emit(row: dict) -> None:
-        writer.write(row)
-        rows.append(row)
-
-    try:
-        for name in cfg.runtimes:
-            rt = None
-            try:
-                rt = _load(name, cfg)
-                info["runtimes"][name] = rt.describe()
-                write_run_json(out, info)
-                _run_runtime(cfg, name, rt, emit, out)
-            except (RuntimeUnavailable, _LoadFailed) as e:
-                reason = _one_line(e.__cause__ or e) if isinstance(e, _LoadFailed) else str(e)
-                _log(f"[{name}] skipped: {reason}")
-                info["runtimes"][name] = {"skipped": reason}
-                write_run_json(out, info)
-                for mode in ("baseline", "speculative"):
-                    emit(make_row(cfg, None, name, mode, cfg.prompts[0], 0, cfg.gen, None, error=f"skipped: {reason}"))
-            finally:
-                if rt is not None:
-                    rt.close()
-    finally:
-        writer.close()
-    return rows
+    msg = (str(e).strip().splitlines() or [""])[0]
+    return msg if isinstance(e, HarnessError) else f"{type(e).__name__}: {msg}"
 
 
 class _LoadFailed(Exception):
     """A runtime could not load the pair for a reason specific to it (its cause says why)."""
 
 
-def _load(name: str, cfg: RunConfig) -> Runtime:
-    cls = runtimes.get(name)
-    rt = cls(cfg.runtime)
-    _log(f"[{name}] loading {cfg.pair.name} ...")
-    try:
-        rt.load(cfg.pair)
-    except HarnessError:
-        raise  # bad input (missing file, mismatched tokenizers): the same for every runtime
-    except (MemoryError, RuntimeError, OSError, ValueError) as e:
-        raise _LoadFailed(name) from e
-    return rt
+class Runner:
+    """Runs a RunConfig into cfg.out; `run()` returns every row of the folder (old and new)."""
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.out, existing = open_out_dir(cfg.out, cfg.resume)
+        self.rows = existing
+        self.done = {row_key(r): r for r in existing if not r.get("error")}
+        self.info = {
+            "config": {
+                "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]), "pairs": [asdict(p) for p in cfg.pairs],
+                "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
+                "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed, "ignore_eos": cfg.ignore_eos,
+                "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
+                "prompts": [asdict(p) for p in cfg.prompts],
+            },
+            "environment": environment(),
+            "model_files": model_files(ref for p in cfg.pairs for ref in (p.target, p.draft, p.target_gguf, p.draft_gguf)),
+            "runtimes": {},
+        }
+        if self.done:
+            _log(f"resuming {self.out}: {len(self.done)} rows already measured are kept")
+
+    def run(self) -> list[dict]:
+        from tqdm import tqdm
+
+        write_run_json(self.out, self.info)
+        self.writer = ResultsWriter(self.out)
+        self.bar = tqdm(total=self.cfg.n_rows(), unit="gen", desc="generations", file=sys.stderr,
+                        dynamic_ncols=True, disable=None)
+        try:
+            for name, pair in itertools.product(self.cfg.runtimes, self.cfg.pairs):
+                self._runtime_pair(name, pair)
+        finally:
+            self.bar.close()
+            self.writer.close()
+        return self.rows
+
+    def _emit(self, row: dict) -> None:
+        self.writer.write(row)
+        self.rows.append(row)
+        if not row.get("error"):
+            self.done[row_key(row)] = row
+
+    def _cells(self, name: str, pair: PairSpec):
+        """(sampling, max_new, prompt, repeat) in run order."""
+        c = self.cfg
+        return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats))
+
+    def _keys(self, name: str, pair: PairSpec, s, n, p, rep) -> list[tuple[str, Optional[int], tuple]]:
+        keys = []
+        for mode, gamma in [("baseline", None)] + [("speculative", g) for g in self.cfg.gammas]:
+            gen = self.cfg.settings(s, n, rep, gamma)
+            row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep, "gamma": gamma,
+                   "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
+                   "seed": gen.seed}
+            keys.append((mode, gamma, row_key(row)))
+        return keys
+
+    def _runtime_pair(self, name: str, pair: PairSpec) -> None:
+        todo = [k for cell in self._cells(name, pair) for (_, _, k) in self._keys(name, pair, *cell) if k not in self.done]
+        self.bar.update(self.cfg.n_rows() // (len(self.cfg.runtimes) * len(self.cfg.pairs)) - len(todo))
+        if not todo:
+            return
+        rt = None
+        tag = name if len(self.cfg.pairs) == 1 else f"{name} {pair.name}"
+        try:
+            rt = self._load(name, pair)
+            self.info["runtimes"][name] = rt.describe()
+            write_run_json(self.out, self.info)
+            self._measure(name, pair, rt, tag)
+        except (RuntimeUnavailable, _LoadFailed) as e:
+            reason = _one_line(e.__cause__) if isinstance(e, _LoadFailed) else str(e)
+            _log(f"[{tag}] skipped: {reason}")
+            self.info["runtimes"][name] = {"skipped": reason}
+            write_run_json(self.out, self.info)
+            s, n = self.cfg.samplings[0], self.cfg.max_new_tokens[0]
+            self._emit(make_row(pair, None, name, "baseline", self.cfg.prompts[0], 0, self.cfg.settings(s, n, 0), None,
+                                error=f"skipped: {reason}", default_device=self.cfg.runtime.device,
+                                default_dtype=self.cfg.runtime.dtype))
+            self.bar.update(len(todo))
+        finally:
+            if rt is not None:
+                rt.close()
+
+    def _load(self, name: str, pair: PairSpec) -> Runtime:
+        cls = runtimes.get(name)
+        rt = cls(self.cfg.runtime)
+        _log(f"[{name}] loading {pair.name} ...")
+        try:
+            rt.load(pair)
+        except HarnessError:
+            raise  # bad input (missing file, mismatched tokenizers): the same for every runtime
+        except (MemoryError, RuntimeError, OSError, ValueError, AttributeError) as e:
+            raise _LoadFailed(name) from e
+        return rt
+
+    def _measure(self, name: str, pair: PairSpec, rt: Runtime, tag: str) -> None:
+        c = self.cfg
+        encoded = {p.id: rt.encode(p.text) for p in c.prompts}
+        for p in c.prompts:
+            if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
+                raise HarnessError(
+                    f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
+                    f"the {rt.context_length}-token context of {pair.name}; lower --max-new-tokens")
+        first = encoded[c.prompts[0].id]
+        for s in c.samplings[:1] * c.warmup:
+            warm = GenerationSettings(s, c.gammas[0], min(WARMUP_TOKENS, c.max_new_tokens[0]), c.seed, c.ignore_eos)
+            rt.generate_baseline(first, warm)
+            rt.generate_speculative(first, warm)
+        for s, n, p, rep in self._cells(name, pair):
+            base = None
+            for mode, gamma, key in self._keys(name, pair, s, n, p, rep):
+                if key in self.done:
+                    base = self.done[key] if mode == "baseline" else base
+                    continue
+                gen = c.settings(s, n, rep, gamma)
+                row = self._generate(pair, rt, name, mode, p, rep, gen, encoded[p.id], base)
+                base = row if mode == "baseline" else base
+                self._emit(row)
+                self.bar.update(1)
+                if mode == "speculative":
+                    _log(_progress(tag, p, gen, base, row))
+
+    def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
+        kw = dict(default_device=self.cfg.runtime.device, default_dtype=self.cfg.runtime.dtype)
+        try:
+            g = rt.generate_speculative(ids, gen) if mode == "speculative" else rt.generate_baseline(ids, gen)
+        except HarnessError:
+            raise
+        except Exception as e:  # out of memory, a library error: record it and go on
+            with open(self.out / "errors.log", "a") as f:
+                f.write(f"[{name} {pair.name} {mode} {p.id} repeat {repeat}]\n{traceback.format_exc()}\n")
+            return make_row(pair, rt, name, mode, p, repeat, gen, None, error=_one_line(e), **kw)
+        return make_row(pair, rt, name, mode, p, repeat, gen, g, baseline=baseline, **kw)
 
 
-def _run_runtime(cfg: RunConfig, name: str, rt: Runtime, emit: Callable[[dict], None], out: Path) -> None:
-    encoded = [(p, rt.encode(p.text)) for p in cfg.prompts]
-    ctx = rt.context_length
-    for p, ids in encoded:
-        if len(ids) + cfg.gen.max_new_tokens > ctx:
-            raise HarnessError(
-                f"prompt {p.id} ({len(ids)} tokens) + --max-new-tokens {cfg.gen.max_new_tokens} exceeds "
-                f"the {ctx}-token context of {cfg.pair.name}; lower --max-new-tokens"
-            )
-    warm = GenerationSettings(cfg.gen.sampling, cfg.gen.gamma, min(WARMUP_TOKENS, cfg.gen.max_new_tokens), cfg.gen.seed, cfg.gen.ignore_eos)
-    for _ in range(cfg.warmup):
-        rt.generate_baseline(encoded[0][1], warm)
-        rt.generate_speculative(encoded[0][1], warm)
-    total = len(encoded) * cfg.repeats
-    done = 0
-    for p, ids in encoded:
-        for repeat in range(cfg.repeats):
-            gen = GenerationSettings(cfg.gen.sampling, cfg.gen.gamma, cfg.gen.max_new_tokens, cfg.gen.seed + repeat, cfg.gen.ignore_eos)
-            base_row = _generate(cfg, rt, name, "baseline", p, repeat, gen, ids, None, out)
-            emit(base_row)
-            spec_row = _generate(cfg, rt, name, "speculative", p, repeat, gen, ids, base_row.get("token_ids"), out)
-            if spec_row["error"] is None and base_row["error"] is None:
-                spec_row["speedup"] = metrics.speedup(base_row["wall_s"], base_row["new_tokens"], spec_row["wall_s"], spec_row["new_tokens"])
-            emit(spec_row)
-            done += 1
-            _log(_progress(name, done, total, p, base_row, spec_row))
+def run(cfg: RunConfig) -> list[dict]:
+    return Runner(cfg).run()
 
 
-def _generate(cfg, rt, name, mode, p, repeat, gen, ids, baseline_ids, out: Path) -> dict:
-    try:
-        g = rt.generate_speculative(ids, gen) if mode == "speculative" else rt.generate_baseline(ids, gen)
-    except HarnessError:
-        raise
-    except Exception as e:  # out of memory, a library error: record it and go on
-        with open(out / "errors.log", "a") as f:
-            f.write(f"[{name} {mode} {p.id} repeat {repeat}]\n{traceback.format_exc()}\n")
-        return make_row(cfg, rt, name, mode, p, repeat, gen, None, error=_one_line(e))
-    return make_row(cfg, rt, name, mode, p, repeat, gen, g, baseline_ids=baseline_ids)
-
-
-def _progress(name, done, total, p, b, s) -> str:
-    if b["error"] or s["error"]:
-        return f"[{name}] {done}/{total} {p.id}: error: {b['error'] or s['error']}"
+def _progress(tag, p, gen, b, s) -> str:
+    where = f"[{tag}] {p.id} gamma {gen.gamma} T {gen.sampling.temperature:g} rep {gen.seed}"
+    if (b or {}).get("error") or s["error"]:
+        return f"{where}: error: {(b or {}).get('error') or s['error']}"
     flag = "" if s["greedy_match"] in (None, True) else "  GREEDY MISMATCH"
-    return (f"[{name}] {done}/{total} {p.id}: baseline {b['tokens_per_s']:.1f} tok/s, speculative "
-            f"{s['tokens_per_s']:.1f} tok/s, speedup {s['speedup']:.2f}x, alpha_hat "
-            f"{_fmt(s['alpha_hat'])}{flag}")
-
-
-def _fmt(x, spec=".2f") -> str:
-    return "-" if x is None else format(x, spec)
+    speedup = "-" if s["speedup"] is None else f"{s['speedup']:.2f}x"
+    base_tps = "-" if not b else f"{b['tokens_per_s']:.1f}"
+    alpha = "-" if s["alpha_hat"] is None else f"{s['alpha_hat']:.2f}"
+    return (f"{where}: baseline {base_tps} tok/s, speculative {s['tokens_per_s']:.1f} tok/s, "
+            f"speedup {speedup}, alpha_hat {alpha}{flag}")

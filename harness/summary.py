@@ -1,5 +1,6 @@
-"""The table `harness run` prints: per runtime and mode, tokens/s, speedup, acceptance, alpha_hat,
-and the phase breakdown in seconds and percent of wall. Numbers come from metrics.summarize."""
+"""The table `harness run` and `harness sweep` print: per runtime, mode and setting, tokens/s,
+speedup, acceptance, alpha_hat, tau and the phase breakdown in seconds and percent of wall.
+Numbers come from metrics.summarize; settings columns appear only when they vary."""
 
 from __future__ import annotations
 
@@ -8,31 +9,34 @@ import click
 from harness import metrics
 
 PHASES = ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
+VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
+           ("max_new_tokens", "max_new", 9))
 
 
-def _f(x, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
+def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
+    return f"{'-' if x is None else format(x, spec) + suffix:>{width}}"
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
-    head = (f"{'runtime':<16}{'mode':<12}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}"
+    groups = metrics.summarize(rows)
+    shown = [(k, h, w) for k, h, w in VARYING
+             if len({g[k] for g in groups if k != "gamma" or g["mode"] == "speculative"}) > 1]
+    head = (f"{'runtime':<16}{'mode':<12}" + "".join(f"{h:>{w}}" for _, h, w in shown)
+            + f"{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}"
             + "".join(f"{p[:-2]:>18}" for p in PHASES) + f"{'wall':>9}")
     lines = [head, "-" * len(head)]
-    for s in metrics.summarize(rows):
+    for s in groups:
         wall = s["wall_s"]
-        cells = "".join(
-            f"{'-':>18}" if s[p] is None else f"{s[p]:>9.3f}s ({100 * s[p] / wall:4.1f}%)" for p in PHASES
-        )
+        phases = "".join(_cell(None, 18) if s[p] is None else f"{s[p]:>9.3f}s ({100 * s[p] / wall:4.1f}%)" for p in PHASES)
         lines.append(
-            f"{s['runtime']:<16}{s['mode']:<12}{_f(s['tokens_per_s'], '8.1f')}"
-            f"{_f(s.get('speedup'), '8.2f') + ('x' if s.get('speedup') else ' '):>9}"
-            f"{_f(s.get('acceptance_rate'), '8.2f')}{_f(s.get('alpha_hat'), '8.2f')}{_f(s.get('mean_accepted_len'), '6.2f')}"
-            f"{cells}{wall:>8.2f}s"
+            f"{s['runtime']:<16}{s['mode']:<12}" + "".join(_cell(s[k], w) for k, _, w in shown)
+            + _cell(s["tokens_per_s"], 8, ".1f") + _cell(s.get("speedup"), 9, ".2f", "x")
+            + _cell(s.get("acceptance_rate"), 8, ".2f") + _cell(s.get("alpha_hat"), 8, ".2f")
+            + _cell(s.get("mean_accepted_len"), 6, ".2f") + phases + f"{wall:>8.2f}s"
         )
         if s.get("greedy_match") is False:
             lines.append(f"  !! {s['runtime']}: greedy speculative output differs from the baseline")
-    skipped = sorted({(r["runtime"], r["error"]) for r in rows if r.get("error")})
-    lines += [f"{rt}: {err}" for rt, err in skipped]
+    lines += [f"{rt}: {err}" for rt, err in sorted({(r["runtime"], r["error"]) for r in rows if r.get("error")})]
     return lines
 
 

@@ -43,14 +43,15 @@ def results_files(folder: Path) -> list[Path]:
     return found
 
 
-def pair_refs(run_dir: Path) -> Optional[dict]:
-    """The pair of run.json's configuration ({name, target, draft, target_gguf, draft_gguf}), if any."""
+def pair_refs(run_dir: Path) -> Optional[dict[str, dict]]:
+    """Pair name -> its refs ({name, target, draft, target_gguf, draft_gguf}) from run.json's
+    configuration (a sweep may hold several pairs), or None when run.json is unreadable."""
     try:
-        info = json.loads((run_dir / RUN).read_text())
-    except (OSError, ValueError):
+        config = json.loads((run_dir / RUN).read_text()).get("config") or {}
+    except (OSError, ValueError, AttributeError):
         return None
-    pair = (info.get("config") or {}).get("pair")
-    return pair if isinstance(pair, dict) else None
+    pairs = config.get("pairs") or [config.get("pair")]
+    return {p["name"]: p for p in pairs if isinstance(p, dict) and "name" in p} or None
 
 
 def load(folders: list[Path]) -> Loaded:
@@ -63,7 +64,7 @@ def load(folders: list[Path]) -> Loaded:
                 notes.append(f"{f.parent}: no readable {RUN}; c_flops cannot be computed for its rows")
             for r in got:
                 r["source"] = str(f.parent)
-                r["pair_refs"] = refs
+                r["pair_refs"] = (refs or {}).get(r["pair"])
             rows += got
             sources.append(f.parent)
     if not rows:

@@ -71,6 +71,7 @@ class Generation:
     token_ids: list[int]
     phases: Phases
     rounds: list[RoundRecord]
+    target_entropy: Optional[float] = None  # baseline: mean target next-token entropy (nats), T = 1
     notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
     extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)
 

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 import torch
 
-from harness import sampling
+from harness import metrics, sampling
 from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.errors import HarnessError
 from harness.timing import PhaseTimer, device_sync
@@ -134,17 +134,20 @@ class SpeculativeEngine:
         timer = PhaseTimer(self.sync)
         timer.start()
         self._prefill(timer, prompt, [self.target])
-        seq, out, rounds, done = list(prompt), [], [], False
+        seq, out, rounds, done, steps = list(prompt), [], [], False, []
         while not done:
             timer.begin_round()
             with timer.phase("verify"):
                 logits = self._pass("target", self.target, self._pending(self.target, seq), 1)[-1]  # [V]
+            steps.append(logits)  # kept for the entropy, computed after the clock stops
             with timer.phase("sampling"):
                 t = sampling.next_token(logits.cpu(), s, rng)
             n, done = self._emit(gen, out, [t])
             seq.append(t)
             rounds.append(_record(timer.end_round(), 0, 0, n))
-        return _generation(out, timer.stop(), rounds)
+        g = _generation(out, timer.stop(), rounds)
+        g.target_entropy = metrics.mean_entropy(torch.stack(steps))
+        return g
 
     @torch.inference_mode()
     def speculative(self, prompt: list[int], gen: GenerationSettings) -> Generation:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
+from harness.config import GenerationSettings, SamplingParams
 from harness.prompts import Prompt
-from harness.runner import RunConfig, make_row
+from harness.runner import make_row
 from runtimes.base import Generation, PairSpec, Phases, RoundRecord
 
 FACTUAL = Prompt("f1", "factual", "x")
@@ -60,11 +60,11 @@ def rows_for(runtime: str, gammas=(4,), scale: float = 1.0, pair: str = "qwen-li
     rows = []
     for g in gammas:
         gen = GenerationSettings(SamplingParams(0.0), g, 10, 0)
-        cfg = RunConfig([runtime], PairSpec(pair), [FACTUAL, OPEN], gen, RuntimeSettings(device="cpu"))
+        spec = PairSpec(pair)
         for p in (FACTUAL, OPEN):
-            b = make_row(cfg, FakeRuntime(), runtime, "baseline", p, 0, gen, baseline(scale))
-            s = make_row(cfg, FakeRuntime(), runtime, "speculative", p, 0, gen, speculative(SPEC_ROUNDS[(p.id, g)], scale, draft_ms),
-                         baseline_ids=b["token_ids"])
+            b = make_row(spec, FakeRuntime(), runtime, "baseline", p, 0, gen, baseline(scale))
+            s = make_row(spec, FakeRuntime(), runtime, "speculative", p, 0, gen, speculative(SPEC_ROUNDS[(p.id, g)], scale, draft_ms),
+                         baseline=b)
             rows += [b, s]
     return rows
 

@@ -30,7 +30,7 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "torch" in r.stdout and "speculative" in r.stdout and "verify" in r.stdout
     info = json.loads((out / "run.json").read_text())
-    assert info["config"]["gen"]["gamma"] == 3 and info["environment"]["packages"]["torch"]
+    assert info["config"]["gammas"] == [3] and info["environment"]["packages"]["torch"]
     assert info["model_files"] and all(len(f["sha256"]) == 64 for f in info["model_files"])
     assert info["runtimes"]["torch"]["device"] == "cpu"
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

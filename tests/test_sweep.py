@@ -1,0 +1,145 @@
+"""Sweeps: grid, resume after kill -9, truncated last line, error rows, prompt sets, entropy."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.config import SamplingParams
+from harness.prompts import BUILTIN, load_prompts
+from harness.results import read_results
+from harness.runner import RunConfig, Runner, row_key
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = ["sweep", "--runtime", "torch", "--gamma", "1,3", "--max-new-tokens", "6", "--prompts", "math", "--warmup", "0"]
+
+
+def harness_proc(*args):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def keys(path: Path) -> list[tuple]:
+    return [row_key(r) for r in read_results(path)]
+
+
+@pytest.mark.slow
+def test_killed_sweep_resumes_to_the_same_rows(tmp_path):
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    p = harness_proc(*GRID, "--out", str(full))
+    assert p.wait(timeout=600) == 0, p.stderr.read()
+
+    p = harness_proc(*GRID, "--out", str(cut))
+    results = cut / "results.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 4):
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    n_before = len(read_results(results))
+    assert 4 <= n_before < 15, "the sweep must be killed mid-way for this test to mean anything"
+
+    p = harness_proc(*GRID, "--out", str(cut), "--resume")
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    assert "rows already measured are kept" in err
+    assert len(keys(results)) == len(set(keys(results))) == 15, "nothing is measured twice"
+    assert set(keys(results)) == set(keys(full / "results.jsonl"))
+    # the resumed greedy rows are still checked against their (earlier) baseline
+    assert all(r["greedy_match"] is True for r in read_results(results) if r["mode"] == "speculative")
+
+
+def _cfg(out, runtimes=("torch",), resume=False, pair=None, **kw):
+    from models.presets import resolve_pair
+
+    return RunConfig(list(runtimes), [pair or resolve_pair("tiny")], load_prompts("math")[:2], [2], [SamplingParams()], [5],
+                     warmup=0, out=out, resume=resume, **kw)
+
+
+def test_truncated_last_line_is_reported_cut_and_measured_again(tmp_path, capsys):
+    out = tmp_path / "o"
+    Runner(_cfg(out)).run()
+    path = out / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) == 4
+    path.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])  # killed while writing the 4th row
+    assert len(read_results(path)) == 3
+    rows = Runner(_cfg(out, resume=True)).run()
+    err = capsys.readouterr().err
+    assert "incomplete" in err
+    final = [json.loads(line) for line in path.read_text().splitlines()]  # every line is whole JSON again
+    assert len(final) == 4 and len(rows) == 4
+    assert set(map(row_key, final)) == set(map(row_key, [json.loads(x) for x in lines[:3]] + [final[-1]]))
+
+
+def test_without_resume_existing_results_are_refused(tmp_path):
+    from harness.errors import HarnessError
+
+    out = tmp_path / "o"
+    Runner(_cfg(out)).run()
+    with pytest.raises(HarnessError, match="--resume"):
+        Runner(_cfg(out))
+
+
+def test_a_runtime_that_cannot_load_becomes_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    import runtimes
+
+    monkeypatch.setitem(runtimes.REGISTRY, "broken", "no_such_module_for_tests:Runtime")
+    rows = Runner(_cfg(tmp_path / "o", runtimes=("broken", "torch"))).run()
+    errors = [r for r in rows if r["error"]]
+    assert len(errors) == 1 and errors[0]["runtime"] == "broken" and "no_such_module_for_tests" in errors[0]["error"]
+    ok = [r for r in rows if r["runtime"] == "torch"]
+    assert len(ok) == 4 and all(r["error"] is None for r in ok)
+    # resume retries the failed runtime (it may have been installed since) and keeps the rest
+    monkeypatch.setitem(runtimes.REGISTRY, "broken", "runtimes.pytorch:TorchRuntime")
+    rows = Runner(_cfg(tmp_path / "o", runtimes=("broken", "torch"), resume=True)).run()
+    assert len([r for r in rows if r["runtime"] == "broken" and not r["error"]]) == 4
+    assert len([r for r in rows if r["runtime"] == "torch"]) == 4
+
+
+def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
+    from runtimes.pytorch import TorchRuntime
+
+    def boom(self, ids, gen):
+        raise RuntimeError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(TorchRuntime, "generate_speculative", boom)
+    rows = Runner(_cfg(tmp_path / "o")).run()
+    spec = [r for r in rows if r["mode"] == "speculative"]
+    assert all(r["error"] == "RuntimeError: CUDA out of memory (simulated)" for r in spec)
+    assert all(r["error"] is None for r in rows if r["mode"] == "baseline")
+    assert "Traceback" in (tmp_path / "o" / "errors.log").read_text()
+
+
+def test_grid_shares_one_baseline_across_gammas_and_records_entropy(tmp_path):
+    from models.presets import resolve_pair
+
+    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("code")[:1], [1, 2, 4],
+                    [SamplingParams(0.0), SamplingParams(0.7, 0.9)], [5, 7], repeats=2, warmup=0, out=tmp_path / "o")
+    rows = Runner(cfg).run()
+    assert len(rows) == cfg.n_rows() == 1 * 2 * 2 * 2 * (1 + 3)
+    base = [r for r in rows if r["mode"] == "baseline"]
+    assert all(r["target_entropy"] > 0 for r in base)
+    assert {r["seed"] for r in rows} == {0, 1}
+    assert {(r["gamma"], r["temperature"], r["max_new_tokens"]) for r in rows if r["mode"] == "speculative"} == {
+        (g, t, n) for g in (1, 2, 4) for t in (0.0, 0.7) for n in (5, 7)}
+
+
+def test_builtin_prompt_sets_and_user_jsonl(tmp_path):
+    assert set(BUILTIN) >= {"factual", "open-ended", "code", "rewrite", "math", "extractive"}
+    assert all(len(v) >= 5 for v in BUILTIN.values())
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"id": "a", "category": "mine", "prompt": "Hello"}\n{"prompt": "World"}\n')
+    ps = load_prompts(str(f))
+    assert [(p.id, p.category, p.text) for p in ps] == [("a", "mine", "Hello"), ("p-2", "custom", "World")]
+    f.write_text('{"id": "a"}\n')
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match='p.jsonl:1: expected a JSON object with a "prompt"'):
+        load_prompts(str(f))
