@@ -135,6 +135,20 @@ def median(xs: Iterable[float]) -> Optional[float]:
 GROUP_FIELDS = ("runtime", "pair", "mode", "gamma", "temperature", "top_p", "top_k", "max_new_tokens")
 
 
+def quartiles(xs: Iterable[Optional[float]]) -> tuple[Optional[float], Optional[float], Optional[float]]:
+    """(q1, median, q3) of the non-null values, linear interpolation; (None,)*3 when empty."""
+    v = sorted(x for x in xs if x is not None and not math.isnan(x))
+    if not v:
+        return None, None, None
+
+    def q(f: float) -> float:
+        i = f * (len(v) - 1)
+        lo = int(i)
+        return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (i - lo)
+
+    return q(0.25), q(0.5), q(0.75)
+
+
 def summarize(rows: Sequence[dict]) -> list[dict]:
     """Pool results rows per setting (GROUP_FIELDS: runtime, pair, mode, gamma, sampling, length):
     sums of tokens and phases, pooled rates, and speedup against the baseline of the same runtime,

@@ -118,7 +118,8 @@ def headline(cells: list[dict]) -> list[str]:
 
 SUMMARY_COLS = [
     ("label", "cell", "s"), ("n", "gens", ""), ("new_tokens", "tokens", ""), ("tokens_per_s", "tok/s", ".1f"),
-    ("speedup", "speedup", ".2fx"), ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
+    ("speedup", "speedup", ".2fx"), ("speedup_median", "median speedup", ".2fx"), ("speedup_iqr", "IQR", ".2f"),
+    ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
     ("mean_accepted_len", "tokens/round", ".2f"), ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
     ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"), ("theory_speedup_measured", "ceiling (c measured)", ".2fx"),
     ("ceiling_gap", "gap to ceiling", ".2fx"), ("verify_cost_ratio", "verify / target step", ".2f"),

@@ -62,6 +62,10 @@ def _cell(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dict:
     cell.update(tokens_per_s=s["tokens_per_s"], e2e_tokens_per_s=metrics.e2e_tokens_per_s(s["new_tokens"], s["wall_s"]))
     for k in ("speedup", "acceptance_rate", "alpha_hat", "mean_accepted_len", "greedy_match"):
         cell[k] = s.get(k)
+    # spread over generations (prompts x repeats): median and interquartile range
+    for k in ("tokens_per_s", "speedup"):
+        q1, med, q3 = metrics.quartiles(r.get(k) for r in (spec or base))
+        cell[f"{k}_median"], cell[f"{k}_iqr"] = med, (None if med is None else q3 - q1)
     cell["c_measured"] = metrics.c_measured(_rounds(spec), _rounds(base)) if spec else None
     cell["verify_cost_ratio"] = metrics.verify_cost_ratio(_rounds(spec), _rounds(base)) if spec else None
     cell["pair_refs"] = first.get("pair_refs")

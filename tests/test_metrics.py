@@ -62,3 +62,8 @@ def test_generation_metrics_baseline_has_null_spec_fields():
     row = metrics.generation_metrics({"wall_s": 1.0, "prefill_s": 0.2}, [{"drafted": 0, "accepted": 0, "emitted": 1}] * 4, 4, False, 4)
     assert all(row[k] is None for k in metrics.SPEC_ONLY)
     assert row["tokens_per_s"] == pytest.approx(5.0)
+
+
+def test_quartiles():
+    assert metrics.quartiles([4, 1, 3, 2, None]) == (1.75, 2.5, 3.25)
+    assert metrics.quartiles([]) == (None, None, None)
