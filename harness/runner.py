@@ -165,7 +165,7 @@ class Runner:
         if not row.get("error"):
             self.done[row_key(row)] = row
 
-    def _cells(self, name: str, pair: PairSpec):
+    def _cells(self):
         """(sampling, max_new, prompt, repeat) in run order."""
         c = self.cfg
         return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats))
@@ -181,7 +181,7 @@ class Runner:
         return keys
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
-        todo = [k for cell in self._cells(name, pair) for (_, _, k) in self._keys(name, pair, *cell) if k not in self.done]
+        todo = [k for cell in self._cells() for (_, _, k) in self._keys(name, pair, *cell) if k not in self.done]
         self.bar.update(self.cfg.n_rows() // (len(self.cfg.runtimes) * len(self.cfg.pairs)) - len(todo))
         if not todo:
             return
@@ -231,7 +231,7 @@ class Runner:
             warm = GenerationSettings(s, c.gammas[0], min(WARMUP_TOKENS, c.max_new_tokens[0]), c.seed, c.ignore_eos)
             rt.generate_baseline(first, warm)
             rt.generate_speculative(first, warm)
-        for s, n, p, rep in self._cells(name, pair):
+        for s, n, p, rep in self._cells():
             base = None
             for mode, gamma, key in self._keys(name, pair, s, n, p, rep):
                 if key in self.done:
