@@ -46,6 +46,7 @@ from reports import tables
 RESIDUAL_TOLERANCE = 0.05  # |residual - 1| above this is called out in the text
 DIFFERS_RATIO = 1.15  # costs (c, v, o, o_base) that differ by more than this factor "differ"
 DIFFERS_ALPHA = 0.05  # alpha_hat values further apart than this "differ"
+NOISE_RATIO = 1.25  # pooled c or v this far from the median: say the split is noisy
 
 NAMES = {
     "tau": "tokens per round (alpha_hat, gamma)",
@@ -154,6 +155,45 @@ def largest(expl: dict) -> Optional[tuple[str, float]]:
     return min(ls.items(), key=lambda kv: kv[1]) if ls else None
 
 
+def _acceptance(e: dict, f: float) -> str:
+    a, g, tau = e["alpha_hat"], e["gamma"], e["tau_model"]
+    return (f"Acceptance is the largest factor (x{f:.2f}): at alpha_hat {a:.2f} a round yields {tau:.2f} of the "
+            f"{g + 1} tokens it could, which caps this setting at {tau:.2f}x even with free drafting and "
+            "verification; a draft closer to the target or lower-entropy prompts would help more than a faster runtime.")
+
+
+def _draft(e: dict, f: float) -> str:
+    return (f"The draft's cost is the largest factor (x{f:.2f}): each of the {e['gamma']} draft tokens per round costs "
+            f"c = {e['c']:.2f} target steps; a cheaper draft (a smaller model, or a runtime with less fixed cost per "
+            "call) or a smaller gamma would move it.")
+
+
+def _verify(e: dict, f: float) -> str:
+    return (f"Verification is the largest factor (x{f:.2f}): checking {e['gamma'] + 1} tokens in one target pass "
+            f"costs v = {e['v']:.2f} one-token steps where the paper assumes 1; the target does not batch for free on "
+            "this device, so a smaller gamma or hardware with idle parallelism (a GPU) would move it.")
+
+
+def _overhead(e: dict, f: float) -> str:
+    return (f"Sampling and orchestration are the largest factor (x{f:.2f}): each round spends o = {e['o']:.2f} "
+            "target steps outside the models; a leaner runtime loop (fewer copies, synchronizations and Python per "
+            "round) would help more than a better draft.")
+
+
+def _costs_text(e: dict, f: float) -> str:
+    return (f"The runtime's cost per round is the largest factor (x{f:.2f}: {e['cost_per_round']:.2f} target steps "
+            "per round, which this runtime does not split into draft, verify and overhead).")
+
+
+def _prefill(e: dict, f: float) -> str:
+    return (f"Prefill is the largest factor (x{f:.2f}): both models process the prompt, which weighs on short "
+            "generations; longer outputs amortize it (it says nothing about decoding speed).")
+
+
+VERDICTS = {"acceptance": _acceptance, "draft": _draft, "verify": _verify, "overhead": _overhead,
+            "costs": _costs_text, "prefill": _prefill}
+
+
 def verdict(expl: dict) -> str:
     """One sentence naming the largest factor and what would move it."""
     if expl["unavailable"]:
@@ -162,27 +202,7 @@ def verdict(expl: dict) -> str:
     if top is None:
         return "Nothing here costs speed: every factor is at or above 1."
     key, f = top
-    a, g, tau = expl["alpha_hat"], expl["gamma"], expl["tau_model"]
-    text = {
-        "acceptance": (f"Acceptance is the largest factor (x{f:.2f}): at alpha_hat {a:.2f} a round yields {tau:.2f} of "
-                       f"the {g + 1} tokens it could, which caps this setting at {tau:.2f}x even with free drafting "
-                       "and verification; a draft closer to the target or lower-entropy prompts would help more "
-                       "than a faster runtime."),
-        "draft": (f"The draft's cost is the largest factor (x{f:.2f}): each of the {g} draft tokens per round costs "
-                  f"c = {expl['c']:.2f} target steps; a cheaper draft (a smaller model, or a runtime with less fixed "
-                  "cost per call) or a smaller gamma would move it."),
-        "verify": (f"Verification is the largest factor (x{f:.2f}): checking {g + 1} tokens in one target pass costs "
-                   f"v = {expl['v']:.2f} one-token steps where the paper assumes 1; the target does not batch for free "
-                   "on this device, so a smaller gamma or hardware with idle parallelism (a GPU) would move it."),
-        "overhead": (f"Sampling and orchestration are the largest factor (x{f:.2f}): each round spends "
-                     f"o = {expl['o']:.2f} target steps outside the models; a leaner runtime loop (fewer copies, "
-                     "synchronizations and Python per round) would help more than a better draft."),
-        "costs": (f"The runtime's cost per round is the largest factor (x{f:.2f}: {expl['cost_per_round']:.2f} target "
-                  "steps per round, which this runtime does not split into draft, verify and overhead)."),
-        "prefill": (f"Prefill is the largest factor (x{f:.2f}): both models process the prompt, which weighs on short "
-                    "generations; longer outputs amortize it (it says nothing about decoding speed)."),
-    }[key]
-    return text
+    return VERDICTS[key](expl, f)
 
 
 def residual_sentence(expl: dict) -> Optional[str]:
@@ -199,6 +219,20 @@ def residual_sentence(expl: dict) -> Optional[str]:
     parts.append(f"x{p['other']:.3f} unexplained")
     head = "within" if abs(r - 1) <= RESIDUAL_TOLERANCE else "outside"
     return (f"Residual x{r:.3f} (measured / product, {head} {RESIDUAL_TOLERANCE:.0%}): " + "; ".join(parts) + ".")
+
+
+def noise_sentence(expl: dict) -> Optional[str]:
+    """A warning when pooled c or v stray from the medians of the report's table: a few slow
+    rounds (contention, a page fault, a first call) weigh in the sums but not in the medians."""
+    far = []
+    for key, name in (("c", "c"), ("v", "v")):
+        pooled, med = expl[key], expl[f"{key}_median"]
+        if pooled and med and max(pooled, med) > NOISE_RATIO * min(pooled, med):
+            far.append(f"{name} {pooled:.2f} pooled vs {med:.2f} median")
+    if not far:
+        return None
+    return (f"Timing noise: {', '.join(far)}; a few slow rounds weigh in the pooled costs (which multiply back "
+            "to the measured speedup) but not in the medians; repeat the run on a quieter machine to trust the split.")
 
 
 def what_if(expl: dict, costs: theory.RoundCosts, max_gamma: int = theory.MAX_GAMMA) -> dict:
@@ -238,14 +272,15 @@ def explain(rows: list[dict]) -> list[dict]:
         if not spec:
             continue
         e = decompose(spec, base, g, rec["alpha_hat"])
-        e.update({k: rec[k] for k in tables.SETTINGS}, label=tables.label(rec, vary))
+        e.update({k: rec[k] for k in tables.SETTINGS}, label=tables.label(rec, vary),
+                 c_median=rec["c_measured"], v_median=rec["verify_cost_ratio"])
         out.append(e)
     for e in out:
         same = [x for x in out if all(str(x[k]) == str(e[k]) for k in tables.SETTINGS)]
         costs = _round_costs(e, same)
         e["what_if"] = what_if(e, costs) if costs else None
         e["v_points"] = sorted({x["gamma"] for x in same if x["v"] is not None})
-        e["verdict"], e["residual_text"] = verdict(e), residual_sentence(e)
+        e["verdict"], e["residual_text"], e["noise_text"] = verdict(e), residual_sentence(e), noise_sentence(e)
     return out
 
 

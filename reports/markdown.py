@@ -199,7 +199,8 @@ def explain_section(expls: list[dict], comparisons: list[str], plot: Optional[st
         cols = [c for c in FACTOR_COLS if any(r.get(c[0]) is not None for r in recs)]
         out += md_table(recs, [("label", "cell", "s")] + cols) + [""]
         out += md_table([{**e, **(e["what_if"] or {})} for e in done], WHAT_IF_COLS) + [""]
-    out += [f"- **{e['label']}:** " + " ".join(x for x in (e["verdict"], e.get("residual_text")) if x) for e in expls]
+    out += [f"- **{e['label']}:** " + " ".join(x for x in (e["verdict"], e["residual_text"], e["noise_text"]) if x)
+            for e in expls]
     out += [f"- {line}" for line in comparisons]
     out += ["", EXPLAIN_TEXT, ""]
     if plot:
