@@ -248,6 +248,19 @@ def what_if(expl: dict, costs: theory.RoundCosts, max_gamma: int = theory.MAX_GA
             "run_speedup_best": expl["measured"] * there / now}
 
 
+def what_if_sentence(expl: dict) -> Optional[str]:
+    """The what-if in words: breakeven alpha here, the best gamma and what the run would have had."""
+    w = expl["what_if"]
+    if not w:
+        return None
+    g, b = expl["gamma"], w["breakeven_alpha"]
+    here = (f"at gamma {g} no alpha reaches 1.00x with these costs" if b is None
+            else f"breaking even at gamma {g} needs alpha_hat {b:.2f} (now {expl['alpha_hat']:.2f})")
+    best = (f"gamma {w['best_gamma']} is best at these costs: the run would have had about "
+            f"{w['run_speedup_best']:.2f}x" if w["best_gamma"] != g else f"gamma {g} is already the best at these costs")
+    return f"What-if: {here}; {best}."
+
+
 # ---------------------------------------------------------------- all cells of a run
 
 
@@ -281,6 +294,7 @@ def explain(rows: list[dict]) -> list[dict]:
         e["what_if"] = what_if(e, costs) if costs else None
         e["v_points"] = sorted({x["gamma"] for x in same if x["v"] is not None})
         e["verdict"], e["residual_text"], e["noise_text"] = verdict(e), residual_sentence(e), noise_sentence(e)
+        e["what_if_text"] = what_if_sentence(e)
     return out
 
 

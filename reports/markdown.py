@@ -180,7 +180,8 @@ EXPLAIN_TEXT = (
     "is split into the acceptance model's error and short last rounds. What-if: breakeven alpha and best gamma from "
     "the same costs, assuming c, o and o_base independent of gamma and v linear in the batch from 1 at gamma 0 "
     "through the v measured at each gamma run (extrapolated with the last slope); 'run at best gamma' scales the "
-    "measured speedup by the model's ratio, holding prefill and residual."
+    "measured speedup by the model's ratio, holding prefill and residual; a breakeven of '-' means no alpha reaches "
+    "1.00x at that gamma."
 )
 
 
@@ -199,7 +200,7 @@ def explain_section(expls: list[dict], comparisons: list[str], plot: Optional[st
         cols = [c for c in FACTOR_COLS if any(r.get(c[0]) is not None for r in recs)]
         out += md_table(recs, [("label", "cell", "s")] + cols) + [""]
         out += md_table([{**e, **(e["what_if"] or {})} for e in done], WHAT_IF_COLS) + [""]
-    out += [f"- **{e['label']}:** " + " ".join(x for x in (e["verdict"], e["residual_text"], e["noise_text"]) if x)
+    out += [f"- **{e['label']}:** " + " ".join(x for x in (e["verdict"], e["what_if_text"], e["residual_text"], e["noise_text"]) if x)
             for e in expls]
     out += [f"- {line}" for line in comparisons]
     out += ["", EXPLAIN_TEXT, ""]

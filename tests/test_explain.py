@@ -143,6 +143,8 @@ def test_what_if_breakeven_and_best_gamma_by_hand():
     assert w["run_speedup_best"] == pytest.approx(e["measured"] * s(1) / s(4))
     assert s(4, w["breakeven_alpha"]) == pytest.approx(1.0)
     assert w["breakeven_alpha_any_gamma"] <= w["breakeven_alpha"]
+    assert e["what_if_text"] == (f"What-if: breaking even at gamma 4 needs alpha_hat {w['breakeven_alpha']:.2f} (now 0.50); "
+                                 f"gamma 1 is best at these costs: the run would have had about {w['run_speedup_best']:.2f}x.")
 
 
 def test_costed_speedup_reduces_to_leviathan_and_piecewise_linear_costs():
