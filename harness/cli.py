@@ -186,6 +186,18 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out):
     click.echo(f"\nwritten: {out}")
 
 
+@main.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", default=None, type=click.Path(path_type=Path), help="Folder for waterfall.png, explain.csv/json (default: DIR/report).")
+def explain(dirs, out):
+    """Decompose each measured speedup into factors: acceptance, draft, verify, overhead, prefill."""
+    from reports.build import write_explain
+
+    text, png = write_explain(list(dirs), out)
+    click.echo(text)
+    click.echo(f"waterfall: {png}" if png else "waterfall: not drawn (no cell could be decomposed)")
+
+
 def _report_of_run(out: Path) -> None:
     """The end of `harness run`: its report; a failure here must not cost the measured rows."""
     from reports import write_report

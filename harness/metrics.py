@@ -213,3 +213,69 @@ def verify_cost_ratio(spec_rounds: Sequence[dict], base_rounds: Sequence[dict]) 
     v = median(r["verify_s"] for r in spec_rounds if r["drafted"] > 0 and r.get("verify_s") is not None)
     t = median(target_step_times(base_rounds))
     return None if v is None or t is None else _div(v, t)
+
+
+# ---------------------------------------------------------------- pooled costs, in target steps
+#
+# The speedup is a ratio of sums (wall per token over whole generations), so the costs that
+# multiply back to it must be ratios of sums too: medians (c_measured, verify_cost_ratio) are
+# robust summaries for tables, but would leave the skew of the timing distribution in the
+# decomposition's residual. These are used by reports/explain.py.
+
+COUNT_FIELDS = ("new_tokens", "n_rounds", "n_drafted")
+
+
+def pooled(rows: Sequence[dict]) -> dict:
+    """Sums over rows of the phases (None when any row hides a phase) and of new_tokens,
+    n_rounds and n_drafted (None counts as 0: baseline rows have no drafts)."""
+    out = {}
+    for ph in PHASE_FIELDS:
+        vals = [r.get(ph) for r in rows]
+        out[ph] = None if any(v is None for v in vals) else sum(vals)
+    for k in COUNT_FIELDS:
+        out[k] = sum(r.get(k) or 0 for r in rows)
+    return out
+
+
+def decode_s(t: dict) -> float:
+    """Time after prefill (the whole wall when prefill is not visible, as in tokens_per_s)."""
+    return t["wall_s"] - (t["prefill_s"] or 0.0)
+
+
+def target_step_s(base: dict) -> Optional[float]:
+    """Mean single-token target step of pooled baseline totals: verify_s / n_rounds."""
+    return None if base["verify_s"] is None else _div(base["verify_s"], base["n_rounds"])
+
+
+def step_costs(spec: dict, base: dict) -> dict:
+    """Pooled costs of a speculative cell in units of its baseline's target step T.
+
+    - c = (draft_s / n_drafted) / T: one draft token;
+    - v = (verify_s / n_rounds) / T: one verify pass of up to gamma + 1 tokens;
+    - o = ((decode - draft_s - verify_s) / n_rounds) / T: sampling and orchestration per round,
+      including the time between rounds (so decode == T (n_drafted c + n_rounds (v + o)) exactly);
+    - o_base = (baseline decode - verify_s) / verify_s: the baseline's sampling and orchestration
+      per target step;
+    - gamma_eff = n_drafted / n_rounds (below gamma when rounds were cut at max_new_tokens);
+    - tau = new_tokens / n_rounds (tokens per round, measured).
+    Each is None when the phases it needs are not visible or the counts are zero.
+    """
+    T = target_step_s(base)
+    rounds, drafted = spec["n_rounds"], spec["n_drafted"]
+    dec = decode_s(spec)
+    seen = spec["draft_s"] is not None and spec["verify_s"] is not None
+
+    def per_step(x: Optional[float], n: int) -> Optional[float]:
+        return None if x is None or T is None or not n else x / n / T
+
+    base_dec = decode_s(base) - (base["draft_s"] or 0.0)
+    return {
+        "target_step_s": T,
+        "c": per_step(spec["draft_s"], drafted),
+        "v": per_step(spec["verify_s"], rounds),
+        "o": per_step(dec - spec["draft_s"] - spec["verify_s"], rounds) if seen else None,
+        "cost_per_round": per_step(dec, rounds),
+        "o_base": None if base["verify_s"] is None else _div(base_dec - base["verify_s"], base["verify_s"]),
+        "gamma_eff": _div(drafted, rounds),
+        "tau": _div(spec["new_tokens"], rounds),
+    }

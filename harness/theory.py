@@ -6,6 +6,8 @@ Two halves:
 - gain: Leviathan et al. 2023 under their i.i.d. acceptance assumption: expected tokens per round
   (Eq. 1), the expected walltime improvement E[speedup] (Theorem 3.8), the factor of extra
   arithmetic (Theorem 3.11), the breakeven alpha for a gamma, and the best gamma for (alpha, c).
+  The same with measured costs the paper leaves out (RoundCosts: a verify pass dearer than one
+  step, per-round and baseline overhead), for `harness explain`.
 
 FLOPs convention (the first seed's): 2 x the matmul weights a token passes through. The output
 head (lm_head) counts once; the input embedding is a table lookup and counts nothing, so a tied
@@ -15,8 +17,9 @@ Qwen2.5-0.5B-Instruct (c = 0.1601). Optionally the attention term at a context l
 4 * layers * L * (heads * head_dim): QK^T and AV, one multiply-add (2 FLOPs) per element.
 
 What it does not do: measure anything (the measured c is metrics.c_measured), download weights,
-or model memory bandwidth, batching of the verify pass or per-round overhead: the ceiling it gives
-is algorithmic, not a hardware bound.
+or predict memory bandwidth, the cost of batching the verify pass or per-round overhead: the
+ceiling of Theorem 3.8 is algorithmic, not a hardware bound; RoundCosts only carries such costs
+in once they are measured.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Union
 from urllib.parse import urlparse
 
 from harness.errors import HarnessError
@@ -272,7 +275,63 @@ def expected_tokens(alpha: float, gamma: int) -> float:
 
 def expected_speedup(alpha: float, gamma: int, c: float) -> float:
     """Theorem 3.8: E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1))."""
-    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+    return costed_speedup(alpha, gamma, RoundCosts(c))
+
+
+@dataclass(frozen=True)
+class RoundCosts:
+    """What a round costs, in target one-token steps, including what Theorem 3.8 leaves out.
+
+    c: one draft token; v: the verify pass over gamma + 1 tokens (1 in the paper); o: sampling
+    and orchestration per round (0 in the paper); o_base: the baseline's own sampling and
+    orchestration per target step (0 in the paper). v and o may be numbers or functions of gamma
+    (see piecewise_linear) when a run measured how they grow with the batch.
+    """
+
+    c: float
+    v: Union[float, Callable[[int], float]] = 1.0
+    o: Union[float, Callable[[int], float]] = 0.0
+    o_base: float = 0.0
+
+    def verify(self, gamma: int) -> float:
+        return self.v(gamma) if callable(self.v) else self.v
+
+    def overhead(self, gamma: int) -> float:
+        return self.o(gamma) if callable(self.o) else self.o
+
+    def per_round(self, gamma: int) -> float:
+        """g c + v + o: one round's cost in target steps."""
+        return gamma * self.c + self.verify(gamma) + self.overhead(gamma)
+
+
+def costed_speedup(alpha: float, gamma: int, costs: RoundCosts) -> float:
+    """E[tokens] (1 + o_base) / (g c + v + o): Theorem 3.8 with the verify pass, the per-round
+    overhead and the baseline's per-step overhead priced in (v = 1, o = o_base = 0 gives 3.8)."""
+    return expected_tokens(alpha, gamma) * (1 + costs.o_base) / costs.per_round(gamma)
+
+
+def piecewise_linear(points: dict[int, float], anchor: Optional[float] = None) -> Callable[[int], float]:
+    """gamma -> value through measured (gamma, value) points, linear in between.
+
+    anchor is the value at gamma = 0 (a verify pass of one token is one target step: anchor 1).
+    Beyond the last point the last segment's slope continues, never below 0 (a batch does not get
+    cheaper as it grows); before the first point without an anchor the first value holds.
+    With one point and no anchor the value is constant.
+    """
+    pts = sorted(points.items())
+    if anchor is not None and pts[0][0] > 0:
+        pts = [(0, anchor)] + pts
+
+    def f(gamma: int) -> float:
+        if len(pts) == 1 or gamma <= pts[0][0]:
+            return pts[0][1]
+        for (g0, y0), (g1, y1) in zip(pts, pts[1:]):
+            if gamma <= g1:
+                return y0 + (y1 - y0) * (gamma - g0) / (g1 - g0)
+        (g0, y0), (g1, y1) = pts[-2], pts[-1]
+        return y1 + max(0.0, (y1 - y0) / (g1 - g0)) * (gamma - g1)
+
+    return f
 
 
 def expected_operations(alpha: float, gamma: int, c_hat: float = 0.0) -> float:
@@ -280,29 +339,37 @@ def expected_operations(alpha: float, gamma: int, c_hat: float = 0.0) -> float:
     return (gamma * c_hat + gamma + 1) / expected_tokens(alpha, gamma)
 
 
-def breakeven_alpha(gamma: int, c: float, tol: float = 1e-12) -> Optional[float]:
+def _costs(c: Union[float, RoundCosts]) -> RoundCosts:
+    return c if isinstance(c, RoundCosts) else RoundCosts(c)
+
+
+def breakeven_alpha(gamma: int, c: Union[float, RoundCosts], tol: float = 1e-12) -> Optional[float]:
     """The alpha at which E[speedup] = 1 for this gamma; None when no alpha <= 1 reaches it.
 
-    E[speedup] rises monotonically in alpha from 1/(g c + 1) at 0 to (g + 1)/(g c + 1) at 1,
-    so a solution exists iff c <= 1; it is found by bisection.
+    c is Leviathan's cost ratio, or RoundCosts for the costed model. E[speedup] rises
+    monotonically in alpha from 1/(g c + 1) at 0 to (g + 1)/(g c + 1) at 1 (Theorem 3.8), so a
+    solution exists iff c <= 1; it is found by bisection.
     """
-    if expected_speedup(1.0, gamma, c) < 1:
+    costs = _costs(c)
+    if costed_speedup(1.0, gamma, costs) < 1:
         return None
-    if expected_speedup(0.0, gamma, c) >= 1:
+    if costed_speedup(0.0, gamma, costs) >= 1:
         return 0.0
     lo, hi = 0.0, 1.0
     while hi - lo > tol:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected_speedup(mid, gamma, c) < 1 else (lo, mid)
+        lo, hi = (mid, hi) if costed_speedup(mid, gamma, costs) < 1 else (lo, mid)
     return hi
 
 
-def optimal_gamma(alpha: float, c: float, max_gamma: int = MAX_GAMMA) -> int:
+def optimal_gamma(alpha: float, c: Union[float, RoundCosts], max_gamma: int = MAX_GAMMA) -> int:
     """The integer gamma in 1..max_gamma maximizing E[speedup] (the smallest on ties).
 
-    With c = 0 the speedup grows with gamma forever, so the answer is max_gamma.
+    c is Leviathan's cost ratio, or RoundCosts for the costed model.
+    With c = 0 (and v = 1, o = 0) the speedup grows with gamma forever, so the answer is max_gamma.
     """
-    return max(range(1, max_gamma + 1), key=lambda g: (expected_speedup(alpha, g, c), -g))
+    costs = _costs(c)
+    return max(range(1, max_gamma + 1), key=lambda g: (costed_speedup(alpha, g, costs), -g))
 
 
 def gamma_table(alpha: Optional[float], c: float, gammas) -> list[dict]:

@@ -1,8 +1,10 @@
 """`harness report`: read results, build the tables, draw the plots, write everything into one folder.
 
-Files written (all overwritten on each call): report.md (headline, tables, plots embedded),
-summary.csv, categories.csv, positions.csv, histogram.csv, report.json (all tables, headline and
-notes) and the PNG plots of plots.py. What it does not do: measure anything.
+Files written (all overwritten on each call): report.md (headline, tables, the explain section,
+plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv, explain.csv,
+report.json (all tables, headline, explanations and notes) and the PNG plots of plots.py,
+waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
+only. What it does not do: measure anything.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from pathlib import Path
 from typing import Optional
 
 from harness.errors import HarnessError
-from reports import markdown, plots, tables
+from reports import explain, markdown, plots, tables
 from reports.ceiling import CFlops
 from reports.load import REPORT_DIR, load
+
+WATERFALL = "waterfall.png"
 
 PLOTTERS = [("phases.png", plots.phases, "cells"), ("speedup_vs_gamma.png", plots.speedup_vs_gamma, "cells"),
             ("acceptance_vs_gamma.png", plots.acceptance_vs_gamma, "categories"),
@@ -45,12 +49,7 @@ def _json_safe(records: list[dict]) -> list[dict]:
 def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     """Report of the results under `dirs` into `out` (default: first dir/report). -> report.md."""
     loaded = load([Path(d) for d in dirs])
-    first = Path(dirs[0])
-    out = Path(out) if out else (first.parent if first.is_file() else first) / REPORT_DIR
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise HarnessError(f"cannot create report folder {out}: {e.strerror}") from None
+    out = _out_dir(dirs, out)
     rows = loaded.rows
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),
@@ -63,11 +62,58 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     notes = loaded.notes + _notes(rows, data["cells"], cflops)
     written = [name for name, draw, src in PLOTTERS if draw(data[src], out / name) is not None]
     sources = [str(s) for s in loaded.sources]
-    (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources))
+    expls, comparisons, lines, _ = _explain(rows, out)
+    (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"),
                       ("positions", "positions.csv"), ("histogram", "histogram.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
-           **{k: _json_safe(v) for k, v in data.items()}}
+           **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons}
     (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     return out / "report.md"
+
+
+def _out_dir(dirs: list, out: Optional[Path]) -> Path:
+    first = Path(dirs[0])
+    out = Path(out) if out else (first.parent if first.is_file() else first) / REPORT_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HarnessError(f"cannot create report folder {out}: {e.strerror}") from None
+    return out
+
+
+def _explain(rows: list[dict], out: Path) -> tuple[list[dict], list[str], list[str], Optional[Path]]:
+    """Explanations, comparisons, the markdown section and the waterfall PNG (None when no cell
+    could be decomposed; a stale one is removed); writes explain.csv."""
+    expls = explain.explain(rows)
+    comparisons = explain.compare(expls)
+    png = plots.waterfall(expls, out / WATERFALL)
+    if png is None:
+        (out / WATERFALL).unlink(missing_ok=True)
+    lines = markdown.explain_section(expls, comparisons, png and png.name) if expls else []
+    tables.frame([_flat(e) for e in expls], drop=()).to_csv(out / "explain.csv", index=False)
+    return expls, comparisons, lines, png
+
+
+def _flat(e: dict) -> dict:
+    """One CSV row: inputs, each factor and level, what-if."""
+    row = {k: v for k, v in e.items() if k not in ("factors", "residual_parts", "what_if", "v_points")}
+    for f in e["factors"]:
+        row[f"factor_{f['key']}"], row[f"level_{f['key']}"] = f["factor"], f["level"]
+    row.update({f"residual_{k}": v for k, v in (e["residual_parts"] or {}).items()})
+    row.update(e["what_if"] or {})
+    return row
+
+
+def write_explain(dirs: list, out: Optional[Path] = None) -> tuple[str, Optional[Path]]:
+    """`harness explain`: the explain section as text, and the waterfall PNG (in `out`, default
+    first dir/report, with explain.csv and explain.json)."""
+    rows = load([Path(d) for d in dirs]).rows
+    if not any(r["mode"] == "speculative" and not r.get("error") for r in rows):
+        raise HarnessError("no successful speculative rows to explain: explain needs speculative and baseline rows of a runtime")
+    out = _out_dir(dirs, out)
+    expls, comparisons, lines, png = _explain(rows, out)
+    (out / "explain.json").write_text(json.dumps({"explain": expls, "comparisons": comparisons}, indent=2,
+                                                 ensure_ascii=False, allow_nan=False))
+    return "\n".join(lines), png

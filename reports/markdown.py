@@ -134,8 +134,10 @@ PLOTS = [("phases.png", "Where the time goes"), ("speedup_vs_gamma.png", "Measur
          ("acceptance_vs_gamma.png", "Acceptance per prompt category"), ("per_position.png", "Per-position acceptance")]
 
 
-def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str]) -> str:
-    """The whole report.md; records carry their `label` already (see build.py)."""
+def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
+             explain: Optional[list[str]] = None) -> str:
+    """The whole report.md; records carry their `label` already (see build.py); `explain` is
+    explain_section's lines."""
     out = ["# Speculative decoding report", ""]
     out += [f"- {line}" for line in headline(cells)] + [""]
     out += ["## Speed, acceptance and ceiling", ""] + md_table(cells, SUMMARY_COLS) + [""]
@@ -147,9 +149,62 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
     out += ["## Where the time goes", ""] + md_table(cells, PHASE_COLS) + [""]
     if categories:
         out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
+    out += explain or []
     out += ["## Plots", ""]
     out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]
     if notes:
         out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     out += ["Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------- explain (reports/explain.py)
+
+
+FACTOR_COLS = [("tau", "tau", ".2fx"), ("draft", "× draft", ".3f"), ("verify", "× verify", ".3f"),
+               ("overhead", "× sampling+orch.", ".3f"), ("costs", "× costs (not separable)", ".3f"),
+               ("baseline", "× baseline overhead", ".3f"), ("prefill", "× prefill", ".3f"),
+               ("product", "= product", ".2fx"), ("residual", "× residual", ".3f"), ("measured", "= measured", ".2fx")]
+WHAT_IF_COLS = [("label", "cell", "s"), ("alpha_hat", "alpha_hat", ".3f"), ("c", "c", ".3f"), ("v", "v", ".2f"),
+                ("o", "o", ".2f"), ("o_base", "o_base", ".2f"), ("target_step_ms", "target step ms", ".3f"),
+                ("breakeven_alpha", "breakeven alpha (this gamma)", ".3f"),
+                ("breakeven_alpha_any_gamma", "lowest breakeven alpha (any gamma)", ".3f"), ("best_gamma", "best gamma", ""),
+                ("model_speedup", "model now", ".2fx"), ("model_speedup_best", "model at best gamma", ".2fx"),
+                ("run_speedup_best", "run at best gamma", ".2fx")]
+EXPLAIN_TEXT = (
+    "Each factor multiplies: tau = (1 - a^(g+1)) / (1 - a) at alpha_hat is the speedup if drafting and verifying "
+    "were free; × 1/(g c + 1) prices the draft (Leviathan's E[speedup]); × (g c + 1)/(g c + v) a verify pass of "
+    "g + 1 tokens costing v target steps; × (g c + v)/(g c + v + o) the sampling and orchestration per round; "
+    "× (1 + o_base) the baseline's own overhead per step, which slows the baseline alike; × prefill the prompt "
+    "processing of both sides. c, v, o and o_base are pooled (sums over the cell's generations) in units of the "
+    "baseline's mean target step, so the product differs from the measured speedup only by the residual, which "
+    "is split into the acceptance model's error and short last rounds. What-if: breakeven alpha and best gamma from "
+    "the same costs, assuming c, o and o_base independent of gamma and v linear in the batch from 1 at gamma 0 "
+    "through the v measured at each gamma run (extrapolated with the last slope); 'run at best gamma' scales the "
+    "measured speedup by the model's ratio, holding prefill and residual; a breakeven of '-' means no alpha reaches "
+    "1.00x at that gamma."
+)
+
+
+def _waterfall_record(e: dict) -> dict:
+    rec = {"label": e["label"], "product": e["product"], "measured": e["measured"]}
+    rec.update({f["key"]: f["factor"] for f in e["factors"]})
+    return rec
+
+
+def explain_section(expls: list[dict], comparisons: list[str], plot: Optional[str] = None) -> list[str]:
+    """The report's explain section (also what `harness explain` prints)."""
+    out = ["## Why this speedup: factors from tau to measured", ""]
+    done = [e for e in expls if not e["unavailable"]]
+    if done:
+        recs = [_waterfall_record(e) for e in done]
+        cols = [c for c in FACTOR_COLS if any(r.get(c[0]) is not None for r in recs)]
+        out += md_table(recs, [("label", "cell", "s")] + cols) + [""]
+        out += md_table([{**e, **(e["what_if"] or {})} for e in done], WHAT_IF_COLS) + [""]
+    out += [f"- **{e['label']}:** " + " ".join(x for x in (e["verdict"], e["what_if_text"], e["residual_text"], e["noise_text"]) if x)
+            for e in expls]
+    out += [f"- {line}" for line in comparisons]
+    out += ["", EXPLAIN_TEXT, ""]
+    if plot:
+        out += [f"![Speedup waterfall]({plot})", ""]
+    return out

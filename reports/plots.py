@@ -6,10 +6,12 @@ global backend change, no display needed).
   and at c from FLOPs;
 - acceptance_vs_gamma.png: alpha_hat (solid) and acceptance_rate (dashed) against gamma per
   prompt category, one panel per runtime;
-- per_position.png: P(accept draft i | drafts before it accepted) per speculative cell.
+- per_position.png: P(accept draft i | drafts before it accepted) per speculative cell;
+- waterfall.png: the factors that take tau down to the measured speedup (reports/explain.py),
+  one panel per speculative cell.
 
 Each function returns the file written, or None when there is nothing to draw.
-What it does not do: compute numbers (tables.py) or decide what they mean (markdown.py).
+What it does not do: compute numbers (tables.py, explain.py) or decide what they mean (markdown.py).
 """
 
 from __future__ import annotations
@@ -147,4 +149,55 @@ def per_position(positions: list[dict], path: Path) -> Optional[Path]:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     _legend(ax, len(lines))
     ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+WATERFALL_COLS = 2
+SHORT = {"tau": "tau", "draft": "draft\ncost", "verify": "verify\ncost", "overhead": "sampling +\norchestr.",
+         "costs": "draft+verify\n+overhead", "baseline": "baseline\noverhead", "prefill": "prefill", "residual": "residual"}
+
+
+def _waterfall_panel(ax, e: dict) -> None:
+    """One cell: tau from 0, each factor a floating bar from the level before to the level after,
+    the measured speedup from 0; red bars lose speed, green bars gain it."""
+    names, prev = [], 0.0
+    for i, f in enumerate(e["factors"]):
+        if f["key"] == "tau":
+            ax.bar(i, f["level"], color="#4c9be8")
+            text = f"{f['level']:.2f}x"
+        else:
+            lo, hi = sorted((prev, f["level"]))
+            color = "#59b36b" if f["factor"] >= 1 else "#c04c4c"
+            ax.bar(i, hi - lo, bottom=lo, color=color, alpha=0.55 if f["key"] == "residual" else 1.0,
+                   hatch="//" if f["key"] == "residual" else None, edgecolor="white")
+            ax.plot([i - 1.4, i + 0.4], [prev, prev], color="black", lw=0.6)
+            text = f"×{f['factor']:.2f}"
+        ax.annotate(text, (i, max(prev, f["level"])), ha="center", va="bottom", fontsize=7,
+                    xytext=(0, 2), textcoords="offset points")
+        prev = f["level"]
+        names.append(SHORT[f["key"]])
+    n = len(names)
+    ax.bar(n, e["measured"], color="#555555")
+    ax.annotate(f"{e['measured']:.2f}x", (n, e["measured"]), ha="center", va="bottom", fontsize=7,
+                xytext=(0, 2), textcoords="offset points")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_xticks(range(n + 1), names + ["measured"], fontsize=7)
+    ax.set_ylabel("speedup (x)")
+    ax.set_title(f"{e['label']}: {e['tau_model']:.2f}x → {e['measured']:.2f}x", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylim(0, 1.15 * max(max(f["level"] for f in e["factors"]), e["measured"], 1.0))
+
+
+def waterfall(expls: list[dict], path: Path) -> Optional[Path]:
+    """The speedup decomposition of each speculative cell (reports/explain.py), one panel each."""
+    expls = [e for e in expls if not e["unavailable"]]
+    if not expls:
+        return None
+    cols = min(WATERFALL_COLS, len(expls))
+    rows = -(-len(expls) // cols)
+    fig = Figure(figsize=(6.5 * cols, 3.8 * rows))
+    for k, e in enumerate(expls, start=1):
+        _waterfall_panel(fig.add_subplot(rows, cols, k), e)
+    fig.suptitle("From tokens per round to the measured speedup (factors multiply)", fontsize=11)
+    fig.tight_layout()
     return _save(fig, path)

@@ -49,7 +49,7 @@ def _phase_pcts(s: dict) -> dict:
     return {f"{p[:-2]}_pct": (None if s[p] is None or not wall else 100 * s[p] / wall) for p in PHASES}
 
 
-def _cell(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dict:
+def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dict:
     """One table row: summarize() of the cell, its phase shares, and its measured cost ratios."""
     mode = "speculative" if spec else "baseline"
     s = next(x for x in metrics.summarize(base + spec) if x["mode"] == mode)
@@ -72,17 +72,22 @@ def _cell(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dict:
     return cell
 
 
-def cells(rows: list[dict]) -> list[dict]:
-    """Baseline and speculative (per gamma) cells of every runtime and settings."""
+def cell_groups(rows: list[dict]) -> list[tuple[list[dict], list[dict], Optional[int]]]:
+    """(baseline rows, speculative rows, gamma) of every cell, in table order; a baseline cell
+    has no speculative rows and gamma None, a speculative cell carries its baseline's rows."""
     out = []
     for group in _groups(_ok(rows), SETTINGS):
         base = [r for r in group if r["mode"] == "baseline"]
         spec = [r for r in group if r["mode"] == "speculative"]
         if base:
-            out.append(_cell(base, [], None))
-        for g in _gammas(spec):
-            out.append(_cell(base, [r for r in spec if r["gamma"] == g], g))
+            out.append((base, [], None))
+        out += [(base, [r for r in spec if r["gamma"] == g], g) for g in _gammas(spec)]
     return out
+
+
+def cells(rows: list[dict]) -> list[dict]:
+    """Baseline and speculative (per gamma) cells of every runtime and settings."""
+    return [cell_record(base, spec, g) for base, spec, g in cell_groups(rows)]
 
 
 def add_theory(cells_: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[float]]) -> None:
