@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from harness import theory
 from harness.cli import main
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
-from harness.runner import RunConfig, make_row
+from harness.config import GenerationSettings, SamplingParams
+from harness.runner import make_row
 from reports import explain
 from runtimes.base import Generation, PairSpec, Phases, RoundRecord
 from tests import synthetic
@@ -53,10 +53,10 @@ def base_rounds(n: int, sampling=0.1, unacc=0.1):
 
 def rows(runtime="fast", accepted=GEOMETRIC, gamma=4, base_prefill=0.0, spec_prefill=0.0, n_base=31, **kw):
     g = GenerationSettings(SamplingParams(0.0), gamma, 64, 0)
-    cfg = RunConfig([runtime], PairSpec("p"), [synthetic.FACTUAL], g, RuntimeSettings(device="cpu"))
-    b = make_row(cfg, synthetic.FakeRuntime(), runtime, "baseline", synthetic.FACTUAL, 0, g, gen(base_rounds(n_base), base_prefill))
-    s = make_row(cfg, synthetic.FakeRuntime(), runtime, "speculative", synthetic.FACTUAL, 0, g,
-                 gen(spec_rounds(accepted, gamma, **kw), spec_prefill))
+    pair = PairSpec("p")
+    b = make_row(pair, synthetic.FakeRuntime(), runtime, "baseline", synthetic.FACTUAL, 0, g, gen(base_rounds(n_base), base_prefill))
+    s = make_row(pair, synthetic.FakeRuntime(), runtime, "speculative", synthetic.FACTUAL, 0, g,
+                 gen(spec_rounds(accepted, gamma, **kw), spec_prefill), baseline=b)
     return [b, s]
 
 
