@@ -1,7 +1,9 @@
 """Pair presets and resolution of --pair / --target / --draft into a PairSpec.
 
 A preset names a target and a draft (Hugging Face ids or built-in tiny pairs). `--draft self`
-uses the target as its own draft (the calibration run: theory says exactly 1.00x).
+uses the target as its own draft (the calibration run: theory says exactly 1.00x). A tiny pair's
+PairSpec also carries its f32 GGUF export (models/gguf_export.py, written once, cached next to the
+HF folders), so the llama.cpp runtimes run the very same weights with no flags.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def resolve_pair(
 
 
 def _preset(name: str) -> PairSpec:
+    from models.gguf_export import ensure_tiny_gguf
     from models.tiny import ensure_pair
 
     p = PRESETS[name]
     t, d = ensure_pair(p["builtin"])
-    return PairSpec(name, str(t), str(d))
+    t_gguf, d_gguf = ensure_tiny_gguf(p["builtin"], "f32")
+    return PairSpec(name, str(t), str(d), str(t_gguf), str(d_gguf))
