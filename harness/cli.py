@@ -36,6 +36,8 @@ def main():
 @click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
 @click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id.")
 @click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target.")
+@click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes.")
+@click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'.")
 @click.option("--gamma", default=4, show_default=True, type=int, help="Draft tokens per round.")
 @click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
@@ -49,9 +51,12 @@ def main():
 @click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps.")
 @click.option("--dtype", default="auto", show_default=True, help="auto, float32, float16 or bfloat16.")
+@click.option("--n-threads", default=None, type=int, help="llama.cpp threads (default: the library's own).")
+@click.option("--n-gpu-layers", default=0, show_default=True, type=int, help="llama.cpp layers to offload (-1 = all).")
+@click.option("--n-ctx", default=None, type=int, help="llama.cpp context length (default: min(model's, 4096)).")
 @click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>).")
-def run(runtime_spec, pair, target, draft, gamma, temperature, top_p, top_k, max_new_tokens, prompt_spec,
-        repeats, warmup, seed, ignore_eos, device, dtype, out):
+def run(runtime_spec, pair, target, draft, target_gguf, draft_gguf, gamma, temperature, top_p, top_k, max_new_tokens,
+        prompt_spec, repeats, warmup, seed, ignore_eos, device, dtype, n_threads, n_gpu_layers, n_ctx, out):
     """Run baseline and speculative generation per runtime; write run.json and results.jsonl."""
     import runtimes
     from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
@@ -63,10 +68,10 @@ def run(runtime_spec, pair, target, draft, gamma, temperature, top_p, top_k, max
 
     names = runtimes.parse_names(runtime_spec)
     gen = GenerationSettings(SamplingParams(temperature, top_p, top_k), gamma, max_new_tokens, seed, ignore_eos)
-    settings = RuntimeSettings(device=device, dtype=dtype)
+    settings = RuntimeSettings(device=device, dtype=dtype, n_threads=n_threads, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
     prompts = load_prompts(prompt_spec)
     out = out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
-    cfg = RunConfig(names, resolve_pair(pair, target, draft), prompts, gen, settings, repeats, warmup, out)
+    cfg = RunConfig(names, resolve_pair(pair, target, draft, target_gguf, draft_gguf), prompts, gen, settings, repeats, warmup, out)
     rows = run_all(cfg)
     print_summary(rows)
     click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")

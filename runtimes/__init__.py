@@ -12,6 +12,8 @@ from harness.errors import HarnessError, RuntimeUnavailable
 
 REGISTRY: dict[str, str] = {
     "torch": "runtimes.pytorch:TorchRuntime",
+    "llamacpp": "runtimes.llamacpp:LlamaCppRuntime",
+    "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
 }
 
 
