@@ -113,6 +113,10 @@ def main() -> None:
         print(f"{name}: greedy ids equal to the llamacpp baseline: {all(d is None for d in diff)}"
               + ("" if all(d is None for d in diff) else f" (first difference at token {min(d for d in diff if d is not None)}: "
                  "llama.cpp's batched logits differ from its one-token logits, near-ties flip)"))
+    for role in ("target", "draft"):
+        ck = [g.extra["decode_ms"][role] for g in cells["llamacpp speculative"][1]]
+        print(f"llamacpp speculative, {role} context decodes: ours {statistics.median(c['ours_ms'] for c in ck):.0f} ms, "
+              f"llama.cpp's counters {statistics.median(c['llama_ms'] for c in ck):.0f} ms (medians)")
     verify = [r.verify_s for g in cells["llamacpp speculative"][1] for r in g.rounds if r.drafted == args.gamma]
     step = [r.verify_s for g in cells["llamacpp baseline"][1] for r in g.rounds]
     if verify and step:

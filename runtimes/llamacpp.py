@@ -19,8 +19,10 @@ verify (every llama_decode of the target context: gamma + 1 tokens, logits for e
 sampling (logits -> tokens, ratio test, residual; in Python with harness/sampling.py, on one torch
 thread so torch's pool does not fight llama.cpp's threads for the cores), the rest is
 unaccounted (the Python loop, filling the batch, cache bookkeeping). llama.cpp's own counters
-(llama_perf_context of both contexts, reset per generation) go to Generation.extra as a
-cross-check: llama.cpp books every multi-token decode (each verify batch) as "prompt eval".
+(llama_perf_context of both contexts, reset per generation) go to Generation.extra["llama_perf"],
+and extra["decode_ms"] puts each context's decode time by our clock (its prefill plus its
+draft or verify phase) beside llama.cpp's (prompt eval + eval ms): a cross-check of our booking.
+llama.cpp books every multi-token decode (each verify batch) as "prompt eval".
 
 `--draft self` (or the same GGUF twice) loads the model once and gives it two contexts: every
 draft decode is real work, which is what the calibration run measures.
@@ -29,6 +31,7 @@ What it does not do: batching (one sequence), tree drafting, llama.cpp's own sam
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Optional
 
 import llama_cpp
@@ -134,12 +137,17 @@ class LlamaEngine:
             self.forward_hook(role, kv, ids, logits)
         return logits
 
-    def _prefill(self, timer: PhaseTimer, prompt: list[int], kvs: list[LlamaKV]) -> None:
-        with timer.phase("prefill"):
-            for kv in kvs:
+    def _prefill(self, timer: PhaseTimer, prompt: list[int], kvs: list[LlamaKV]) -> list[int]:
+        """Both contexts on prompt[:-1] -> nanoseconds per context (for the counters cross-check)."""
+        ns = []
+        for kv in kvs:
+            t0 = time.perf_counter_ns()
+            with timer.phase("prefill"):
                 kv.reset()
                 if len(prompt) > 1:
                     kv.feed(prompt[:-1])
+            ns.append(time.perf_counter_ns() - t0)
+        return ns
 
     def _stop(self, gen: GenerationSettings, out: list[int], token: int) -> bool:
         return len(out) >= gen.max_new_tokens or (not gen.ignore_eos and self.is_eog(token))
@@ -160,7 +168,7 @@ class LlamaEngine:
         self._counters([self.target])
         timer = PhaseTimer()
         timer.start()
-        self._prefill(timer, prompt, [self.target])
+        pre = self._prefill(timer, prompt, [self.target])
         seq, out, rounds, done = list(prompt), [], [], False
         while not done:
             timer.begin_round()
@@ -171,14 +179,14 @@ class LlamaEngine:
             n, done = self._emit(gen, out, [t])
             seq.append(t)
             rounds.append(_record(timer.end_round(), 0, 0, n))
-        return _generation(out, timer.stop(), rounds, {"target": self.target})
+        return _generation(out, timer.stop(), rounds, {"target": (self.target, pre[0], "verify")})
 
     def speculative(self, prompt: list[int], gen: GenerationSettings) -> Generation:
         s, rng = gen.sampling, torch.Generator().manual_seed(gen.seed)
         self._counters([self.target, self.draft])
         timer = PhaseTimer()
         timer.start()
-        self._prefill(timer, prompt, [self.target, self.draft])
+        pre = self._prefill(timer, prompt, [self.target, self.draft])
         seq, out, rounds, done = list(prompt), [], [], False
         while not done:
             timer.begin_round()
@@ -193,7 +201,8 @@ class LlamaEngine:
             seq += drafts[:k] + [t]
             self._rollback(n_before + k)
             rounds.append(_record(timer.end_round(), g, k, n))
-        return _generation(out, timer.stop(), rounds, {"target": self.target, "draft": self.draft})
+        return _generation(out, timer.stop(), rounds, {"target": (self.target, pre[0], "verify"),
+                                                       "draft": (self.draft, pre[1], "draft")})
 
     def _draft(self, timer, seq, g, s: SamplingParams, rng) -> tuple[list[int], Optional[torch.Tensor]]:
         """g draft tokens and their probabilities q [g, V] (None when greedy)."""
@@ -235,11 +244,17 @@ def _record(rt, drafted: int, accepted: int, emitted: int) -> RoundRecord:
     return RoundRecord(drafted=drafted, accepted=accepted, emitted=emitted, **rt.seconds())
 
 
-def _generation(out: list[int], total, rounds: list[RoundRecord], kvs: dict[str, LlamaKV]) -> Generation:
+def _generation(out: list[int], total, rounds: list[RoundRecord], kvs: dict[str, tuple]) -> Generation:
+    """kvs: role -> (context, its prefill ns, the phase its later decodes are booked to)."""
     sec = total.seconds()
     phases = Phases(prefill_s=total.ns["prefill"] * 1e-9, **sec)
-    perf = {role: lc.PerfCounters.read(kv.ctx).to_dict() for role, kv in kvs.items()}
-    return Generation(token_ids=out, phases=phases, rounds=rounds, extra={"llama_perf": perf})
+    perf, check = {}, {}
+    for role, (kv, prefill_ns, phase) in kvs.items():
+        c = lc.PerfCounters.read(kv.ctx)
+        perf[role] = c.to_dict()
+        # our decode time of this context beside llama.cpp's (its decodes are timed inside llama_decode)
+        check[role] = {"ours_ms": (prefill_ns + total.ns[phase]) * 1e-6, "llama_ms": c.p_eval_ms + c.eval_ms}
+    return Generation(token_ids=out, phases=phases, rounds=rounds, extra={"llama_perf": perf, "decode_ms": check})
 
 
 class LlamaCppRuntime(Runtime):

@@ -225,6 +225,8 @@ def test_phase_identity_and_counters(llama_rt, prompt_ids):
         assert perf["n_p_eval"] + perf["n_eval"] > 0  # reset per generation, counted again
     spec = g
     assert spec.phases.draft_s > 0 and spec.extra["llama_perf"]["draft"]["n_eval"] > 0
+    for role, c in spec.extra["decode_ms"].items():  # our booking of decodes agrees with llama.cpp's clock
+        assert c["llama_ms"] <= c["ours_ms"] * 1.05 + 0.5, (role, c)
     # llama.cpp books every multi-token decode as prompt eval: the verify batches land there
     assert spec.extra["llama_perf"]["target"]["n_p_eval"] == len(prompt_ids) - 1 + sum(r.drafted + 1 for r in spec.rounds if r.drafted)
 
