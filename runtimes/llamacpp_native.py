@@ -92,7 +92,8 @@ class HarnessDraft(LlamaDraftModel):
 
     def __init__(self, llm: llama_cpp.Llama, vocab: int):
         self.llm = llm
-        self.vocab = vocab
+        self.vocab = vocab  # ids compared (the tokenizer's); set once the target is loaded
+        self.n_vocab = llm.n_vocab()  # logits row length
         self.run: Optional[_Run] = None
 
     def prefill(self, run: _Run, prompt: list[int]) -> None:
@@ -118,7 +119,7 @@ class HarnessDraft(LlamaDraftModel):
                     self.llm.eval(ids)
                     ptr = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
                 with run.timer.phase("sampling"):
-                    logits = np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))[: self.vocab]  # [V] view
+                    logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))[: self.vocab]  # [V] view
                     d = sampling.next_token(torch.from_numpy(logits), s, run.rng)
                 drafts.append(d)
                 ids = [d]
