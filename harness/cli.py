@@ -37,6 +37,8 @@ def _common(f):
         click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'."),
         click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id."),
         click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target."),
+        click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes."),
+        click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
         click.option("--top-k", default=0, show_default=True, type=int, help="0 = off."),
         click.option("--prompts", "prompt_spec", default="factual", show_default=True,
                      help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}."),
@@ -46,6 +48,9 @@ def _common(f):
         click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens."),
         click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps."),
         click.option("--dtype", default="auto", show_default=True, help="auto, float32, float16 or bfloat16."),
+        click.option("--n-threads", default=None, type=int, help="llama.cpp threads (default: half the CPUs)."),
+        click.option("--n-gpu-layers", default=0, show_default=True, type=int, help="llama.cpp layers to offload (-1 = all)."),
+        click.option("--n-ctx", default=None, type=int, help="llama.cpp context length (default: min(model's, 4096))."),
         click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>)."),
         click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
     ]
@@ -72,12 +77,13 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
 
     names = runtimes.parse_names(o["runtime_spec"])
     samplings = [SamplingParams(t, p, o["top_k"]) for t in temperatures for p in top_ps]
-    settings = RuntimeSettings(device=o["device"], dtype=o["dtype"])
+    settings = RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
+                               n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
     prompts = load_prompts(o["prompt_spec"])
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the run to continue")
     out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
-    resolved = [resolve_pair(p, o["target"], o["draft"]) for p in pairs]
+    resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                     settings, o["repeats"], o["warmup"], out, o["resume"])
     rows = run_all(cfg)

@@ -1,7 +1,9 @@
 """Pair presets and resolution of --pair / --target / --draft into a PairSpec.
 
 A preset names a target and a draft (Hugging Face ids or built-in tiny pairs). `--draft self`
-uses the target as its own draft (the calibration run: theory says exactly 1.00x).
+uses the target as its own draft (the calibration run: theory says exactly 1.00x). A tiny pair's
+PairSpec also carries its f32 GGUF export (models/gguf_export.py, written once, cached next to the
+HF folders), so the llama.cpp runtimes run the very same weights with no flags.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ def resolve_pair(
             draft = target
         if draft_gguf == "self":
             draft_gguf = target_gguf
+        # a GGUF file serves every runtime: transformers loads it too (gguf_file=)
+        target_gguf = target_gguf or (target if _is_gguf(target) else None)
+        draft_gguf = draft_gguf or (draft if _is_gguf(draft) else None)
+        target, draft = target or target_gguf, draft or draft_gguf
         spec = PairSpec("custom", target, draft, target_gguf, draft_gguf)
     else:
         name = pair or DEFAULT_PAIR
@@ -53,9 +59,15 @@ def resolve_pair(
     return spec
 
 
+def _is_gguf(ref: Optional[str]) -> bool:
+    return bool(ref) and str(ref).endswith(".gguf")
+
+
 def _preset(name: str) -> PairSpec:
+    from models.gguf_export import ensure_tiny_gguf
     from models.tiny import ensure_pair
 
     p = PRESETS[name]
     t, d = ensure_pair(p["builtin"])
-    return PairSpec(name, str(t), str(d))
+    t_gguf, d_gguf = ensure_tiny_gguf(p["builtin"], "f32")
+    return PairSpec(name, str(t), str(d), str(t_gguf), str(d_gguf))

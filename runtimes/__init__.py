@@ -13,6 +13,8 @@ from harness.errors import HarnessError, RuntimeUnavailable
 REGISTRY: dict[str, str] = {
     "torch": "runtimes.pytorch:TorchRuntime",
     "hf": "runtimes.hf:HFRuntime",
+    "llamacpp": "runtimes.llamacpp:LlamaCppRuntime",
+    "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
 }
 
 
