@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from harness import timing
 from harness.config import GenerationSettings, RuntimeSettings
-from harness.errors import HarnessError, RuntimeUnavailable
+from harness.errors import RuntimeUnavailable
 from runtimes.base import PairSpec
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."

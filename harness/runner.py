@@ -19,14 +19,14 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import runtimes
 from harness import metrics
 from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.errors import HarnessError, RuntimeUnavailable
 from harness.prompts import Prompt
-from harness.results import (ResultsWriter, environment, model_files, open_out_dir, read_results, write_run_json)
+from harness.results import (ResultsWriter, environment, model_files, open_out_dir, write_run_json)
 from runtimes.base import Generation, PairSpec, Runtime
 
 WARMUP_TOKENS = 16

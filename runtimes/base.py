@@ -45,6 +45,11 @@ class RoundRecord:
     unaccounted_s: Optional[float]
     wall_s: float
 
+    @classmethod
+    def timed(cls, times, drafted: int, accepted: int, emitted: int) -> "RoundRecord":
+        """From a harness.timing.RoundTimes of the round."""
+        return cls(drafted=drafted, accepted=accepted, emitted=emitted, **times.seconds())
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -59,6 +64,11 @@ class Phases:
     verify_s: Optional[float]
     sampling_s: Optional[float]
     unaccounted_s: Optional[float]
+
+    @classmethod
+    def timed(cls, total) -> "Phases":
+        """From the harness.timing.RoundTimes of a whole generation (prefill included)."""
+        return cls(prefill_s=total.ns["prefill"] * 1e-9, **total.seconds())
 
     def to_dict(self) -> dict:
         return asdict(self)

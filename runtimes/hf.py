@@ -423,7 +423,7 @@ class HFRuntime(Runtime):
             raise _unavailable("generate() never asked a candidate generator for drafts")
         token_ids = out[0, len(prompt_ids):].tolist()
         rounds = _reconcile(probe.rounds, len(token_ids))
-        phases = Phases(prefill_s=total.ns["prefill"] * NS, **total.seconds())
+        phases = Phases.timed(total)
         return Generation(token_ids=token_ids, phases=phases, rounds=rounds, notes=dict(NOTES[speculative]))
 
     def describe(self) -> dict:

@@ -178,7 +178,7 @@ class LlamaEngine:
                 t = sampling.next_token(_t(logits), s, rng)
             n, done = self._emit(gen, out, [t])
             seq.append(t)
-            rounds.append(_record(timer.end_round(), 0, 0, n))
+            rounds.append(RoundRecord.timed(timer.end_round(), 0, 0, n))
         return _generation(out, timer.stop(), rounds, {"target": (self.target, pre[0], "verify")})
 
     def speculative(self, prompt: list[int], gen: GenerationSettings) -> Generation:
@@ -200,7 +200,7 @@ class LlamaEngine:
             n, done = self._emit(gen, out, drafts[:k] + [t])
             seq += drafts[:k] + [t]
             self._rollback(n_before + k)
-            rounds.append(_record(timer.end_round(), g, k, n))
+            rounds.append(RoundRecord.timed(timer.end_round(), g, k, n))
         return _generation(out, timer.stop(), rounds, {"target": (self.target, pre[0], "verify"),
                                                        "draft": (self.draft, pre[1], "draft")})
 
@@ -240,14 +240,9 @@ class LlamaEngine:
         self.draft.crop(keep)
 
 
-def _record(rt, drafted: int, accepted: int, emitted: int) -> RoundRecord:
-    return RoundRecord(drafted=drafted, accepted=accepted, emitted=emitted, **rt.seconds())
-
-
 def _generation(out: list[int], total, rounds: list[RoundRecord], kvs: dict[str, tuple]) -> Generation:
     """kvs: role -> (context, its prefill ns, the phase its later decodes are booked to)."""
-    sec = total.seconds()
-    phases = Phases(prefill_s=total.ns["prefill"] * 1e-9, **sec)
+    phases = Phases.timed(total)
     perf, check = {}, {}
     for role, (kv, prefill_ns, phase) in kvs.items():
         c = lc.PerfCounters.read(kv.ctx)

@@ -34,7 +34,6 @@ What it does not do: llama.cpp's C++ speculative example, or create_completion's
 
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import llama_cpp
@@ -259,8 +258,7 @@ class LlamaCppNativeRuntime(Runtime):
         return self._result(out, run, total, perf, speculative)
 
     def _result(self, out, run: _Run, total, perf: dict, speculative: bool) -> Generation:
-        sec = total.seconds()
-        phases = Phases(prefill_s=total.ns["prefill"] * 1e-9, **sec)
+        phases = Phases.timed(total)
         notes = {
             "verify_s": "wall of the library's Llama.eval: llama_decode plus its copy of every output row "
                         "into Llama.scores (logits_all is forced with a draft model); llama.cpp's decode ms in extra.llama_perf",

@@ -24,13 +24,12 @@ What it does not do: batching (batch size 1 only), static caches, tree drafting.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
 from harness import metrics, sampling
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
+from harness.config import GenerationSettings, SamplingParams
 from harness.errors import HarnessError
 from harness.timing import PhaseTimer, device_sync
 from runtimes.base import Generation, PairSpec, Phases, RoundRecord, Runtime
@@ -144,7 +143,7 @@ class SpeculativeEngine:
                 t = sampling.next_token(logits.cpu(), s, rng)
             n, done = self._emit(gen, out, [t])
             seq.append(t)
-            rounds.append(_record(timer.end_round(), 0, 0, n))
+            rounds.append(RoundRecord.timed(timer.end_round(), 0, 0, n))
         g = _generation(out, timer.stop(), rounds)
         g.target_entropy = metrics.mean_entropy(torch.stack(steps))
         return g
@@ -169,7 +168,7 @@ class SpeculativeEngine:
             seq += drafts[:k] + [t]
             self._rollback(n_before + k)
             self._check_caches(seq)
-            rounds.append(_record(timer.end_round(), g, k, n))
+            rounds.append(RoundRecord.timed(timer.end_round(), g, k, n))
         return _generation(out, timer.stop(), rounds)
 
     @staticmethod
@@ -214,14 +213,8 @@ class SpeculativeEngine:
             raise AssertionError(f"KV caches out of step: target {len(self.target)}, draft {len(self.draft)}, sequence {len(seq)}")
 
 
-def _record(rt, drafted: int, accepted: int, emitted: int) -> RoundRecord:
-    return RoundRecord(drafted=drafted, accepted=accepted, emitted=emitted, **rt.seconds())
-
-
 def _generation(out: list[int], total, rounds: list[RoundRecord]) -> Generation:
-    sec = total.seconds()
-    phases = Phases(prefill_s=total.ns["prefill"] * 1e-9, **sec)
-    return Generation(token_ids=out, phases=phases, rounds=rounds)
+    return Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds)
 
 
 class TorchRuntime(Runtime):

@@ -6,7 +6,6 @@ chi-square goodness-of-fit test. The threshold p < 1e-4 gives a false-failure ra
 The same test must reject a deliberately wrong rule ("always accept the draft").
 """
 
-import itertools
 
 import pytest
 import torch
