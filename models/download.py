@@ -72,13 +72,27 @@ def disk_full(where: Path, need: Optional[int] = None, free: Optional[int] = Non
     return HarnessError(f"disk full in {where}{amounts}: free some space, or set HF_HOME to a larger disk and retry")
 
 
+def _network_errors() -> tuple[type, ...]:
+    """Connection and timeout errors of whichever HTTP client huggingface_hub uses (httpx2 in 2.x,
+    httpx in 1.x, requests in 0.x)."""
+    found: list[type] = [ConnectionError, TimeoutError]
+    for module, names in (("httpx2", ("ConnectError", "TimeoutException")), ("httpx", ("ConnectError", "TimeoutException")),
+                          ("requests", ("ConnectionError", "Timeout"))):
+        try:
+            mod = __import__(module)
+        except ImportError:
+            continue
+        found += [getattr(mod, n) for n in names if hasattr(mod, n)]
+    return tuple(found)
+
+
 def hub_error(e: BaseException, repo: str) -> HarnessError:
     """A huggingface_hub / network / disk exception -> one line naming the cause and the fix."""
-    import httpx2
-    from huggingface_hub import get_token
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled,
-                                        RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub import errors, get_token
+    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
 
+    remote_entry = getattr(errors, "RemoteEntryNotFoundError", errors.EntryNotFoundError)  # 0.x: one class for both
     url = f"{endpoint()}/{repo}"
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
         return disk_full(cache_dir())
@@ -90,11 +104,11 @@ def hub_error(e: BaseException, repo: str) -> HarnessError:
         return HarnessError(f"no such repo on {endpoint()}: {repo} (check the name; a private repo needs HF_TOKEN)")
     if isinstance(e, RevisionNotFoundError):
         return HarnessError(f"{repo} has no such revision")
-    if isinstance(e, RemoteEntryNotFoundError):
-        return HarnessError(f"{repo} lacks a file it listed a moment ago ({e.response.url}); retry")
-    if isinstance(e, (OfflineModeIsEnabled, LocalEntryNotFoundError)):
+    if isinstance(e, LocalEntryNotFoundError) or type(e).__name__ == "OfflineModeIsEnabled":
         return offline_error(f"{repo} is not in the cache")
-    if isinstance(e, (httpx2.ConnectError, httpx2.TimeoutException)):
+    if isinstance(e, remote_entry):
+        return HarnessError(f"{repo} lacks a file it listed a moment ago; retry")
+    if isinstance(e, _network_errors()):
         return HarnessError(f"cannot reach the Hugging Face Hub at {endpoint()} while fetching {repo} ({type(e).__name__}): check the network and retry")
     if isinstance(e, HfHubHTTPError):
         first = next((line for line in str(e).splitlines() if line.strip()), "")
@@ -105,7 +119,7 @@ def hub_error(e: BaseException, repo: str) -> HarnessError:
 def offline_error(what: str) -> HarnessError:
     from huggingface_hub import constants
 
-    if constants.is_offline_mode():
+    if constants.HF_HUB_OFFLINE:
         return HarnessError(f"offline (HF_HUB_OFFLINE is set) and {what}: unset HF_HUB_OFFLINE and retry while online")
     return HarnessError(f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} and {what}: retry while online (or check HF_ENDPOINT)")
 
@@ -199,7 +213,7 @@ def plan(name: str, quant: Optional[str], fmt: str, index: CacheIndex) -> tuple[
     if already_cached(pair, kinds, quant, index):
         return pair, []
     what = f"{name} ({'/'.join(kinds)}) is not completely in the cache at {index.root}"
-    if constants.is_offline_mode() or not _hub_reachable():
+    if constants.HF_HUB_OFFLINE or not _hub_reachable():
         raise offline_error(what)
     fetches = [plan_repo(m, kind, quant, index) for m in pair.models for kind in kinds]
     check_disk(missing_bytes(fetches))
