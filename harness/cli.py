@@ -214,5 +214,9 @@ def _report_of_run(out: Path) -> None:
         click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
+from harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info`
+
+main.add_command(_models)
+
 if __name__ == "__main__":
     main()

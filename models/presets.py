@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.errors import HarnessError
+from models.hub import local_pair, split_pair_name
 from runtimes.base import PairSpec
 
 DEFAULT_PAIR = "tiny"
@@ -20,6 +21,50 @@ DEFAULT_PAIR = "tiny"
 PRESETS: dict[str, dict] = {
     "tiny": {"builtin": "tiny", "about": "4-layer byte-level Llama target, its first layer as draft (tests)"},
     "tiny-padded": {"builtin": "tiny-padded", "about": "tiny, with embedding matrices padded to different sizes"},
+    # Hugging Face presets: a target and a draft, each an HF repo (torch, hf) and a GGUF repo whose
+    # file names carry the quantization at {quant} (llama.cpp; matched case-insensitively, split
+    # files "-00001-of-0000N" included). models/hub.py finds them in the cache, models/download.py
+    # fetches them. `quant` is the default of `harness models download` and of runs.
+    "qwen2.5-0.5b-3b": {
+        "about": "Qwen2.5 Instruct, 3B target and 0.5B draft (the first seed's pair)",
+        "target": {"hf": "Qwen/Qwen2.5-3B-Instruct", "gguf": "Qwen/Qwen2.5-3B-Instruct-GGUF",
+                   "file": "qwen2.5-3b-instruct-{quant}.gguf"},
+        "draft": {"hf": "Qwen/Qwen2.5-0.5B-Instruct", "gguf": "Qwen/Qwen2.5-0.5B-Instruct-GGUF",
+                  "file": "qwen2.5-0.5b-instruct-{quant}.gguf"},
+        "quant": "Q4_K_M",
+    },
+    "opt-125m-1.3b": {
+        "about": "OPT 1.3B target and 125M draft (the second seed's pair; llama.cpp does not run OPT)",
+        "target": {"hf": "facebook/opt-1.3b"},
+        "draft": {"hf": "facebook/opt-125m"},
+    },
+    "llama-3.2-1b-3b": {
+        "about": "Llama 3.2 Instruct, 3B target and 1B draft (HF repos gated: accept Meta's license, set HF_TOKEN)",
+        "target": {"hf": "meta-llama/Llama-3.2-3B-Instruct", "gguf": "bartowski/Llama-3.2-3B-Instruct-GGUF",
+                   "file": "Llama-3.2-3B-Instruct-{quant}.gguf"},
+        "draft": {"hf": "meta-llama/Llama-3.2-1B-Instruct", "gguf": "bartowski/Llama-3.2-1B-Instruct-GGUF",
+                  "file": "Llama-3.2-1B-Instruct-{quant}.gguf"},
+        "quant": "Q4_K_M",
+    },
+    "smollm2-135m-1.7b": {
+        "about": "SmolLM2 Instruct, 1.7B target and 135M draft",
+        "target": {"hf": "HuggingFaceTB/SmolLM2-1.7B-Instruct", "gguf": "bartowski/SmolLM2-1.7B-Instruct-GGUF",
+                   "file": "SmolLM2-1.7B-Instruct-{quant}.gguf"},
+        "draft": {"hf": "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf": "bartowski/SmolLM2-135M-Instruct-GGUF",
+                  "file": "SmolLM2-135M-Instruct-{quant}.gguf"},
+        "quant": "Q4_K_M",
+    },
+    "smollm2-135m-360m": {
+        "about": "SmolLM2 Instruct, 360M target and 135M draft (a small pair for laptops)",
+        "target": {"hf": "HuggingFaceTB/SmolLM2-360M-Instruct", "gguf": "bartowski/SmolLM2-360M-Instruct-GGUF",
+                   "file": "SmolLM2-360M-Instruct-{quant}.gguf"},
+        "draft": {"hf": "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf": "bartowski/SmolLM2-135M-Instruct-GGUF",
+                  "file": "SmolLM2-135M-Instruct-{quant}.gguf"},
+        "quant": "Q4_K_M",
+    },
+    # Placeholder: the pair that ships inside the package and works offline right after setup
+    # (built in a later issue; until then DEFAULT_PAIR stays "tiny").
+    "embedded": {"embedded": "models/default", "about": "the embedded default pair (not built yet)"},
 }
 
 
@@ -30,6 +75,8 @@ def resolve_pair(
     target_gguf: Optional[str] = None,
     draft_gguf: Optional[str] = None,
 ) -> PairSpec:
+    """--pair NAME[:QUANT] or --target/--draft (paths or ids) -> PairSpec. A Hub preset resolves to
+    the files already in the Hugging Face cache (models/hub.py), without asking the network."""
     if pair and (target or target_gguf):
         raise HarnessError("give either --pair or --target/--target-gguf, not both")
     if target or target_gguf:
@@ -45,10 +92,15 @@ def resolve_pair(
         target, draft = target or target_gguf, draft or draft_gguf
         spec = PairSpec("custom", target, draft, target_gguf, draft_gguf)
     else:
-        name = pair or DEFAULT_PAIR
+        name, quant = split_pair_name(pair or DEFAULT_PAIR)
         if name not in PRESETS:
             raise HarnessError(f"unknown pair {name!r}; choose from: {', '.join(PRESETS)} (or pass --target and --draft)")
-        spec = _preset(name)
+        if "builtin" in PRESETS[name]:
+            if quant:
+                raise HarnessError(f"{name} is built in-process and has no quantizations; drop :{quant}")
+            spec = _preset(name)
+        else:  # a Hub preset: the files in the local cache, never the network
+            spec = local_pair(name, quant)
         if draft == "self":
             spec = PairSpec(spec.name + "+self", spec.target, spec.target, spec.target_gguf, spec.target_gguf)
         elif draft:

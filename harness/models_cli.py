@@ -1,0 +1,111 @@
+"""`harness models list | download | info`: the click group harness/cli.py mounts, and the text of
+`models list` (presets, what of each is in the local Hugging Face cache, sizes).
+
+Everything heavy is imported inside the commands, so `harness --help` stays fast. Errors are
+HarnessErrors, printed as one line with exit 2 by the main group. What it does not do: talk to
+the Hub (models/download.py), read the cache (models/hub.py) or read model files (models/info.py).
+"""
+
+from __future__ import annotations
+
+import click
+
+from models.download import FORMATS
+
+
+@click.group()
+def models():
+    """Model presets: list them, download them into the Hugging Face cache, describe a model."""
+
+
+@models.command("list")
+def list_():
+    """Presets, and which of their files are already in the local Hugging Face cache."""
+    from models.hub import CacheIndex
+
+    click.echo("\n".join(list_lines(CacheIndex())))
+
+
+@models.command()
+@click.argument("pair")
+@click.option("--quant", default=None, help="GGUF quantization, e.g. Q4_K_M or Q8_0 (default: the preset's).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="both", show_default=True,
+              help="gguf: llama.cpp files; hf: transformers files; both.")
+def download(pair, quant, fmt):
+    """Download PAIR's target and draft into the Hugging Face cache (HF_HOME; HF_TOKEN for gated repos)."""
+    from models.download import download as run_download
+    from models.hub import split_pair_name
+
+    name, q = split_pair_name(pair)
+    run_download(name, quant or q, fmt, echo=click.echo)
+
+
+@models.command()
+@click.argument("ref")
+def info(ref):
+    """Describe a model: a .gguf file, an HF folder, an HF id, or a downloaded preset's pair."""
+    from models import info as model_info
+    from models.presets import PRESETS
+
+    if ref.partition(":")[0] in PRESETS:
+        click.echo(pair_info(ref))
+        return
+    click.echo(model_info.format_rows(model_info.model_info(ref)))
+
+
+def pair_info(ref: str) -> str:
+    """Both models of a preset's cached files, and whether target and draft tokenizers agree."""
+    from models import info as model_info
+    from models.presets import resolve_pair
+
+    spec = resolve_pair(ref)
+    blocks, prints = [], {}
+    for role, refs in (("target", (spec.target, spec.target_gguf)), ("draft", (spec.draft, spec.draft_gguf))):
+        for kind, r in zip(("hf", "gguf"), refs):
+            if r:
+                rows = model_info.model_info(r)
+                prints.setdefault(kind, []).append(dict(rows)["tokenizer"])
+                blocks.append(f"[{spec.name} {role}, {kind}]\n" + model_info.format_rows(rows))
+    for kind, fps in prints.items():
+        same = len(set(fps)) == 1
+        blocks.append(f"{kind} tokenizers of target and draft: " + ("the same" if same else "DIFFERENT (a run would refuse them)"))
+    return "\n\n".join(blocks)
+
+
+# ---------------------------------------------------------------- text of `models list`
+
+
+def _side_lines(role: str, model, index) -> list[str]:
+    from models.download import human_size
+
+    out = []
+    if model.hf:
+        snap = index.hf_snapshot(model.hf)
+        state = f"cached, {human_size(snap[1])}" if snap else "not downloaded"
+        out.append(f"  {role:<6} hf    {model.hf:<40} {state}")
+    if model.gguf:
+        quants = index.gguf_quants(model)
+        state = ", ".join(f"{q} {human_size(sum(f.size for f in files))}" for q, files in sorted(quants.items()))
+        state = f"cached: {state}" if quants else "not downloaded"
+        out.append(f"  {'' if model.hf else role:<6} gguf  {model.gguf:<40} {state}")
+    return out
+
+
+def list_lines(index) -> list[str]:
+    from models.hub import hub_pair
+    from models.presets import DEFAULT_PAIR, PRESETS
+
+    lines = []
+    for name, p in PRESETS.items():
+        mark = " (default)" if name == DEFAULT_PAIR else ""
+        if "target" not in p:
+            where = "built in-process, no download" if "builtin" in p else "ships with the package"
+            lines.append(f"{name}{mark}: {p['about']} [{where}]")
+            continue
+        pair = hub_pair(name)
+        quant = f" [GGUF default {pair.quant}]" if pair.quant else " [HF only]"
+        lines.append(f"{name}{mark}: {pair.about}{quant}")
+        lines += _side_lines("target", pair.target, index) + _side_lines("draft", pair.draft, index)
+    lines.append(f"cache: {index.root} (HF_HUB_CACHE, else HF_HOME/hub); "
+                 "`harness models download PAIR` fetches a pair, `harness run --pair PAIR[:QUANT]` uses it")
+    return lines
