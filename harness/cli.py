@@ -154,5 +154,19 @@ def _report_of_run(out: Path) -> None:
         click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
+def _register_models_distill() -> None:
+    """`harness models distill` lives in harness/distill_cli.py; attach it to a `models` group
+    (reusing one that is already registered)."""
+    from harness.distill_cli import distill, models_group
+
+    group = main.commands.get("models")
+    if group is None:
+        main.add_command(models_group)
+    elif "distill" not in getattr(group, "commands", {}):
+        group.add_command(distill)
+
+
+_register_models_distill()
+
 if __name__ == "__main__":
     main()
