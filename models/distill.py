@@ -145,8 +145,8 @@ def _project_layers(target, draft, P: torch.Tensor) -> None:
 
 
 def disk_texts(paths: tuple = ()) -> list[str]:
-    """Offline prose: Python's pydoc topics, site-packages READMEs, /usr/share/doc, plus `paths`."""
-    import sys
+    """The text files/folders in `paths`; with none, offline prose found on this machine: Python's
+    pydoc topics, site-packages READMEs (METADATA), /usr/share/doc READMEs."""
     import sysconfig
 
     texts: list[str] = []
@@ -154,6 +154,8 @@ def disk_texts(paths: tuple = ()) -> list[str]:
         p = Path(p)
         files = sorted(p.rglob("*")) if p.is_dir() else [p]
         texts += [f.read_text(errors="ignore") for f in files if f.is_file() and f.stat().st_size < 2_000_000]
+    if paths:
+        return [t for t in texts if t.strip()]
     try:
         from pydoc_data import topics
 
@@ -168,7 +170,6 @@ def disk_texts(paths: tuple = ()) -> list[str]:
     for f in sorted(Path("/usr/share/doc").glob("*/README*"))[:200]:
         if f.is_file() and not f.suffix.endswith("gz"):
             texts.append(f.read_text(errors="ignore"))
-    _ = sys
     return [t for t in texts if t.strip()]
 
 
@@ -304,8 +305,10 @@ def save_checkpoint(folder: Path, draft, opt, step: int, losses: list[float]) ->
     draft.save_pretrained(folder / "draft")
 
 
-def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=print) -> dict:
-    """Distil; returns {step, losses, draft_dir}. Writes cfg.out/{config.json, teacher.pt, ckpt.pt, draft/}."""
+def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=print,
+          stop_after: Optional[int] = None) -> dict:
+    """Distil; returns {step, losses, draft_dir}. Writes cfg.out/{config.json, teacher.pt, ckpt.pt, draft/}.
+    `stop_after`: checkpoint and return at that step (as an interruption would; tests use it)."""
     from tqdm import tqdm
 
     from models.loading import load_hf_model, load_hf_tokenizer
@@ -338,7 +341,8 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     cache = TeacherCache(folder)
     bar = tqdm(total=cfg.steps, initial=step, desc="distill", disable=not progress)
     t0 = time.time()
-    while step < cfg.steps:
+    end = min(cfg.steps, stop_after) if stop_after else cfg.steps
+    while step < end:
         b = make_batch(step, cfg, chunks, gen, cache, target, pad)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
@@ -349,15 +353,16 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt.step()
         step += 1
-        losses.append(float(loss))
+        losses.append(loss.item())
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, len(losses)):.1f}")
-        if step % cfg.ckpt_every == 0 or step == cfg.steps:
+        if step % cfg.ckpt_every == 0 or step == end:
             cache.save()
             save_checkpoint(folder, draft.eval(), opt, step, losses)
             draft.train()
     bar.close()
-    if not (folder / "draft").exists():
+    if not (folder / "draft").exists():  # no step was run (steps 0, or resumed at the end)
+        cache.save()
         save_checkpoint(folder, draft.eval(), opt, step, losses)
     return {"step": step, "losses": losses, "draft_dir": str(folder / "draft")}
 
