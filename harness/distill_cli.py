@@ -64,7 +64,8 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
     result = train(cfg, resume=resume, progress=not no_progress, log=click.echo)
     path = export_trained(result["draft_dir"], target, out, quant)
     losses = result["losses"]
-    click.echo(f"step {result['step']}: loss {losses[0]:.3f} -> {losses[-1]:.3f}; wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    trend = f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; " if losses else "untrained; "
+    click.echo(f"step {result['step']}: {trend}wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
 def _default_target() -> Path:
@@ -103,7 +104,12 @@ def _export_early_exit(target: str, layers: int, out: Path, quant: str) -> Path:
 def _write(model, target: str, out: Path, quant: str, name: str) -> Path:
     from models.draft_gguf import export_gguf
 
-    path = export_gguf(model, out, qtype=quant, name=name, **_reference_args(target, target))
+    ref = _reference_args(target, target)
+    path = export_gguf(model, out, qtype=quant, name=name, **ref)
+    if path.stat().st_size > MAX_BYTES and quant == "q8_0":
+        # the tokenizer metadata alone is ~1.7 MB; a q5_1 embedding (0.75 bytes/weight) keeps us under 16 MiB
+        click.echo(f"{path.stat().st_size / 2**20:.2f} MiB with q8_0: storing the embedding as q5_1")
+        path = export_gguf(model, out, qtype=quant, name=name, embed_qtype="q5_1", **ref)
     if path.stat().st_size > MAX_BYTES and out.as_posix().endswith(DEFAULT_OUT):
         raise HarnessError(f"{path} is {path.stat().st_size / 1e6:.1f} MB, over the 16 MB the repository allows; use --quant q8_0 or a narrower --width")
     return path

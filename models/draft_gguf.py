@@ -81,9 +81,10 @@ def _tokenizer_from_hf(writer, tokenizer) -> None:
 
 
 def export_gguf(model, out: str | Path, reference_gguf: str | None = None, qtype: str = "q8_0",
-                name: str = "draft", tokenizer=None) -> Path:
+                name: str = "draft", tokenizer=None, embed_qtype: str | None = None) -> Path:
     """Write `model` (LlamaForCausalLM) to `out`; returns the path. Tokenizer metadata comes from
-    `reference_gguf` (copied) or else from `tokenizer` (a transformers fast byte-level BPE tokenizer)."""
+    `reference_gguf` (copied) or else from `tokenizer` (a transformers fast byte-level BPE tokenizer).
+    `embed_qtype` (e.g. "q5_1") stores the (tied) embedding differently from the other matrices."""
     import gguf
 
     cfg = model.config
@@ -114,7 +115,11 @@ def export_gguf(model, out: str | Path, reference_gguf: str | None = None, qtype
         _tokenizer_from_hf(w, tokenizer)
     for tname, arr in _tensors(model):
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        if arr.ndim == 1 or qtype == "f32":
+        if tname == "token_embd.weight" and embed_qtype in ("q5_1", "q5_0") and arr.shape[-1] % 32 == 0:
+            t = getattr(gguf.GGMLQuantizationType, embed_qtype.upper())
+            q = gguf.quants.quantize(arr, t)
+            w.add_tensor(tname, q, raw_shape=q.shape, raw_dtype=t)
+        elif arr.ndim == 1 or qtype == "f32":
             w.add_tensor(tname, arr)
         elif qtype == "f16":
             w.add_tensor(tname, arr.astype(np.float16))
