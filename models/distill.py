@@ -234,14 +234,22 @@ def distill_loss(student_logits: torch.Tensor, top_ids: torch.Tensor, top_lp: to
 
 
 class TeacherCache:
-    """Teacher top-k per chunk index, saved to `folder/teacher.pt` (appended as chunks are computed)."""
+    """Teacher top-k per chunk, keyed by the chunk's token ids (not its position in the corpus: text
+    on disk can change between a run and its resume), saved to `folder/teacher.pt`."""
 
     def __init__(self, folder: Path):
         self.path = folder / "teacher.pt"
         self.data: dict[int, tuple] = torch.load(self.path) if self.path.exists() else {}
         self.dirty = False
 
-    def get(self, target, i: int, chunk: torch.Tensor, k: int):
+    @staticmethod
+    def key(chunk: torch.Tensor, k: int) -> str:
+        import hashlib
+
+        return f"{k}:" + hashlib.sha1(chunk.to(torch.int32).numpy().tobytes()).hexdigest()
+
+    def get(self, target, chunk: torch.Tensor, k: int):
+        i = self.key(chunk, k)
         if i not in self.data:
             ti, tl = teacher_topk(target, chunk[None], k)
             self.data[i] = (ti[0], tl[0])
@@ -284,7 +292,7 @@ def make_batch(step: int, cfg: DistillConfig, chunks: list[list[int]], gen: list
             items.append(gen[i])
         else:
             c = torch.tensor(chunks[i - len(gen)])
-            ti, tl = cache.get(target, i - len(gen), c, cfg.top_k)
+            ti, tl = cache.get(target, c, cfg.top_k)
             items.append({"ids": c, "top_ids": ti, "top_lp": tl, "mask": torch.ones(len(c), dtype=torch.bool)})
     return _pad_batch(items, pad)
 

@@ -25,7 +25,7 @@ def harness(*args, cwd=None):
 
 def test_run_torch_writes_run_json_and_results(tmp_path):
     out = tmp_path / "run"
-    r = harness("run", "--runtime", "torch", "--max-new-tokens", "12", "--prompts", "factual", "--repeats", "2",
+    r = harness("run", "--runtime", "torch", "--pair", "tiny", "--max-new-tokens", "12", "--prompts", "factual", "--repeats", "2",
                 "--gamma", "3", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "torch" in r.stdout and "speculative" in r.stdout and "verify" in r.stdout
