@@ -2,7 +2,8 @@
 top-k log-probabilities at every generated position (JSONL, one sequence a line).
 
 Uses transformers (the GGUF dequantized to float32) with batched sampling. (llama-cpp-python would be
-faster, but the wheel installed here is built for AVX-512 and dies with SIGILL on this AVX2 CPU.) It does not train anything (models/distill.py does) and does not call the network. The prompts are
+faster, but when this was written the shared wheel was an AVX-512 build that died with SIGILL on
+this AVX2 CPU.) It does not train anything (models/distill.py does) and does not call the network. The prompts are
 built from templates and topic lists written for this project; they resemble the harness's
 built-in categories but are not the same prompts (the measurement prompts are never trained on).
 """
