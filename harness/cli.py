@@ -94,7 +94,8 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
 @click.option("--gamma", default=4, show_default=True, type=int, help="Draft tokens per round.")
 @click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option("--max-new-tokens", default=64, show_default=True, type=int)
+@click.option("--max-new-tokens", default=32, show_default=True, type=int,
+              help="Default 32 so the default pair's `--runtime all` stays within minutes on a 2-core CPU.")
 @_common
 def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
     """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report."""
