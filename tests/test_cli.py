@@ -25,7 +25,7 @@ def harness(*args, cwd=None):
 
 def test_run_torch_writes_run_json_and_results(tmp_path):
     out = tmp_path / "run"
-    r = harness("run", "--runtime", "torch", "--max-new-tokens", "12", "--prompts", "factual", "--repeats", "2",
+    r = harness("run", "--runtime", "torch", "--pair", "tiny", "--max-new-tokens", "12", "--prompts", "factual", "--repeats", "2",
                 "--gamma", "3", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "torch" in r.stdout and "speculative" in r.stdout and "verify" in r.stdout
@@ -62,7 +62,8 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
-    r = harness("run", *args, "--out", str(tmp_path / "o"))
+    pair = [] if "--target" in args else ["--pair", "tiny"]  # the default pair is a real model now
+    r = harness("run", *pair, *args, "--out", str(tmp_path / "o"))
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]

