@@ -57,7 +57,7 @@ from harness.config import GenerationSettings
 from harness.errors import RuntimeUnavailable
 from harness.timing import NS, PhaseTimer, RoundTimes, device_sync
 from runtimes.base import Generation, PairSpec, Phases, RoundRecord, Runtime
-from runtimes.pytorch import resolve_device, resolve_dtype
+from runtimes.pytorch import apply_threads, resolve_device, resolve_dtype
 
 # The transforms the other runtimes apply (harness/sampling.py); anything else changes the distribution.
 SAME_AS_HARNESS = {"TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"}
@@ -352,6 +352,7 @@ class HFRuntime(Runtime):
 
         require_seams()
         self.device = resolve_device(self.settings.device)
+        apply_threads(self.settings.n_threads)
         self.dtype = resolve_dtype(self.settings.dtype, self.device)
         self.tokenizer = load_hf_tokenizer(pair.target, "target")
         self.target = load_hf_model(pair.target, "target", self.dtype, self.device)

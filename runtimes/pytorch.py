@@ -49,6 +49,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def apply_threads(n_threads) -> None:
+    """--n-threads for torch's CPU kernels (default: torch's own, one per core)."""
+    if n_threads:
+        torch.set_num_threads(n_threads)
+
+
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     if dtype == "auto":
         return torch.float32 if device == "cpu" else torch.float16
@@ -225,6 +231,7 @@ class TorchRuntime(Runtime):
         from models.loading import load_hf_model, load_hf_tokenizer
 
         self.device = resolve_device(self.settings.device)
+        apply_threads(self.settings.n_threads)
         self.dtype = resolve_dtype(self.settings.dtype, self.device)
         self.pair = pair
         self.tokenizer = load_hf_tokenizer(pair.target, "target")
