@@ -90,7 +90,7 @@ def test_run_ends_with_its_report(tmp_path, tiny_pair):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"id": "p1", "category": "factual", "prompt": "The water cycle"}) + "\n")
     out = tmp_path / "run"
-    res = invoke("run", "--max-new-tokens", 8, "--warmup", 0, "--prompts", prompts, "--device", "cpu", "--out", out)
+    res = invoke("run", "--pair", "tiny", "--max-new-tokens", 8, "--warmup", 0, "--prompts", prompts, "--device", "cpu", "--out", out)
     assert res.exit_code == 0, res.output
     assert f"report: {out / 'report' / 'report.md'}" in res.output
     md = (out / "report" / "report.md").read_text()

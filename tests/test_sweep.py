@@ -16,7 +16,7 @@ from harness.results import read_results
 from harness.runner import RunConfig, Runner, row_key
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = ["sweep", "--runtime", "torch", "--gamma", "1,3", "--max-new-tokens", "6", "--prompts", "math", "--warmup", "0"]
+GRID = ["sweep", "--runtime", "torch", "--pair", "tiny", "--gamma", "1,3", "--max-new-tokens", "6", "--prompts", "math", "--warmup", "0"]
 
 
 def harness_proc(*args):
