@@ -235,7 +235,7 @@ def test_real_run_of_the_tiny_pair_multiplies_back_to_its_speedup(tmp_path, tiny
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"id": "p1", "category": "factual", "prompt": "The water cycle"}) + "\n")
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--max-new-tokens", "24", "--warmup", "1",
+    res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--pair", "tiny", "--max-new-tokens", "24", "--warmup", "1",
                                     "--prompts", str(prompts), "--device", "cpu", "--out", str(out)])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["explain", str(out)])
