@@ -122,3 +122,21 @@ class Runtime(ABC):
 
     def close(self) -> None:
         """Free models and contexts."""
+
+
+class HFText:
+    """encode/decode/context_length for runtimes over a Hugging Face tokenizer.
+
+    Mix in before Runtime; the runtime sets self.tokenizer and self._ctx in load()."""
+
+    def encode(self, prompt: str) -> list[int]:
+        from models.loading import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @property
+    def context_length(self) -> int:
+        return self._ctx

@@ -56,7 +56,7 @@ from transformers import LogitsProcessorList, StoppingCriteriaList
 from harness.config import GenerationSettings
 from harness.errors import RuntimeUnavailable
 from harness.timing import NS, PhaseTimer, RoundTimes, device_sync
-from runtimes.base import Generation, PairSpec, Phases, RoundRecord, Runtime
+from runtimes.base import Generation, HFText, PairSpec, Phases, RoundRecord, Runtime
 from runtimes.pytorch import apply_threads, resolve_device, resolve_dtype
 
 # The transforms the other runtimes apply (harness/sampling.py); anything else changes the distribution.
@@ -343,7 +343,7 @@ def _instrumented(probe: _Probe, target, draft=None):
 # --- the runtime ------------------------------------------------------------------------------------
 
 
-class HFRuntime(Runtime):
+class HFRuntime(HFText, Runtime):
     name = "hf"
 
     def load(self, pair: PairSpec) -> None:
@@ -370,18 +370,6 @@ class HFRuntime(Runtime):
         self.eos_id = self.tokenizer.eos_token_id  # the stop rule of the torch runtime
         self.sync = device_sync(self.device)
         self._ctx = int(getattr(self.target.config, "max_position_embeddings", 0) or 0) or 1 << 30
-
-    def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
-
-        return encode_prompt(self.tokenizer, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    @property
-    def context_length(self) -> int:
-        return self._ctx
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         return self._generate(prompt_ids, gen, speculative=False)

@@ -230,3 +230,14 @@ def describe_models(models: list, settings: RuntimeSettings) -> dict:
 def library_versions() -> dict:
     return {"llama_cpp_python": llama_cpp.__version__,
             "llama_cpp_system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip()}
+
+
+def describe(models: list, settings, paths: tuple, n_ctx: int) -> dict:
+    """run.json's entry for a llama.cpp runtime: models, files, context, threads, library versions."""
+    t, tb = n_threads(settings)
+    return {
+        **describe_models(models, settings),
+        "target_gguf": paths[0], "draft_gguf": paths[1],
+        "n_ctx": n_ctx, "n_threads": t, "n_threads_batch": tb,
+        **library_versions(),
+    }

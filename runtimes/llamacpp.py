@@ -303,13 +303,7 @@ class LlamaCppRuntime(Runtime):
             return self.engine.speculative(prompt_ids, gen)
 
     def describe(self) -> dict:
-        t, tb = lc.n_threads(self.settings)
-        return {
-            **lc.describe_models(self.models, self.settings),
-            "target_gguf": self.paths[0], "draft_gguf": self.paths[1],
-            "n_ctx": self.n_ctx, "n_threads": t, "n_threads_batch": tb,
-            **lc.library_versions(),
-        }
+        return lc.describe(self.models, self.settings, self.paths, self.n_ctx)
 
     def close(self) -> None:
         for kv in getattr(self, "_kvs", []):

@@ -276,13 +276,7 @@ class LlamaCppNativeRuntime(Runtime):
                           extra={"llama_perf": perf, "n_eval_calls": run.n_eval, "n_sample_calls": run.n_sample})
 
     def describe(self) -> dict:
-        t, tb = lc.n_threads(self.settings)
-        return {
-            **lc.describe_models([self.target.model, self.draft_llm.model], self.settings),
-            "target_gguf": self.paths[0], "draft_gguf": self.paths[1],
-            "n_ctx": self.n_ctx, "n_threads": t, "n_threads_batch": tb,
-            **lc.library_versions(),
-        }
+        return lc.describe([self.target.model, self.draft_llm.model], self.settings, self.paths, self.n_ctx)
 
     def close(self) -> None:
         for llm in (self.target, self.draft_llm):

@@ -32,7 +32,7 @@ from harness import metrics, sampling
 from harness.config import GenerationSettings, SamplingParams
 from harness.errors import HarnessError
 from harness.timing import PhaseTimer, device_sync
-from runtimes.base import Generation, PairSpec, Phases, RoundRecord, Runtime
+from runtimes.base import Generation, HFText, PairSpec, Phases, RoundRecord, Runtime
 
 
 def resolve_device(device: str) -> str:
@@ -223,7 +223,7 @@ def _generation(out: list[int], total, rounds: list[RoundRecord]) -> Generation:
     return Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds)
 
 
-class TorchRuntime(Runtime):
+class TorchRuntime(HFText, Runtime):
     name = "torch"
 
     def load(self, pair: PairSpec) -> None:
@@ -250,18 +250,6 @@ class TorchRuntime(Runtime):
         t_kv, d_kv = KVModel(target, vocab), KVModel(draft_model, vocab)
         self.engine = SpeculativeEngine(t_kv, d_kv, self.tokenizer.eos_token_id, device_sync(self.device))
         self._ctx = int(getattr(target.config, "max_position_embeddings", 0) or 0) or 1 << 30
-
-    def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
-
-        return encode_prompt(self.tokenizer, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    @property
-    def context_length(self) -> int:
-        return self._ctx
 
     def generate_baseline(self, prompt_ids, gen):
         return self.engine.baseline(prompt_ids, gen)
