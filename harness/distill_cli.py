@@ -36,13 +36,19 @@ MAX_BYTES = 16 * 1024 * 1024
 @click.option("--max-chunks", default=4096, show_default=True, type=int, help="Text chunks from disk (0: none).")
 @click.option("--text", multiple=True, help="Extra text file or folder (repeatable).")
 @click.option("--teacher-jsonl", multiple=True, help="Target generations from `python -m models.teacher_data` (repeatable).")
+@click.option("--generate", default=0, show_default=True, type=int,
+              help="First have the target (llama.cpp, GGUF target) answer this many chat prompts; kept in the working folder and resumed.")
+@click.option("--gen-tokens", default=96, show_default=True, type=int, help="Tokens per generated answer at most.")
+@click.option("--gen-temperature", default=0.8, show_default=True, type=float)
 @click.option("--ckpt-every", default=25, show_default=True, type=int)
+@click.option("--eval-every", default=0, type=int, help="Held-out agreement every N steps (0: at each checkpoint).")
 @click.option("--resume", is_flag=True, help="Continue from the working folder's last checkpoint.")
 @click.option("--quant", type=click.Choice(["q8_0", "f16", "f32"]), default="q8_0", show_default=True)
 @click.option("--early-exit", default=0, type=int, help="Skip training: export the target's first N layers (norm and head kept).")
 @click.option("--no-progress", is_flag=True)
 def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv_heads, intermediate, top_k, init,
-            seed, device, threads, max_chunks, text, teacher_jsonl, ckpt_every, resume, quant, early_exit, no_progress):
+            seed, device, threads, max_chunks, text, teacher_jsonl, generate, gen_tokens, gen_temperature, ckpt_every,
+            eval_every, resume, quant, early_exit, no_progress):
     """Train a narrow draft to imitate TARGET (knowledge distillation), export it as one GGUF."""
     from models.distill import DistillConfig, train
 
@@ -51,15 +57,27 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
     if early_exit:
         click.echo(f"wrote {_export_early_exit(target, early_exit, out, quant)}")
         return
-    cfg = DistillConfig(target=target, out=str(work or Path(".cache/distill") / out.stem), steps=steps, batch=batch,
+    work = Path(work or Path(".cache/distill") / out.stem)
+    if generate:
+        if not str(target).endswith(".gguf"):
+            raise HarnessError("--generate runs the target in llama.cpp: give a .gguf --target, or generate with `python -m models.teacher_data` and pass --teacher-jsonl")
+        from models.teacher_data import ensure_generated
+
+        gen_path = ensure_generated(target, work / "generated.jsonl", generate, gen_tokens, max(32, top_k),
+                                    gen_temperature, seed, progress=not no_progress)
+        teacher_jsonl = (*teacher_jsonl, str(gen_path))
+    cfg = DistillConfig(target=target, out=str(work), steps=steps, batch=batch,
                         seq_len=seq_len, lr=lr, width=width, layers=layers, kv_heads=kv_heads,
                         intermediate=intermediate, top_k=top_k, init=init, seed=seed, device=device,
                         threads=threads, max_chunks=max_chunks, ckpt_every=ckpt_every, text=tuple(text),
-                        teacher_jsonl=tuple(teacher_jsonl))
+                        teacher_jsonl=tuple(teacher_jsonl), eval_every=eval_every)
     result = train(cfg, resume=resume, progress=not no_progress, log=click.echo)
     path = export_trained(result["draft_dir"], target, out, quant)
     losses = result["losses"]
     trend = f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; " if losses else "untrained; "
+    if result["evals"]:
+        e = result["evals"][-1]
+        trend += f"held-out alpha(T=1) >= {e['alpha_t1']:.3f}, top-1 agreement {e['top1']:.3f}; "
     click.echo(f"step {result['step']}: {trend}wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 

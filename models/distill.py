@@ -51,6 +51,7 @@ class DistillConfig:
     ckpt_every: int = 25
     text: tuple = ()  # extra text files / folders
     teacher_jsonl: tuple = ()  # files written by models/teacher_data.py
+    eval_every: int = 0  # 0: at checkpoints; held-out agreement on the last generated sequences
 
 
 # ---------------------------------------------------------------- model
@@ -305,10 +306,10 @@ def lr_at(step: int, cfg: DistillConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
-def save_checkpoint(folder: Path, draft, opt, step: int, losses: list[float]) -> None:
+def save_checkpoint(folder: Path, draft, opt, step: int, losses: list[float], evals: Optional[list] = None) -> None:
     tmp = folder / "ckpt.tmp"
     torch.save({"model": draft.state_dict(), "opt": opt.state_dict(), "step": step, "losses": losses,
-                "rng": torch.get_rng_state()}, tmp)
+                "evals": evals or [], "rng": torch.get_rng_state()}, tmp)
     tmp.replace(folder / "ckpt.pt")
     draft.save_pretrained(folder / "draft")
 
@@ -332,7 +333,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     draft = build_draft(target, cfg.width, cfg.layers, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
     draft.to(cfg.device).train()
     opt = torch.optim.AdamW(draft.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
-    step, losses = 0, []
+    step, losses, state = 0, [], {}
     ckpt = folder / "ckpt.pt"
     if resume and ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
@@ -346,7 +347,10 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     gen = teacher_records(cfg.teacher_jsonl, cfg.seq_len, cfg.top_k)
     if not chunks and not gen:
         raise ValueError("no training text: give --text or --teacher-jsonl, or allow --max-chunks")
+    held = heldout_split(gen)
+    gen, held = gen[: len(gen) - len(held)], held
     cache = TeacherCache(folder)
+    evals = state.get("evals", []) if resume and ckpt.exists() else []
     bar = tqdm(total=cfg.steps, initial=step, desc="distill", disable=not progress)
     t0 = time.time()
     end = min(cfg.steps, stop_after) if stop_after else cfg.steps
@@ -364,15 +368,45 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
         losses.append(loss.item())
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, len(losses)):.1f}")
+        every = cfg.eval_every or cfg.ckpt_every
+        if held and (step % every == 0 or step == end):
+            evals.append({"step": step, **heldout_agreement(draft.eval(), held, pad)})
+            draft.train()
+            log(f"step {step}: loss {losses[-1]:.3f}; held-out alpha(T=1) >= {evals[-1]['alpha_t1']:.3f}, "
+                f"top-1 agreement {evals[-1]['top1']:.3f} ({evals[-1]['positions']} positions)")
         if step % cfg.ckpt_every == 0 or step == end:
             cache.save()
-            save_checkpoint(folder, draft.eval(), opt, step, losses)
+            save_checkpoint(folder, draft.eval(), opt, step, losses, evals)
             draft.train()
     bar.close()
     if not (folder / "draft").exists():  # no step was run (steps 0, or resumed at the end)
         cache.save()
-        save_checkpoint(folder, draft.eval(), opt, step, losses)
-    return {"step": step, "losses": losses, "draft_dir": str(folder / "draft")}
+        save_checkpoint(folder, draft.eval(), opt, step, losses, evals)
+    return {"step": step, "losses": losses, "evals": evals, "draft_dir": str(folder / "draft")}
+
+
+def heldout_split(gen: list[dict]) -> list[dict]:
+    """The generated sequences kept out of training: the last 1 in 20 (at most 48), none under 40."""
+    return gen[len(gen) - min(48, len(gen) // 20):] if len(gen) >= 40 else []
+
+
+@torch.no_grad()
+def heldout_agreement(draft, held: list[dict], pad: int, batch: int = 8) -> dict:
+    """Teacher-forced agreement of the draft with the stored teacher top-k on held-out sequences:
+    alpha_t1 = mean of sum_{x in top-k} min(p(x), q(x)) at temperature 1, a lower bound on
+    Leviathan's alpha (the mass outside the teacher's top-k is left out); top1 = how often the
+    draft's argmax is the teacher's (greedy acceptance)."""
+    a_sum, t_sum, n = 0.0, 0.0, 0
+    for i in range(0, len(held), batch):
+        b = _pad_batch(held[i : i + batch], pad)
+        q = torch.softmax(draft(input_ids=b["ids"]).logits.float(), -1)  # [B, L, V]
+        p = b["top_lp"].float().exp()  # [B, L, k]
+        qk = q.gather(-1, b["top_ids"].long())  # [B, L, k]
+        m = b["mask"]
+        a_sum += float(torch.minimum(p, qk).sum(-1)[m].sum())
+        t_sum += float((q.argmax(-1) == b["top_ids"][..., 0].long())[m].sum())
+        n += int(m.sum())
+    return {"alpha_t1": a_sum / max(n, 1), "top1": t_sum / max(n, 1), "positions": n}
 
 
 @torch.no_grad()

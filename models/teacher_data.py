@@ -1,9 +1,9 @@
 """Teacher data for distillation: the target generates answers to chat prompts, and we keep its
 top-k log-probabilities at every generated position (JSONL, one sequence a line).
 
-Uses transformers (the GGUF dequantized to float32) with batched sampling. (llama-cpp-python would be
-faster, but when this was written the shared wheel was an AVX-512 build that died with SIGILL on
-this AVX2 CPU.) It does not train anything (models/distill.py does) and does not call the network. The prompts are
+Generation runs in llama.cpp on the target's GGUF, several sequences per decode call (one KV cache,
+one sequence id per answer), so the target's own text costs little more than one answer at a time.
+It does not train anything (models/distill.py does) and does not call the network. The prompts are
 built from templates and topic lists written for this project; they resemble the harness's
 built-in categories but are not the same prompts (the measurement prompts are never trained on).
 """
@@ -99,74 +99,151 @@ def make_prompts(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def generate_sequences(gguf: str, prompts: list[list[int]], max_new: int, k: int, temperature: float,
-                       seed: int, batch: int = 8, threads: int = 1) -> Iterator[dict]:
-    """Yields {ids, start, top_ids, top_lp}: ids = prompt + generated; top_*[j] is the teacher's
-    temperature-1 top-k for predicting ids[start + j]. Batched transformers generate (left padding)."""
-    import torch
+def _top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """logits [N, V] -> (ids [N, k], temperature-1 log-probs [N, k]), best first."""
+    z = logits - logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(z).sum(-1, keepdims=True))  # [N, 1]
+    top = np.argpartition(-z, k, -1)[:, :k]  # [N, k] unordered
+    order = np.argsort(-np.take_along_axis(z, top, -1), -1)
+    top = np.take_along_axis(top, order, -1)
+    return top, np.take_along_axis(z, top, -1) - lse
 
-    from models.loading import load_hf_model, load_hf_tokenizer
 
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    model = load_hf_model(gguf, "target", torch.float32, "cpu")
-    tok = load_hf_tokenizer(gguf, "target")
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 2
-    stops = {tok.eos_token_id, 1, 2}  # <|im_start|>, <|im_end|> in SmolLM2's vocabulary
-    for i in range(0, len(prompts), batch):
-        group = prompts[i : i + batch]
-        width = max(len(p) for p in group)
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in group])  # [B, width]
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in group])
-        with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=temperature > 0,
-                                 temperature=temperature or None, top_k=0, top_p=1.0, max_new_tokens=max_new,
-                                 return_dict_in_generate=True, output_logits=True, pad_token_id=pad)
-        logits = torch.stack(out.logits, 1).float()  # [B, new, V]
-        lp = torch.log_softmax(logits, -1)
-        top_lp, top_ids = lp.topk(k, -1)  # [B, new, k]
-        gen = out.sequences[:, width:]  # [B, new]
-        for b, p in enumerate(group):
-            n = 0
-            for t in gen[b].tolist():
-                n += 1
-                if t in stops:
-                    break
-            yield {"ids": p + gen[b, :n].tolist(), "start": len(p),
-                   "top_ids": top_ids[b, :n].tolist(),
-                   "top_lp": [[round(x, 4) for x in row] for row in top_lp[b, :n].tolist()]}
+def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperature: float,
+                       seed: int, batch: int = 16, threads: int = 0) -> Iterator[dict]:
+    """Yields {ids, start, top_ids, top_lp} per prompt, in order: ids = prompt + generated; top_*[j] is
+    the teacher's temperature-1 top-k for predicting ids[start + j]. A prompt is token ids, or text
+    that goes through the GGUF's chat template. `batch` answers share each llama_decode call
+    (sequence ids 0..batch-1 of one context)."""
+    import os
+
+    import llama_cpp
+
+    from runtimes import llama_common as lc
+
+    lc.quiet_logs()
+    llama_cpp.llama_backend_init()
+    model = llama_cpp.llama_model_load_from_file(gguf.encode(), llama_cpp.llama_model_default_params())
+    if not model:
+        raise ValueError(f"llama.cpp could not load {gguf}")
+    vocab = llama_cpp.llama_model_get_vocab(model)
+    prompts = [lc.encode_prompt(model, vocab, p) if isinstance(p, str) else list(p) for p in prompts]
+    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+    stops = {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)}
+    longest = max(len(p) for p in prompts) + max_new + 1
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_seq_max = batch
+    cp.n_ctx = batch * longest
+    cp.kv_unified = True
+    cp.n_batch = cp.n_ubatch = max(batch, max(len(p) for p in prompts))
+    cp.n_threads = cp.n_threads_batch = threads or max((os.cpu_count() or 1) // 2, 1)
+    ctx = llama_cpp.llama_init_from_model(model, cp)
+    mem = llama_cpp.llama_get_memory(ctx)
+    lb = llama_cpp.llama_batch_init(cp.n_batch, 0, 1)
+    rng = np.random.default_rng(seed)
+
+    def decode(toks: list[int], pos: list[int], seqs: list[int], want: list[bool]) -> None:
+        for i, (t, p_, s_, w) in enumerate(zip(toks, pos, seqs, want)):
+            lb.token[i], lb.pos[i], lb.n_seq_id[i], lb.logits[i] = t, p_, 1, w
+            lb.seq_id[i][0] = s_
+        lb.n_tokens = len(toks)
+        if llama_cpp.llama_decode(ctx, lb) != 0:
+            raise RuntimeError("llama_decode failed while generating teacher data")
+
+    def rows(n: int) -> np.ndarray:  # the logits of the last decode's n output rows [n, V]
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(n, n_vocab)).copy()
+
+    try:
+        for g in range(0, len(prompts), batch):
+            group = prompts[g : g + batch]
+            llama_cpp.llama_memory_clear(mem, True)
+            last = []
+            for b, p in enumerate(group):  # prefill one prompt per decode: [len(p)] tokens, 1 output
+                decode(p, list(range(len(p))), [b] * len(p), [False] * (len(p) - 1) + [True])
+                last.append(rows(1)[0])
+            logits = np.stack(last)  # [B, V]
+            gen = [[] for _ in group]
+            tops: list[list] = [[] for _ in group]
+            active = list(range(len(group)))
+            while active:
+                ti, tl = _top_logprobs(logits, k)  # [A, k]
+                if temperature > 0:
+                    w = np.exp((logits - logits.max(-1, keepdims=True)) / temperature).cumsum(-1)  # [A, V]
+                    u = rng.random(len(active)) * w[:, -1]
+                    nxt = np.array([np.searchsorted(w[a], u[a], side="right") for a in range(len(active))])
+                else:
+                    nxt = np.argmax(logits, -1)
+                still = []
+                for a, b in enumerate(active):
+                    t = int(nxt[a])
+                    gen[b].append(t)
+                    tops[b].append((ti[a].tolist(), [round(float(x), 4) for x in tl[a]]))
+                    if t not in stops and len(gen[b]) < max_new:
+                        still.append(b)
+                active = still
+                if active:
+                    decode([gen[b][-1] for b in active], [len(group[b]) + len(gen[b]) - 1 for b in active],
+                           active, [True] * len(active))
+                    logits = rows(len(active))  # [A, V]
+            for b, p in enumerate(group):
+                yield {"ids": p + gen[b], "start": len(p), "top_ids": [a for a, _ in tops[b]],
+                       "top_lp": [lp for _, lp in tops[b]]}
+    finally:
+        llama_cpp.llama_batch_free(lb)
+        llama_cpp.llama_free(ctx)
+        llama_cpp.llama_model_free(model)
+
+
+def ensure_generated(gguf: str, out: Path, n: int, max_new: int = 96, k: int = 32, temperature: float = 0.8,
+                     seed: int = 0, batch: int = 16, threads: int = 0, progress: bool = True) -> Path:
+    """Make `out` hold n generated answers: the ones already there are kept (a stopped run resumes),
+    the rest are generated and appended a line at a time."""
+    from tqdm import tqdm
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    have = 0
+    if out.exists():
+        lines = out.read_text().splitlines()
+        good = []
+        for line in lines:
+            try:
+                json.loads(line)
+            except json.JSONDecodeError:
+                break  # a half-written last line: cut it and generate that answer again
+            good.append(line)
+        if len(good) < len(lines):
+            out.write_text("".join(g + "\n" for g in good))
+        have = len(good)
+    if have >= n:
+        return out
+    prompts = make_prompts(n, seed)[have:]
+    with out.open("a") as f:
+        for rec in tqdm(generate_sequences(gguf, prompts, max_new, k, temperature, seed + have, batch, threads),
+                        total=len(prompts), desc="target answers", disable=not progress):
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+    return out
 
 
 def main() -> None:
     import argparse
 
-    from models.loading import encode_prompt, load_hf_tokenizer
-    from tqdm import tqdm
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--gguf", default=None)
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=400)
-    ap.add_argument("--max-new", type=int, default=192)
+    ap.add_argument("--max-new", type=int, default=96)
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=0, help="0: half the CPUs")
+    ap.add_argument("--batch", type=int, default=16, help="answers generated together")
     a = ap.parse_args()
     if a.gguf is None:
         from models.smollm2 import smollm2_gguf
 
         a.gguf = str(smollm2_gguf())
-    tok = load_hf_tokenizer(a.gguf, "target")
-    prompts = [encode_prompt(tok, p) for p in make_prompts(a.n, a.seed)]
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("a") as f:
-        for rec in tqdm(generate_sequences(a.gguf, prompts, a.max_new, a.k, a.temperature, a.seed, a.batch, a.threads),
-                        total=len(prompts), desc="teacher"):
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
+    ensure_generated(a.gguf, Path(a.out), a.n, a.max_new, a.k, a.temperature, a.seed, a.batch, a.threads)
 
 
 if __name__ == "__main__":

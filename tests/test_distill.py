@@ -150,3 +150,40 @@ def test_cli_distill_writes_a_gguf(tiny_pair, text_file, tmp_path):
                                   "--no-progress"])
     assert r.exit_code == 0, r.output
     assert out.is_file() and "wrote" in r.output
+
+
+def test_training_on_generated_answers_reports_heldout_agreement(tiny_pair, tmp_path):
+    """The target's own answers (llama.cpp, tiny GGUF) train the draft; the last of them are held
+    out, never trained on, and agreement on them is logged and kept in the checkpoint."""
+    pytest.importorskip("llama_cpp")
+    from models.distill import heldout_split, teacher_records
+    from models.gguf_export import ensure_tiny_gguf
+    from models.teacher_data import ensure_generated
+
+    t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
+    gen = ensure_generated(str(t_gguf), tmp_path / "gen.jsonl", 44, max_new=8, k=8, temperature=1.0,
+                           batch=22, threads=1, progress=False)
+    recs = teacher_records((str(gen),), 32, 8)
+    held = heldout_split(recs)
+    assert len(recs) == 44 and len(held) == 2
+    logs = []
+    cfg = DistillConfig(target=tiny_pair.target, out=str(tmp_path / "w"), steps=4, batch=4, seq_len=32, lr=1e-2,
+                        width=32, layers=1, top_k=8, max_chunks=0, ckpt_every=4, eval_every=2,
+                        teacher_jsonl=(str(gen),))
+    r = train(cfg, progress=False, log=logs.append)
+    assert [e["step"] for e in r["evals"]] == [2, 4]
+    assert r["evals"][0]["positions"] == sum(int(h["mask"].sum()) for h in held) > 0
+    assert all(0.0 <= e["alpha_t1"] <= 1.0 and 0.0 <= e["top1"] <= 1.0 for e in r["evals"])
+    assert sum("held-out alpha" in line for line in logs) == 2
+    assert torch.load(tmp_path / "w" / "ckpt.pt", weights_only=False)["evals"] == r["evals"]
+
+
+def test_cli_generate_needs_a_gguf_target(tiny_pair, tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--out", str(tmp_path / "d.gguf"),
+                                  "--generate", "10", "--no-progress"])
+    assert r.exit_code != 0 and "--generate runs the target in llama.cpp" in r.output
+    assert not (tmp_path / "d.gguf").exists()

@@ -1,0 +1,97 @@
+"""Teacher data (models/teacher_data.py) on the tiny f32 pair: llama.cpp's batched generation gives
+the target's own greedy continuation and its top-k log-probs (checked against transformers), a
+stopped run resumes without repeating or losing answers, and distillation's held-out agreement
+measures what it says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("llama_cpp")
+
+from models.gguf_export import ensure_tiny_gguf  # noqa: E402
+from models.teacher_data import _top_logprobs, ensure_generated, generate_sequences  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_target():
+    from models.tiny import ensure_pair
+
+    t, _ = ensure_pair("tiny")
+    t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
+    return str(t), str(t_gguf)
+
+
+def _hf_greedy(folder: str, prompt: list[int], n: int, k: int):
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    ids, tops = list(prompt), []
+    with torch.no_grad():
+        for _ in range(n):
+            lp = torch.log_softmax(m(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)  # [V]
+            tops.append(lp.topk(k))
+            ids.append(int(lp.argmax()))
+    return ids[len(prompt):], tops
+
+
+def test_top_logprobs_are_the_sorted_log_softmax_top_k():
+    x = torch.randn(3, 50)
+    ids, lp = _top_logprobs(x.numpy(), 5)
+    ref = torch.log_softmax(x, -1).topk(5)
+    assert ids.tolist() == ref.indices.tolist()
+    assert torch.allclose(torch.from_numpy(lp).float(), ref.values, atol=1e-5)
+
+
+def test_batched_greedy_generation_is_the_targets_own(tiny_target):
+    folder, gguf = tiny_target
+    prompts = [[5, 17, 42, 9], [88, 3, 120], [7, 7, 7, 7, 7, 30]]  # different lengths share a batch
+    recs = list(generate_sequences(gguf, prompts, max_new=8, k=4, temperature=0.0, seed=0, batch=2, threads=1))
+    assert [r["ids"][: r["start"]] for r in recs] == prompts
+    for p, r in zip(prompts, recs):
+        gen = r["ids"][r["start"]:]
+        ref_ids, ref_tops = _hf_greedy(folder, p, len(gen), 4)
+        assert gen == ref_ids
+        for (ti, tl), ref in zip(zip(r["top_ids"], r["top_lp"]), ref_tops):
+            assert ti[0] == int(ref.indices[0])
+            assert torch.allclose(torch.tensor(tl), ref.values, rtol=3e-3, atol=1e-2)  # llama.cpp keeps K/V in f16
+
+
+def test_ensure_generated_resumes_and_cuts_a_torn_line(tiny_target, tmp_path):
+    folder, gguf = tiny_target
+    out = tmp_path / "gen.jsonl"
+    ensure_generated(gguf, out, 3, max_new=6, k=4, temperature=0.8, seed=0, batch=2, threads=1, progress=False)
+    first = out.read_text().splitlines()
+    assert len(first) == 3
+    out.write_text("\n".join(first) + "\n" + first[0][: len(first[0]) // 2])  # a run killed mid-line
+    ensure_generated(gguf, out, 5, max_new=6, k=4, temperature=0.8, seed=0, batch=2, threads=1, progress=False)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 5 and lines[:3] == first
+    assert all(len(json.loads(x)["top_ids"]) == len(json.loads(x)["ids"]) - json.loads(x)["start"] for x in lines)
+
+
+def test_heldout_agreement_of_the_teacher_with_itself(tiny_target):
+    """A draft that is the teacher agrees on every argmax, and its alpha bound is the top-k mass."""
+    from transformers import AutoModelForCausalLM
+
+    from models.distill import heldout_agreement
+
+    folder, _ = tiny_target
+    m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    ids = torch.tensor([[5, 17, 42, 9, 60, 61, 2], [88, 3, 120, 4, 4, 1, 0]])
+    with torch.no_grad():
+        lp = torch.log_softmax(m(input_ids=ids).logits.float(), -1)
+    top_lp, top_ids = lp.topk(6, -1)
+    mask = torch.ones(ids.shape, dtype=torch.bool)
+    held = [{"ids": ids[b], "top_ids": top_ids[b].int(), "top_lp": top_lp[b].half(), "mask": mask[b]} for b in range(2)]
+    r = heldout_agreement(m, held, pad=0)
+    assert r["top1"] == 1.0 and r["positions"] == 14
+    assert r["alpha_t1"] == pytest.approx(float(top_lp.exp().sum(-1).mean()), abs=2e-3)
+    other = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for w in other.parameters():
+            w.mul_(-1.0)
+    assert heldout_agreement(other, held, pad=0)["alpha_t1"] < r["alpha_t1"]
