@@ -1,0 +1,136 @@
+"""A lean batch-1 forward pass for Llama-architecture models: the `torch` runtime's fast path.
+
+transformers' `LlamaForCausalLM.forward` is general: it builds masks and position tensors on every
+call, grows a DynamicCache by concatenation, and runs three q/k/v and two gate/up matmuls per layer.
+For batch-1 decoding of a small model on a CPU that bookkeeping is a large share of a step. This
+module runs the very same weight tensors (shared, not copied: the fused q|k|v and gate|up matrices
+become the storage the model's own projections view) through:
+
+    x = embed(ids)                                   # [1, S, H]
+    for each layer:
+        q, k, v = split(rmsnorm(x) @ Wqkv^T)          # [1, heads, S, hd], RoPE from the model's own module
+        K[:, :, L:L+S], V[...] = k, v                 # static cache [1, kv_heads, capacity, hd]
+        x += sdpa(q, K[:L+S], V[:L+S], causal) @ Wo^T
+        x += down(silu(g) * u), (g, u) = split(rmsnorm(x) @ Wgu^T)
+    logits = head(rmsnorm(x[-n_logits:]))             # [n_logits, V]
+
+Cropping the cache moves its length back; nothing is copied. The cache doubles when full.
+What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
+(`unsupported_reason` says why a model falls back to transformers' forward).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+
+def unsupported_reason(model) -> Optional[str]:
+    """None when `model` can run here, else why not (the runtime then uses transformers' forward)."""
+    cfg = model.config
+    if type(model).__name__ != "LlamaForCausalLM":
+        return f"{type(model).__name__} is not LlamaForCausalLM"
+    if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+        return "biases in attention or MLP"
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        return f"activation {cfg.hidden_act}"
+    if getattr(cfg, "sliding_window", None):
+        return "sliding-window attention"
+    return None
+
+
+def _fuse(linears) -> torch.Tensor:
+    """One [sum(out), in] matrix whose row blocks become the given nn.Linear weights (views, no copy)."""
+    w = torch.cat([lin.weight.detach() for lin in linears], 0)
+    start = 0
+    for lin in linears:
+        n = lin.weight.shape[0]
+        lin.weight.data = w[start : start + n]
+        start += n
+    return w
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """As LlamaRMSNorm: normalise in float32, scale in the model's dtype."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), -1)
+    return x * cos + rotated * sin
+
+
+class LlamaFast:
+    """The model's weights with a static KV cache; `forward(ids, n_logits)` as KVModel's."""
+
+    def __init__(self, model):
+        cfg = model.config
+        self.model = model
+        self.eps = cfg.rms_norm_eps
+        self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.nh, self.nkv = cfg.num_attention_heads, cfg.num_key_value_heads
+        if not hasattr(model, "_lean_layers"):  # fused once per model: a self-draft shares them
+            model._lean_layers = [
+                (layer.input_layernorm.weight, _fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]),
+                 layer.self_attn.o_proj.weight, layer.post_attention_layernorm.weight,
+                 _fuse([layer.mlp.gate_proj, layer.mlp.up_proj]), layer.mlp.down_proj.weight)
+                for layer in model.model.layers]
+        self.layers = model._lean_layers
+        w = model.model.embed_tokens.weight
+        self.device, self.dtype = w.device, w.dtype
+        self.k: Optional[torch.Tensor] = None  # [layers, 1, kv_heads, capacity, hd]
+        self.v: Optional[torch.Tensor] = None
+        self.length = 0
+
+    def _reserve(self, need: int) -> None:
+        cap = 0 if self.k is None else self.k.shape[3]
+        if need <= cap:
+            return
+        new_cap = max(256, cap)
+        while new_cap < need:
+            new_cap *= 2
+        shape = (len(self.layers), 1, self.nkv, new_cap, self.hd)
+        k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        if self.k is not None:
+            k[:, :, :, : self.length] = self.k[:, :, :, : self.length]
+            v[:, :, :, : self.length] = self.v[:, :, :, : self.length]
+        self.k, self.v = k, v
+
+    def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
+        """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
+        s, l0 = len(ids), self.length
+        self._reserve(l0 + s)
+        inner = self.model.model
+        x = inner.embed_tokens(torch.tensor([ids], device=self.device))  # [1, S, H]
+        pos = torch.arange(l0, l0 + s, device=self.device)[None]  # [1, S]
+        cos, sin = inner.rotary_emb(x, pos)  # [1, S, hd]
+        cos, sin = cos[:, None], sin[:, None]  # [1, 1, S, hd]
+        mask = None
+        if s > 1:  # row i sees cache positions 0 .. l0 + i
+            mask = torch.arange(l0 + s, device=self.device)[None, :] <= pos[0, :, None]  # [S, l0+S]
+        end = l0 + s
+        for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(self.layers):
+            h = F.linear(_rms_norm(x, w_in, self.eps), w_qkv)  # [1, S, (nh + 2 nkv) hd]
+            q, k, v = h.view(1, s, -1, self.hd).transpose(1, 2).split([self.nh, self.nkv, self.nkv], 1)
+            self.k[i, :, :, l0:end] = _rope(k, cos, sin)  # [1, nkv, S, hd]
+            self.v[i, :, :, l0:end] = v
+            att = F.scaled_dot_product_attention(_rope(q, cos, sin), self.k[i, :, :, :end], self.v[i, :, :, :end],
+                                                 attn_mask=mask, enable_gqa=True)  # [1, nh, S, hd]
+            x = x + F.linear(att.transpose(1, 2).reshape(1, s, -1), w_o)
+            g, u = F.linear(_rms_norm(x, w_post, self.eps), w_gu).chunk(2, -1)  # [1, S, I] each
+            x = x + F.linear(F.silu(g) * u, w_down)
+        self.length = end
+        x = _rms_norm(x[:, -n_logits:], inner.norm.weight, self.eps)  # [1, n_logits, H]
+        return self.model.lm_head(x)[0]  # [n_logits, V]
+
+    def crop(self, length: int) -> None:
+        self.length = min(self.length, length)
+
+    def reset(self) -> None:
+        self.length = 0

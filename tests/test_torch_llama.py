@@ -1,0 +1,61 @@
+"""The torch runtime's lean Llama forward (runtimes/torch_llama.py) against transformers' own forward
+on the tiny pair: same logits through prefill, one-token steps, verify-sized batches, crops and a
+cache that has to grow; the model it fused still computes what it computed before."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from runtimes.pytorch import KVModel
+from runtimes.torch_llama import LlamaFast, unsupported_reason
+
+
+@pytest.fixture()
+def model(tiny_pair):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_pair.target, dtype=torch.float32).eval()
+
+
+@torch.inference_mode()
+def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model):
+    ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
+    kv = KVModel(model, 257)
+    assert kv.lean is not None
+    rng = random.Random(0)
+    seq: list[int] = []
+    kv.reset()
+    for step in range(100):  # mixes of 1- and 5-token passes, random crops; ends past 256 positions
+        n = rng.choice([1, 5, 9])
+        new = [rng.randrange(3, 257) for _ in range(n)]
+        got = kv.forward(new, n)  # [n, V]
+        seq += new
+        ref = ref_model(input_ids=torch.tensor([seq])).logits[0, -n:, :257]
+        assert torch.allclose(got, ref, atol=1e-4), f"step {step}, cache {len(kv)}"
+        if rng.random() < 0.3:
+            keep = len(seq) - rng.randint(1, n)
+            kv.crop(keep)
+            del seq[keep:]
+        assert len(kv) == len(seq)
+    assert kv.lean.k.shape[3] >= len(seq) > 256
+
+
+@torch.inference_mode()
+def test_fusing_keeps_the_models_own_forward_and_a_self_draft_shares_weights(model):
+    ids = torch.tensor([[5, 17, 42, 9, 60]])
+    before = model(input_ids=ids).logits.clone()
+    a, b = LlamaFast(model), LlamaFast(model)  # target and self-draft
+    assert a.layers is b.layers
+    assert model.model.layers[0].self_attn.k_proj.weight.data_ptr() > a.layers[0][1].data_ptr()  # a view into it
+    assert torch.equal(model(input_ids=ids).logits, before)
+
+
+def test_other_architectures_fall_back_to_transformers(model):
+    assert unsupported_reason(model) is None
+    model.config.attention_bias = True
+    assert "bias" in unsupported_reason(model)
+    model.config.attention_bias = False
+    assert KVModel(model, 257, lean=False).lean is None
