@@ -2,6 +2,12 @@
 
 A path that does not exist and is not a cached Hugging Face id, a folder without config.json, or
 an id that is not in the cache while offline: each becomes a HarnessError naming the fix.
+
+A .gguf file is converted by transformers once (dequantized to float32, tokenizer rebuilt from its
+metadata) and the result kept as a Hugging Face folder under $HARNESS_CACHE/gguf-hf (default
+~/.cache/spec-harness), keyed by the file's path, size and modification time: transformers reads
+GGUF metadata in Python, which took 10-40 s per load of SmolLM2 here, and a saved folder loads in
+about a second. Where the cache cannot be written, the file is loaded directly.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ def _check_ref(ref: str, role: str) -> tuple[str, dict]:
     if p.suffix == ".gguf":
         if not p.is_file():
             raise HarnessError(f"{role} model file not found: {ref} (check the path, or download it with `harness models download`)")
-        return str(p.parent), {"gguf_file": p.name}
+        converted = _converted_gguf(p, role)
+        return (str(converted), {}) if converted else (str(p.parent), {"gguf_file": p.name})
     if p.exists():
         if p.is_dir() and not (p / "config.json").exists():
             raise HarnessError(f"{role} model folder {ref} has no config.json: point at a Hugging Face model folder or a .gguf file")
@@ -32,6 +39,45 @@ def _check_ref(ref: str, role: str) -> tuple[str, dict]:
     if _looks_like_path(ref):
         raise HarnessError(f"{role} model not found: {ref} (check the path, or give a Hugging Face id)")
     return ref, {}
+
+
+def _converted_gguf(p: Path, role: str):
+    """The cached Hugging Face folder of GGUF file p, converting it first if needed; None if the
+    cache cannot be written (the caller then loads the GGUF directly)."""
+    import hashlib
+    import os
+    import shutil
+
+    from models.tiny import cache_root
+
+    st = p.stat()
+    key = hashlib.sha256(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    folder = cache_root() / "gguf-hf" / f"{p.stem}-{key}"
+    if (folder / "config.json").exists():
+        return folder
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
+        model.hf_quantizer = None  # its weights are dequantized already: they save as plain float32
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name).save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        tmp.replace(folder)  # atomic: a folder with config.json is always complete
+    except OSError:
+        return folder if (folder / "config.json").exists() else None  # another process won the race
+    except ValueError as e:
+        raise _hub_error(str(p), role, e) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def _hub_error(ref: str, role: str, e: Exception) -> HarnessError:

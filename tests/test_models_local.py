@@ -241,3 +241,37 @@ def test_disk_full_while_writing_is_one_line(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", full)
     with pytest.raises(HarnessError, match=r"^disk full in .*set HF_HOME to a larger disk"):
         download.fetch(download.Fetch("target", "gguf", "org/repo", ["m-q4_k_m.gguf"]))
+
+
+def test_a_gguf_is_converted_once_and_reloaded_from_the_cache(tiny_pair, tmp_path, monkeypatch):
+    """Second load of a .gguf comes from the cached folder: same logits, same tokenizer; a changed
+    file (new mtime) is converted again, and an unwritable cache falls back to a direct load."""
+    import os
+
+    import torch
+
+    from models.draft_gguf import export_gguf
+    from models.loading import load_hf_model, load_hf_tokenizer
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    src = load_hf_model(tiny_pair.target, "target", torch.float32, "cpu")
+    tok = load_hf_tokenizer(tiny_pair.target, "target")
+    gguf = export_gguf(src, tmp_path / "t.gguf", qtype="f32", tokenizer=tok)
+    ids = torch.tensor([tok.encode("The water cycle moves water")])
+    first = load_hf_model(str(gguf), "target", torch.float32, "cpu")
+    folders = list((tmp_path / "cache" / "gguf-hf").iterdir())
+    assert len(folders) == 1 and (folders[0] / "config.json").exists()
+    again = load_hf_model(str(gguf), "target", torch.float32, "cpu")
+    with torch.no_grad():
+        assert torch.equal(first(ids).logits, again(ids).logits)
+        assert torch.allclose(again(ids).logits, src(ids).logits, atol=1e-4)
+    assert load_hf_tokenizer(str(gguf), "target").encode("hello world") == tok.encode("hello world")
+    assert len(list((tmp_path / "cache" / "gguf-hf").iterdir())) == 1
+    os.utime(gguf, ns=(1, 1))
+    load_hf_tokenizer(str(gguf), "target")
+    assert len(list((tmp_path / "cache" / "gguf-hf").iterdir())) == 2
+    (tmp_path / "ro").write_text("a file, so no folder can be made under it")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "ro"))
+    direct = load_hf_model(str(gguf), "target", torch.float32, "cpu")
+    with torch.no_grad():
+        assert torch.equal(direct(ids).logits, first(ids).logits)
