@@ -351,6 +351,16 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     gen, held = gen[: len(gen) - len(held)], held
     cache = TeacherCache(folder)
     evals = state.get("evals", []) if resume and ckpt.exists() else []
+
+    def evaluate() -> None:
+        evals.append({"step": step, **heldout_agreement(draft.eval(), held, pad)})
+        draft.train()
+        e = evals[-1]
+        log(f"step {step}: " + (f"loss {losses[-1]:.3f}; " if losses else "")
+            + f"held-out alpha(T=1) >= {e['alpha_t1']:.3f}, top-1 agreement {e['top1']:.3f} ({e['positions']} positions)")
+
+    if held and step == 0:
+        evaluate()  # the starting point, for comparison
     bar = tqdm(total=cfg.steps, initial=step, desc="distill", disable=not progress)
     t0 = time.time()
     end = min(cfg.steps, stop_after) if stop_after else cfg.steps
@@ -370,10 +380,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
         bar.set_postfix(loss=f"{losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, len(losses)):.1f}")
         every = cfg.eval_every or cfg.ckpt_every
         if held and (step % every == 0 or step == end):
-            evals.append({"step": step, **heldout_agreement(draft.eval(), held, pad)})
-            draft.train()
-            log(f"step {step}: loss {losses[-1]:.3f}; held-out alpha(T=1) >= {evals[-1]['alpha_t1']:.3f}, "
-                f"top-1 agreement {evals[-1]['top1']:.3f} ({evals[-1]['positions']} positions)")
+            evaluate()
         if step % cfg.ckpt_every == 0 or step == end:
             cache.save()
             save_checkpoint(folder, draft.eval(), opt, step, losses, evals)
