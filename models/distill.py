@@ -362,7 +362,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     if held and step == 0:
         evaluate()  # the starting point, for comparison
     bar = tqdm(total=cfg.steps, initial=step, desc="distill", disable=not progress)
-    t0 = time.time()
+    t0, step0 = time.time(), step
     end = min(cfg.steps, stop_after) if stop_after else cfg.steps
     while step < end:
         b = make_batch(step, cfg, chunks, gen, cache, target, pad)
@@ -377,7 +377,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
         step += 1
         losses.append(loss.item())
         bar.update(1)
-        bar.set_postfix(loss=f"{losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, len(losses)):.1f}")
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, step - step0):.1f}")
         every = cfg.eval_every or cfg.ckpt_every
         if held and (step % every == 0 or step == end):
             evaluate()
