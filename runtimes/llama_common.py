@@ -30,14 +30,27 @@ def quiet_logs(verbose: bool = False) -> None:
     logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
 
 
-def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
-    """(threads for one-token decodes, threads for batches): --n-threads for both, else half the
-    CPUs for both (llama.cpp's own default: one thread per physical core, batches alike).
+def physical_cores() -> int:
+    """Physical cores this process may use (SMT siblings counted once), from Linux's CPU topology;
+    elsewhere, or when it cannot be read, half the logical CPUs."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        cores = {Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text().strip() for c in cpus}
+        return max(len(cores), 1)
+    except (AttributeError, OSError):
+        return max((os.cpu_count() or 2) // 2, 1)
 
-    Not llama-cpp-python's default (all CPUs for batches): on a shared 2-vCPU VM its OpenMP
-    threads wait on a busy core and a 40-token SmolLM2 prefill took 12 s instead of 1 s.
+
+def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
+    """(threads for one-token decodes, threads for batches): --n-threads for both, else one per
+    physical core for both (llama.cpp's own default; on a 2-vCPU VM without SMT that is 2).
+
+    Not llama-cpp-python's default (half the logical CPUs for decodes, all of them for batches):
+    it gives 1 decode thread on such a VM, and on a shared machine all-CPU batches wait on busy
+    cores (a 40-token SmolLM2 prefill took 12 s instead of 1 s here under load). On a loaded
+    machine pass --n-threads 1.
     """
-    n = settings.n_threads or max((os.cpu_count() or 1) // 2, 1)
+    n = settings.n_threads or physical_cores()
     return n, n
 
 
