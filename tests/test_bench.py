@@ -1,0 +1,30 @@
+"""`harness bench` machinery on the tiny f32 GGUF (llama.cpp only: transformers cannot read the tiny
+GGUF's tokenizer): alternation order and medians, and figure 3's paths all decode the same count."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.bench import Bench, alternate
+from harness.config import RuntimeSettings
+
+
+def test_alternate_warms_up_then_interleaves_and_takes_medians():
+    calls = []
+    vals = {"a": iter([100, 3, 1, 2]), "b": iter([100, 30, 10, 20])}
+    med = alternate({k: (lambda k=k: calls.append(k) or next(vals[k])) for k in "ab"}, 3)
+    assert calls == ["a", "b"] * 4
+    assert med == {"a": 2, "b": 20}
+
+
+def test_figure_3_compares_our_llamacpp_loop_with_llama_cpp_pythons_paths(tiny_pair):
+    pytest.importorskip("llama_cpp")
+    from models.gguf_export import ensure_tiny_gguf
+
+    t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
+    b = Bench(t_gguf, 8, 1, 2, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
+    fig = b.fig3_llamacpp_paths()
+    tps = fig.detail["tokens_per_s"]
+    assert set(tps) == {"llamacpp", "eval", "generate", "create_completion"}
+    assert all(v > 0 for v in tps.values())
+    assert fig.value == pytest.approx(tps["llamacpp"] / max(v for k, v in tps.items() if k != "llamacpp"))
