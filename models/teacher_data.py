@@ -115,17 +115,18 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     the teacher's temperature-1 top-k for predicting ids[start + j]. A prompt is token ids, or text
     that goes through the GGUF's chat template. `batch` answers share each llama_decode call
     (sequence ids 0..batch-1 of one context)."""
-    import os
-
     import llama_cpp
 
+    from harness.errors import HarnessError
     from runtimes import llama_common as lc
 
     lc.quiet_logs()
     llama_cpp.llama_backend_init()
+    if not Path(gguf).is_file():
+        raise HarnessError(f"target GGUF file not found: {gguf}")
     model = llama_cpp.llama_model_load_from_file(gguf.encode(), llama_cpp.llama_model_default_params())
     if not model:
-        raise ValueError(f"llama.cpp could not load {gguf}")
+        raise HarnessError(f"llama.cpp could not load the target GGUF file {gguf} (corrupt, or an architecture this build does not know)")
     vocab = llama_cpp.llama_model_get_vocab(model)
     prompts = [lc.encode_prompt(model, vocab, p) if isinstance(p, str) else list(p) for p in prompts]
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
@@ -136,8 +137,11 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     cp.n_ctx = batch * longest
     cp.kv_unified = True
     cp.n_batch = cp.n_ubatch = max(batch, max(len(p) for p in prompts))
-    cp.n_threads = cp.n_threads_batch = threads or max((os.cpu_count() or 1) // 2, 1)
+    cp.n_threads = cp.n_threads_batch = threads or lc.physical_cores()
     ctx = llama_cpp.llama_init_from_model(model, cp)
+    if not ctx:
+        llama_cpp.llama_model_free(model)
+        raise HarnessError(f"llama.cpp could not create a context of {cp.n_ctx} tokens: lower the batch or --gen-tokens")
     mem = llama_cpp.llama_get_memory(ctx)
     lb = llama_cpp.llama_batch_init(cp.n_batch, 0, 1)
     rng = np.random.default_rng(seed)
@@ -236,7 +240,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=0, help="0: half the CPUs")
+    ap.add_argument("--threads", type=int, default=0, help="0: one per physical core")
     ap.add_argument("--batch", type=int, default=16, help="answers generated together")
     a = ap.parse_args()
     if a.gguf is None:

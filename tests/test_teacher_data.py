@@ -95,3 +95,14 @@ def test_heldout_agreement_of_the_teacher_with_itself(tiny_target):
         for w in other.parameters():
             w.mul_(-1.0)
     assert heldout_agreement(other, held, pad=0)["alpha_t1"] < r["alpha_t1"]
+
+
+def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="not found"):
+        next(generate_sequences(str(tmp_path / "nope.gguf"), [[1, 2]], 4, 2, 0.0, 0))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF but not really")
+    with pytest.raises(HarnessError, match="could not load"):
+        next(generate_sequences(str(bad), [[1, 2]], 4, 2, 0.0, 0))
