@@ -61,53 +61,69 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     return getattr(torch, dtype)
 
 
-class KVModel:
-    """A causal LM with its own KV cache: feed tokens, get logits, crop back. [B=1].
+class HFForward:
+    """transformers' own forward with a DynamicCache: the path for models runtimes/torch_llama.py
+    cannot run (and for comparison with it). Same four members as torch_llama.LlamaFast."""
 
-    Llama-architecture models run through runtimes/torch_llama.py (static cache, fused matmuls,
-    the same weights); others, or `lean=False`, through transformers' forward and a DynamicCache.
-    """
-
-    def __init__(self, model, vocab: int, lean: bool = True):
+    def __init__(self, model):
         import inspect
 
         from transformers import DynamicCache
 
-        from runtimes import torch_llama
-
         self.model = model
-        self.vocab = vocab  # compare over the tokenizer's ids only (embedding rows may be padded)
-        self.why_not_lean = "turned off" if not lean else torch_llama.unsupported_reason(model)
-        self.lean = None if self.why_not_lean else torch_llama.LlamaFast(model)
         takes_config = "config" in inspect.signature(DynamicCache.__init__).parameters
         self._new_cache = (lambda: DynamicCache(config=model.config)) if takes_config else DynamicCache
         # transformers renamed past_key_values to cache in 5.x
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self.cache = self._new_cache()
 
+    @property
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
+        x = torch.tensor([ids], dtype=torch.long, device=self.model.device)  # [1, S]
+        out = self.model(input_ids=x, use_cache=True, logits_to_keep=n_logits, **{self._cache_kw: self.cache})
+        return out.logits[0, -n_logits:]  # [n_logits, V]
+
+    def crop(self, length: int) -> None:
+        extra = self.length - length
+        if extra > 0:
+            self.cache.crop(-extra)  # a negative count removes tokens in transformers 4.x and 5.x alike
+
     def reset(self) -> None:
-        if self.lean:
-            return self.lean.reset()
         self.cache = self._new_cache()
 
+
+class KVModel:
+    """A causal LM with its own KV cache: feed tokens, get logits, crop back. [B=1].
+
+    Llama-architecture models run through runtimes/torch_llama.py (static cache, fused matmuls,
+    the same weights); others, or `lean=False`, through HFForward (transformers' forward).
+    """
+
+    def __init__(self, model, vocab: int, lean: bool = True):
+        from runtimes import torch_llama
+
+        self.model = model
+        self.vocab = vocab  # compare over the tokenizer's ids only (embedding rows may be padded)
+        self.why_not_lean = "turned off" if not lean else torch_llama.unsupported_reason(model)
+        self.lean = None if self.why_not_lean else torch_llama.LlamaFast(model)
+        self.impl = self.lean or HFForward(model)
+
+    def reset(self) -> None:
+        self.impl.reset()
+
     def __len__(self) -> int:
-        return self.lean.length if self.lean else self.cache.get_seq_length()
+        return self.impl.length
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
-        if self.lean:
-            return self.lean.forward(ids, n_logits)[:, : self.vocab]
-        x = torch.tensor([ids], dtype=torch.long, device=self.model.device)  # [1, S]
-        out = self.model(input_ids=x, use_cache=True, logits_to_keep=n_logits, **{self._cache_kw: self.cache})
-        return out.logits[0, -n_logits:, : self.vocab]  # [n_logits, V]
+        return self.impl.forward(ids, n_logits)[:, : self.vocab]
 
     def crop(self, length: int) -> None:
         """Keep the first `length` cached positions."""
-        if self.lean:
-            return self.lean.crop(length)
-        extra = len(self) - length
-        if extra > 0:
-            self.cache.crop(-extra)  # a negative count removes tokens in transformers 4.x and 5.x alike
+        self.impl.crop(length)
 
 
 class SpeculativeEngine:

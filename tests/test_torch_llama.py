@@ -59,3 +59,19 @@ def test_other_architectures_fall_back_to_transformers(model):
     assert "bias" in unsupported_reason(model)
     model.config.attention_bias = False
     assert KVModel(model, 257, lean=False).lean is None
+
+
+@torch.inference_mode()
+def test_the_transformers_path_gives_the_same_logits_through_a_crop(model):
+    ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
+    lean, slow = KVModel(model, 257), KVModel(ref_model, 257, lean=False)
+    assert slow.lean is None and slow.why_not_lean == "turned off"
+    for kv in (lean, slow):
+        kv.reset()
+    steps = [([5, 17, 42, 9], 4), ([60, 61, 2, 33, 44], 5), ([55], 1)]
+    for ids, n in steps:
+        assert torch.allclose(lean.forward(ids, n), slow.forward(ids, n), atol=1e-4)
+    lean.crop(6)
+    slow.crop(6)
+    assert len(lean) == len(slow) == 6
+    assert torch.allclose(lean.forward([70, 71], 2), slow.forward([70, 71], 2), atol=1e-4)
