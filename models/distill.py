@@ -348,9 +348,9 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     if not chunks and not gen:
         raise ValueError("no training text: give --text or --teacher-jsonl, or allow --max-chunks")
     held = heldout_split(gen)
-    gen, held = gen[: len(gen) - len(held)], held
+    gen = gen[: len(gen) - len(held)]
     cache = TeacherCache(folder)
-    evals = state.get("evals", []) if resume and ckpt.exists() else []
+    evals = state.get("evals", [])  # state is {} unless resumed
 
     def evaluate() -> None:
         evals.append({"step": step, **heldout_agreement(draft.eval(), held, pad)})
@@ -404,8 +404,9 @@ def heldout_agreement(draft, held: list[dict], pad: int, batch: int = 8) -> dict
     Leviathan's alpha (the mass outside the teacher's top-k is left out); top1 = how often the
     draft's argmax is the teacher's (greedy acceptance)."""
     a_sum, t_sum, n = 0.0, 0.0, 0
+    dev = next(draft.parameters()).device
     for i in range(0, len(held), batch):
-        b = _pad_batch(held[i : i + batch], pad)
+        b = {k: v.to(dev) for k, v in _pad_batch(held[i : i + batch], pad).items()}
         q = torch.softmax(draft(input_ids=b["ids"]).logits.float(), -1)  # [B, L, V]
         p = b["top_lp"].float().exp()  # [B, L, k]
         qk = q.gather(-1, b["top_ids"].long())  # [B, L, k]
