@@ -48,7 +48,7 @@ def _common(f):
         click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens."),
         click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps."),
         click.option("--dtype", default="auto", show_default=True, help="auto, float32, float16 or bfloat16."),
-        click.option("--n-threads", default=None, type=int, help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp half the CPUs)."),
+        click.option("--n-threads", default=None, type=int, help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; use 1 on a busy machine)."),
         click.option("--n-gpu-layers", default=0, show_default=True, type=int, help="llama.cpp layers to offload (-1 = all)."),
         click.option("--n-ctx", default=None, type=int, help="llama.cpp context length (default: min(model's, 4096))."),
         click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>)."),

@@ -132,6 +132,11 @@ def median(xs: Iterable[float]) -> Optional[float]:
     return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
 
 
+GREEDY_MISMATCH = ("greedy speculative output differs from the baseline's: a correctness bug on float32 weights; "
+                   "on quantized GGUF (llama.cpp) or float16/bfloat16 weights, batched (verify) and one-token "
+                   "(baseline) logits differ slightly and near-ties can flip")
+
+
 GROUP_FIELDS = ("runtime", "pair", "mode", "gamma", "temperature", "top_p", "top_k", "max_new_tokens")
 
 

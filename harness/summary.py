@@ -35,7 +35,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
             + _cell(s.get("mean_accepted_len"), 6, ".2f") + phases + f"{wall:>8.2f}s"
         )
         if s.get("greedy_match") is False:
-            lines.append(f"  !! {s['runtime']}: greedy speculative output differs from the baseline")
+            lines.append(f"  !! {s['runtime']}: {metrics.GREEDY_MISMATCH}")
     lines += [f"{rt}: {err}" for rt, err in sorted({(r["runtime"], r["error"]) for r in rows if r.get("error")})]
     return lines
 

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from harness import metrics
 from harness.errors import HarnessError
 from reports import explain, markdown, plots, tables
 from reports.ceiling import CFlops
@@ -30,7 +31,7 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
              for name, c in cflops.found.items()]
     notes += cflops.notes
     spec = [c for c in cells if c["mode"] == "speculative"]
-    notes += [f"{c['label']}: greedy speculative output differs from the baseline's (a correctness bug)"
+    notes += [f"{c['label']}: {metrics.GREEDY_MISMATCH}"
               for c in spec if c["greedy_match"] is False]
     notes += [f"{c['label']}: no baseline rows with the same settings, so no speedup" for c in spec if c["speedup"] is None]
     notes += [f"{c['label']}: c measured unavailable (no per-round draft or target step times)"

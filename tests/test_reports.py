@@ -201,3 +201,18 @@ def test_same_pair_name_for_different_models_stays_apart(tmp_path, qwen_dirs):
     b = synthetic.write_run(tmp_path / "b", synthetic.rows_for("fast", (4,), pair="custom"), t, t, name="custom")
     md = write_report([a, b], tmp_path / "out").read_text()
     assert "fast · spec γ=4 · custom@a" in md and "fast · spec γ=4 · custom@b" in md
+
+
+def test_greedy_mismatch_is_flagged_with_its_possible_causes(tmp_path, qwen_dirs):
+    from harness.summary import summary_lines
+
+    rows = synthetic.rows_for("fast", (4,))
+    assert "greedy speculative output differs" not in "\n".join(summary_lines(rows))
+    spec = next(r for r in rows if r["mode"] == "speculative")
+    spec["token_ids"] = spec["token_ids"][:-1] + [999]
+    spec["greedy_match"] = False
+    text = "\n".join(summary_lines(rows))
+    assert f"!! fast: {metrics.GREEDY_MISMATCH}" in text and "quantized GGUF" in text
+    md = write_report([synthetic.write_run(tmp_path, rows, *qwen_dirs)])
+    doc = json.loads((md.parent / "report.json").read_text())
+    assert any(metrics.GREEDY_MISMATCH in n for n in doc["notes"])
