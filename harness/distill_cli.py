@@ -25,11 +25,14 @@ MAX_BYTES = 16 * 1024 * 1024
 @click.option("--seq-len", default=128, show_default=True, type=int)
 @click.option("--lr", default=2e-3, show_default=True, type=float)
 @click.option("--width", default=256, show_default=True, type=int)
-@click.option("--layers", default=2, show_default=True, type=int)
+@click.option("--layers", default=0, type=int, help="Draft layers (default 2, or the --init-from draft's depth).")
 @click.option("--kv-heads", default=0, show_default=True, type=int, help="0: half the heads.")
 @click.option("--intermediate", default=0, show_default=True, type=int, help="MLP width; 0: 3 x width.")
 @click.option("--top-k", default=16, show_default=True, type=int, help="Teacher log-probs kept per position.")
 @click.option("--init", type=click.Choice(["project", "random"]), default="project", show_default=True)
+@click.option("--init-from", default=None,
+              help="Start from this draft (a GGUF file, or WORK/draft of an earlier run) instead of the target's projection; "
+                   "its width and heads are kept, and --layers above its depth adds layers that start as the identity.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--threads", default=1, show_default=True, type=int, help="torch CPU threads.")
@@ -47,7 +50,7 @@ MAX_BYTES = 16 * 1024 * 1024
 @click.option("--early-exit", default=0, type=int, help="Skip training: export the target's first N layers (norm and head kept).")
 @click.option("--no-progress", is_flag=True)
 def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv_heads, intermediate, top_k, init,
-            seed, device, threads, max_chunks, text, teacher_jsonl, generate, gen_tokens, gen_temperature, ckpt_every,
+            init_from, seed, device, threads, max_chunks, text, teacher_jsonl, generate, gen_tokens, gen_temperature, ckpt_every,
             eval_every, resume, quant, early_exit, no_progress):
     """Train a narrow draft to imitate TARGET (knowledge distillation), export it as one GGUF."""
     from models.distill import DistillConfig, train
@@ -68,7 +71,7 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
         teacher_jsonl = (*teacher_jsonl, str(gen_path))
     cfg = DistillConfig(target=target, out=str(work), steps=steps, batch=batch,
                         seq_len=seq_len, lr=lr, width=width, layers=layers, kv_heads=kv_heads,
-                        intermediate=intermediate, top_k=top_k, init=init, seed=seed, device=device,
+                        intermediate=intermediate, top_k=top_k, init=init, init_from=init_from or "", seed=seed, device=device,
                         threads=threads, max_chunks=max_chunks, ckpt_every=ckpt_every, text=tuple(text),
                         teacher_jsonl=tuple(teacher_jsonl), eval_every=eval_every)
     result = train(cfg, resume=resume, progress=not no_progress, log=click.echo)

@@ -5,7 +5,9 @@ output head. Initialisation (`--init project`, the default): P = the top-`width`
 vectors of the target's embedding E [V, H]; the draft's embedding is E @ P [V, W], and its layers are
 the target's first layers seen through P (a subset of attention heads, the MLP neurons with the
 largest weights, RMSNorm weights folded in). `--init random` gives the same shape with random layers
-and the projected embedding.
+and the projected embedding. `--init-from` starts from an earlier draft instead (its width and
+heads); `--layers` above its depth appends layers that start as the identity (zeroed output
+projections), so a trained draft can be made deeper without losing what it learned.
 
 Training: text chunks (the target's own generations from models/teacher_data.py plus text on disk)
 go through the target once; its temperature-1 top-k log-probabilities per position are cached on disk,
@@ -27,7 +29,8 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
+
+from harness.errors import HarnessError
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class DistillConfig:
     seq_len: int = 128
     lr: float = 2e-3
     width: int = 256
-    layers: int = 2
+    layers: int = 2  # 0: the --init-from draft's depth (2 when building one)
     kv_heads: int = 0  # 0: half the draft's heads (at least 1)
     intermediate: int = 0  # 0: 3 x width
     top_k: int = 16
@@ -52,6 +55,7 @@ class DistillConfig:
     text: tuple = ()  # extra text files / folders
     teacher_jsonl: tuple = ()  # files written by models/teacher_data.py
     eval_every: int = 0  # 0: at checkpoints; held-out agreement on the last generated sequences
+    init_from: str = ""  # start from this draft (folder or GGUF) instead of building one from the target
 
 
 # ---------------------------------------------------------------- model
@@ -96,6 +100,8 @@ def build_draft(target, width: int, layers: int, kv_heads: int = 0, intermediate
     cfg = draft_config(target.config, width, layers, kv_heads, intermediate)
     draft = LlamaForCausalLM(cfg).float().eval()
     E = target.get_input_embeddings().weight.detach().float()  # [V, H]
+    if width > E.shape[1]:
+        raise HarnessError(f"--width {width} is wider than the target ({E.shape[1]}); a draft must be at most as wide")
     P = embedding_projection(E, width)  # [H, W]
     with torch.no_grad():
         draft.get_input_embeddings().weight.copy_(E @ P)  # [V, W]
@@ -104,6 +110,25 @@ def build_draft(target, width: int, layers: int, kv_heads: int = 0, intermediate
         elif init != "random":
             raise ValueError(f"init must be project or random, not {init!r}")
     draft.tie_weights()
+    return draft
+
+
+def grow_draft(draft, layers: int):
+    """Append layers to `draft` (in place) so it has `layers`; each new layer's output projections
+    (o_proj, down_proj) start at zero, so the grown draft computes exactly what it did before and
+    training then decides what the new layers add. -> draft"""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    have = draft.config.num_hidden_layers
+    if layers < have:
+        raise HarnessError(f"the starting draft has {have} layers; --layers {layers} would drop some (give {have} or more)")
+    with torch.no_grad():
+        for i in range(have, layers):
+            layer = LlamaDecoderLayer(draft.config, layer_idx=i).to(draft.dtype)
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+            draft.model.layers.append(layer)
+    draft.config.num_hidden_layers = layers
     return draft
 
 
@@ -330,7 +355,12 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.config.eos_token_id or 0)
     if isinstance(pad, list):
         pad = pad[0]
-    draft = build_draft(target, cfg.width, cfg.layers, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
+    if cfg.init_from:
+        torch.manual_seed(cfg.seed)
+        start = load_hf_model(cfg.init_from, "draft", torch.float32, "cpu")
+        draft = grow_draft(start, cfg.layers or start.config.num_hidden_layers)
+    else:
+        draft = build_draft(target, cfg.width, cfg.layers or 2, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
     draft.to(cfg.device).train()
     opt = torch.optim.AdamW(draft.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
     step, losses, state = 0, [], {}
@@ -346,7 +376,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     chunks = text_chunks(tok, disk_texts(cfg.text), cfg.seq_len, cfg.max_chunks, cfg.seed) if cfg.max_chunks else []
     gen = teacher_records(cfg.teacher_jsonl, cfg.seq_len, cfg.top_k)
     if not chunks and not gen:
-        raise ValueError("no training text: give --text or --teacher-jsonl, or allow --max-chunks")
+        raise HarnessError("no training text: give --generate N, --teacher-jsonl or --text, or allow --max-chunks")
     held = heldout_split(gen)
     gen = gen[: len(gen) - len(held)]
     cache = TeacherCache(folder)

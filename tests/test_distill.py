@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from harness.errors import HarnessError
 from models.distill import DistillConfig, build_draft, distill_loss, train
 
 TEXT = (
@@ -65,6 +66,38 @@ def test_resume_with_a_changed_corpus_does_not_reuse_wrong_teacher_rows(tiny_pai
     train(cfg2, resume=True, progress=False)
     cache = TeacherCache(tmp_path / "c")
     assert all(isinstance(k, str) for k in cache.data) and len(cache.data) > 8
+
+
+def test_a_grown_draft_starts_as_its_source_and_keeps_training(tiny_pair, text_file, tmp_path):
+    """--init-from a 1-layer run with --layers 3: the two new layers are the identity at first (same
+    logits as the source), and training the grown draft moves them and lowers the loss further."""
+    from transformers import LlamaForCausalLM
+
+    from models.distill import grow_draft
+
+    first = train(_cfg(tiny_pair, text_file, tmp_path / "a", steps=6), progress=False)
+    src = LlamaForCausalLM.from_pretrained(first["draft_dir"]).eval()
+    ids = torch.tensor([[1, 5, 9, 13, 7]])
+    grown = grow_draft(LlamaForCausalLM.from_pretrained(first["draft_dir"]).eval(), 3)
+    assert len(grown.model.layers) == 3 and grown.config.num_hidden_layers == 3
+    assert torch.allclose(grown(input_ids=ids).logits, src(input_ids=ids).logits, atol=1e-5)
+    with pytest.raises(HarnessError, match="would drop some"):
+        grow_draft(src, 0)
+
+    second = train(_cfg(tiny_pair, text_file, tmp_path / "b", steps=6, layers=3, init_from=first["draft_dir"]),
+                   progress=False)
+    assert second["losses"][0] == pytest.approx(first["losses"][-1], rel=0.5)  # starts where the source ended
+    assert second["losses"][0] < 0.8 * first["losses"][0]
+    out = LlamaForCausalLM.from_pretrained(second["draft_dir"])
+    assert out.config.num_hidden_layers == 3 and out.model.layers[2].self_attn.o_proj.weight.abs().max() > 0
+
+
+def test_no_training_text_is_one_clear_error(tiny_pair, tmp_path):
+    with pytest.raises(HarnessError, match="no training text"):
+        train(DistillConfig(target=tiny_pair.target, out=str(tmp_path / "w"), steps=1, width=32, max_chunks=0),
+              progress=False)
+    with pytest.raises(HarnessError, match="wider than the target"):
+        train(DistillConfig(target=tiny_pair.target, out=str(tmp_path / "w"), steps=1, width=512), progress=False)
 
 
 def test_distill_loss_is_zero_gradient_at_the_teacher():
