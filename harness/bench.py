@@ -94,8 +94,12 @@ class Bench:
     def fig1_torch_vs_hf(self) -> Figure:
         import torch
 
+        import copy
+
         rt = self.runtime("torch")
-        model = rt.engine.target.model  # the very same weights
+        model = copy.deepcopy(rt.engine.target.model)  # the same numbers in the layout a user's load has:
+        for p in model.parameters():  # the lean path stores its matrices transposed (runtimes/torch_llama.py)
+            p.data = p.data.contiguous()
         ids = self._ids(rt)
         x = torch.tensor([ids], device=model.device)
         n = self.tokens

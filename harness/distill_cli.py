@@ -7,6 +7,7 @@ Registered on the `models` group (created here if harness/cli.py has none).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import click
 
@@ -47,11 +48,14 @@ MAX_BYTES = 16 * 1024 * 1024
 @click.option("--eval-every", default=0, type=int, help="Held-out agreement every N steps (0: at each checkpoint).")
 @click.option("--resume", is_flag=True, help="Continue from the working folder's last checkpoint.")
 @click.option("--quant", type=click.Choice(["q8_0", "f16", "f32"]), default="q8_0", show_default=True)
+@click.option("--embed-quant", type=click.Choice(["q8_0", "q5_1", "q4_1", "q4_0"]), default=None,
+              help="Type of the (tied) embedding / output matrix, the draft's largest and dearest; "
+                   "default: as --quant, or q5_1 where q8_0 would pass 16 MiB.")
 @click.option("--early-exit", default=0, type=int, help="Skip training: export the target's first N layers (norm and head kept).")
 @click.option("--no-progress", is_flag=True)
 def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv_heads, intermediate, top_k, init,
             init_from, seed, device, threads, max_chunks, text, teacher_jsonl, generate, gen_tokens, gen_temperature, ckpt_every,
-            eval_every, resume, quant, early_exit, no_progress):
+            eval_every, resume, quant, embed_quant, early_exit, no_progress):
     """Train a narrow draft to imitate TARGET (knowledge distillation), export it as one GGUF."""
     from models.distill import DistillConfig, train
 
@@ -75,7 +79,7 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
                         threads=threads, max_chunks=max_chunks, ckpt_every=ckpt_every, text=tuple(text),
                         teacher_jsonl=tuple(teacher_jsonl), eval_every=eval_every)
     result = train(cfg, resume=resume, progress=not no_progress, log=click.echo)
-    path = export_trained(result["draft_dir"], target, out, quant)
+    path = export_trained(result["draft_dir"], target, out, quant, embed_quant)
     losses = result["losses"]
     trend = f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; " if losses else "untrained; "
     if result["evals"]:
@@ -99,12 +103,12 @@ def _reference_args(target: str, tokenizer_ref: str) -> dict:
     return {"tokenizer": load_hf_tokenizer(tokenizer_ref, "target")}
 
 
-def export_trained(draft_dir: str, target: str, out: Path, quant: str = "q8_0") -> Path:
+def export_trained(draft_dir: str, target: str, out: Path, quant: str = "q8_0", embed_quant: Optional[str] = None) -> Path:
     import torch
     from transformers import LlamaForCausalLM
 
     draft = LlamaForCausalLM.from_pretrained(draft_dir, dtype=torch.float32)
-    return _write(draft, target, out, quant, "distilled draft")
+    return _write(draft, target, out, quant, "distilled draft", embed_quant)
 
 
 def _export_early_exit(target: str, layers: int, out: Path, quant: str) -> Path:
@@ -117,12 +121,12 @@ def _export_early_exit(target: str, layers: int, out: Path, quant: str) -> Path:
     return _write(early_exit_model(t, layers), target, out, quant, f"early exit {layers}")
 
 
-def _write(model, target: str, out: Path, quant: str, name: str) -> Path:
+def _write(model, target: str, out: Path, quant: str, name: str, embed_quant: Optional[str] = None) -> Path:
     from models.draft_gguf import export_gguf
 
     ref = _reference_args(target, target)
-    path = export_gguf(model, out, qtype=quant, name=name, **ref)
-    if path.stat().st_size > MAX_BYTES and quant == "q8_0":
+    path = export_gguf(model, out, qtype=quant, name=name, embed_qtype=embed_quant, **ref)
+    if path.stat().st_size > MAX_BYTES and quant == "q8_0" and embed_quant is None:
         # the tokenizer metadata alone is ~1.7 MB; a q5_1 embedding (0.75 bytes/weight) keeps us under 16 MiB
         click.echo(f"{path.stat().st_size / 2**20:.2f} MiB with q8_0: storing the embedding as q5_1")
         path = export_gguf(model, out, qtype=quant, name=name, embed_qtype="q5_1", **ref)

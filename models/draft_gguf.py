@@ -84,7 +84,8 @@ def export_gguf(model, out: str | Path, reference_gguf: str | None = None, qtype
                 name: str = "draft", tokenizer=None, embed_qtype: str | None = None) -> Path:
     """Write `model` (LlamaForCausalLM) to `out`; returns the path. Tokenizer metadata comes from
     `reference_gguf` (copied) or else from `tokenizer` (a transformers fast byte-level BPE tokenizer).
-    `embed_qtype` (e.g. "q5_1") stores the (tied) embedding differently from the other matrices."""
+    `embed_qtype` (q8_0, q5_1, q4_1 or q4_0) stores the (tied) embedding differently from the other
+    matrices: it is most of a narrow draft's bytes and of its per-token time in llama.cpp."""
     import gguf
 
     cfg = model.config
@@ -115,7 +116,7 @@ def export_gguf(model, out: str | Path, reference_gguf: str | None = None, qtype
         _tokenizer_from_hf(w, tokenizer)
     for tname, arr in _tensors(model):
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        if tname == "token_embd.weight" and embed_qtype in ("q5_1", "q5_0") and arr.shape[-1] % 32 == 0:
+        if tname == "token_embd.weight" and embed_qtype in ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0") and arr.shape[-1] % 32 == 0:
             t = getattr(gguf.GGMLQuantizationType, embed_qtype.upper())
             q = gguf.quants.quantize(arr, t)
             w.add_tensor(tname, q, raw_shape=q.shape, raw_dtype=t)
