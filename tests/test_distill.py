@@ -131,6 +131,20 @@ def test_exported_gguf_loads_in_transformers(exported):
     assert load_hf_tokenizer(str(paths["q8_0"]), "draft").encode("hello") == tok.encode("hello")
 
 
+def test_a_4_bit_embedding_is_smaller_and_still_close(exported, tmp_path):
+    """--embed-quant q4_0: the embedding/output matrix in 4 bits, the rest as before."""
+    from models.draft_gguf import check_roundtrip, export_gguf
+
+    draft, tok, paths = exported
+    q4 = export_gguf(draft, tmp_path / "draft-q4e.gguf", qtype="q8_0", tokenizer=tok, embed_qtype="q4_0")
+    assert q4.stat().st_size < paths["q8_0"].stat().st_size
+    ids = tok.encode("The water cycle moves water")
+    err8, err4 = check_roundtrip(draft, paths["q8_0"], ids), check_roundtrip(draft, q4, ids)
+    logits = draft(input_ids=torch.tensor([ids])).logits
+    spread = float(logits.max() - logits.min())
+    assert err8 < err4 < 0.25 * spread, (err8, err4, spread)
+
+
 def test_exported_gguf_is_a_draft_in_the_torch_runtime(tiny_pair, exported):
     from harness.config import GenerationSettings, RuntimeSettings
     from models.presets import resolve_pair
