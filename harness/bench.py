@@ -92,9 +92,9 @@ class Bench:
     # -- figures ---------------------------------------------------------------------------
 
     def fig1_torch_vs_hf(self) -> Figure:
-        import torch
-
         import copy
+
+        import torch
 
         rt = self.runtime("torch")
         model = copy.deepcopy(rt.engine.target.model)  # the same numbers in the layout a user's load has:

@@ -62,7 +62,7 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
     target = target or str(_default_target())
     out = Path(out_path)
     if early_exit:
-        click.echo(f"wrote {_export_early_exit(target, early_exit, out, quant)}")
+        click.echo(f"wrote {_export_early_exit(target, early_exit, out, quant, embed_quant)}")
         return
     work = Path(work or Path(".cache/distill") / out.stem)
     if generate:
@@ -111,14 +111,14 @@ def export_trained(draft_dir: str, target: str, out: Path, quant: str = "q8_0", 
     return _write(draft, target, out, quant, "distilled draft", embed_quant)
 
 
-def _export_early_exit(target: str, layers: int, out: Path, quant: str) -> Path:
+def _export_early_exit(target: str, layers: int, out: Path, quant: str, embed_quant: Optional[str] = None) -> Path:
     import torch
 
     from models.draft_gguf import early_exit_model
     from models.loading import load_hf_model
 
     t = load_hf_model(target, "target", torch.float32, "cpu")
-    return _write(early_exit_model(t, layers), target, out, quant, f"early exit {layers}")
+    return _write(early_exit_model(t, layers), target, out, quant, f"early exit {layers}", embed_quant)
 
 
 def _write(model, target: str, out: Path, quant: str, name: str, embed_quant: Optional[str] = None) -> Path:

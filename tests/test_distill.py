@@ -234,3 +234,21 @@ def test_cli_generate_needs_a_gguf_target(tiny_pair, tmp_path):
                                   "--generate", "10", "--no-progress"])
     assert r.exit_code != 0 and "--generate runs the target in llama.cpp" in r.output
     assert not (tmp_path / "d.gguf").exists()
+
+
+def test_early_exit_export_from_the_command_line(tiny_pair, tmp_path):
+    """`models distill --early-exit 1 --embed-quant q4_0`: the target's first layer, norm and head,
+    with the embedding stored in 4 bits."""
+    import gguf
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    out = tmp_path / "ee.gguf"
+    r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--early-exit", "1",
+                                  "--embed-quant", "q4_0", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    reader = gguf.GGUFReader(str(out))
+    types = {t.name: t.tensor_type for t in reader.tensors}
+    assert types["token_embd.weight"] == gguf.GGMLQuantizationType.Q4_0
+    assert not any(n.startswith("blk.1.") for n in types) and any(n.startswith("blk.0.") for n in types)
