@@ -3,8 +3,8 @@
 transformers' `LlamaForCausalLM.forward` is general: it builds masks and position tensors on every
 call, grows a DynamicCache by concatenation, and runs three q/k/v and two gate/up matmuls per layer.
 For batch-1 decoding of a small model on a CPU that bookkeeping is a large share of a step. This
-module runs the very same weight tensors (shared, not copied: the fused q|k|v and gate|up matrices
-become the storage the model's own projections view) through:
+module runs the very same weight tensors (shared, not copied: the transposed q|k|v, o, gate|up and
+down matrices become the storage the model's own projections view) through:
 
     x = embed(ids)                                   # [1, S, H]
     for each layer:                                  # every W^T below is stored [in, out], contiguous
