@@ -92,14 +92,10 @@ class Bench:
     # -- figures ---------------------------------------------------------------------------
 
     def fig1_torch_vs_hf(self) -> Figure:
-        import copy
-
         import torch
 
         rt = self.runtime("torch")
-        model = copy.deepcopy(rt.engine.target.model)  # the same numbers in the layout a user's load has:
-        for p in model.parameters():  # the lean path stores its matrices transposed (runtimes/torch_llama.py)
-            p.data = p.data.contiguous()
+        model = rt.engine.target.model  # the model's own modules keep the usual [out, in] layout
         ids = self._ids(rt)
         x = torch.tensor([ids], device=model.device)
         n = self.tokens

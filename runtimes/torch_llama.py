@@ -3,22 +3,27 @@
 transformers' `LlamaForCausalLM.forward` is general: it builds masks and position tensors on every
 call, grows a DynamicCache by concatenation, and runs three q/k/v and two gate/up matmuls per layer.
 For batch-1 decoding of a small model on a CPU that bookkeeping is a large share of a step. This
-module runs the very same weight tensors (shared, not copied: the transposed q|k|v, o, gate|up and
-down matrices become the storage the model's own projections view) through:
+module runs the model's own weights through:
 
     x = embed(ids)                                   # [1, S, H]
-    for each layer:                                  # every W^T below is stored [in, out], contiguous
-        q, k, v = split(rmsnorm(x) @ Wqkv^T)          # [1, heads, S, hd], RoPE from the model's own module
+    for each layer:
+        q, k, v = split(rmsnorm(x) W_qkv^T)           # [1, heads, S, hd], RoPE from the model's own module
         K[:, :, L:L+S], V[...] = k, v                 # static cache [1, kv_heads, capacity, hd]
-        x += sdpa(q, K[:L+S], V[:L+S], causal) @ Wo^T
-        x += (silu(g) * u) @ Wdown^T, (g, u) = split(rmsnorm(x) @ Wgu^T)
-    logits = head(rmsnorm(x[-n_logits:]))             # [n_logits, V]
+        x += sdpa(q, K[:L+S], V[:L+S], causal) W_o^T
+        x += (silu(g) * u) W_down^T, (g, u) = split(rmsnorm(x) W_gu^T)
+    logits = rmsnorm(x[-n_logits:]) W_head^T         # [n_logits, V]
 
 Cropping the cache moves its length back; nothing is copied. The cache doubles when full.
-The layer matrices are kept transposed ([in, out]) because, timed side by side on the 2-core AMD
-CPU here (MKL), a SmolLM2 one-token step (matrix-vector products) took 70 ms that way against
-87 ms, and a 5-token batch 147 against 150 ms; the output head keeps the model's layout, which
-was faster for batches (transposed: one token -8 ms, five tokens +19 ms).
+
+How the matrices are held (`Linear`): q|k|v and gate|up are concatenated once per model into one
+[out, in] matrix whose row blocks become the model's own projection weights (views: the model's
+forward keeps working on the same numbers, no second copy). On a CPU in float32 each matrix is in
+addition prepacked for oneDNN (`torch.ops.mkldnn._reorder_linear_weight`, what torch.compile's
+CPU freezing uses), which costs a second copy of the layer and head matrices in memory. Timed side
+by side here (2-core AMD EPYC, SmolLM2-135M's 30 layers + head), MKL's plain matmul is far from
+the memory bound and scales badly with the batch: one token 64 ms, five tokens 158 ms; prepacked
+oneDNN: 54 and 69 ms. That ratio is v, the verify batch's cost in one-token steps, which bounds
+every speculative speedup (benchmarks: `harness bench --figures 2`).
 What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
 (`unsupported_reason` says why a model falls back to transformers' forward).
 """
@@ -45,17 +50,36 @@ def unsupported_reason(model) -> Optional[str]:
     return None
 
 
-def _fuse_t(linears) -> torch.Tensor:
-    """One [in, sum(out)] matrix (the transpose of the stacked weights, contiguous) whose column
-    blocks become the given nn.Linear weights as transposed views: no second copy, and the
-    model's own modules keep working on the same numbers."""
-    wt = torch.cat([lin.weight.detach() for lin in linears], 0).t().contiguous()  # [in, out]
+def _onednn_usable(device: torch.device, dtype: torch.dtype) -> bool:
+    return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+
+
+class Linear:
+    """y = x W^T for one [out, in] matrix (no bias), prepacked for oneDNN when `packed`."""
+
+    def __init__(self, weight: torch.Tensor, packed: bool):
+        self.packed = packed
+        self.w = torch.ops.mkldnn._reorder_linear_weight(weight.detach()) if packed else weight.detach()
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, self.w, None, "none", [], "")
+        return F.linear(x, self.w)
+
+
+def _fuse(linears, packed: bool) -> Linear:
+    """One Linear for nn.Linear layers that read the same input. Their weights are concatenated
+    into one [sum(out), in] matrix, and each module's weight becomes a view of its rows."""
+    if len(linears) == 1:
+        return Linear(linears[0].weight, packed)
+    w = torch.cat([lin.weight.detach() for lin in linears], 0)  # [sum(out), in]
     start = 0
     for lin in linears:
         n = lin.weight.shape[0]
-        lin.weight.data = wt[:, start : start + n].t()  # [n, in] view
+        lin.weight.data = w[start : start + n]  # [n, in] view, contiguous
         start += n
-    return wt
+    return Linear(w, packed)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -80,15 +104,16 @@ class LlamaFast:
         self.eps = cfg.rms_norm_eps
         self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.nh, self.nkv = cfg.num_attention_heads, cfg.num_key_value_heads
-        if not hasattr(model, "_lean_layers"):  # fused once per model: a self-draft shares them
-            model._lean_layers = [
-                (layer.input_layernorm.weight, _fuse_t([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]),
-                 _fuse_t([layer.self_attn.o_proj]), layer.post_attention_layernorm.weight,
-                 _fuse_t([layer.mlp.gate_proj, layer.mlp.up_proj]), _fuse_t([layer.mlp.down_proj]))
-                for layer in model.model.layers]
-        self.layers = model._lean_layers
         w = model.model.embed_tokens.weight
         self.device, self.dtype = w.device, w.dtype
+        if not hasattr(model, "_lean"):  # fused (and packed) once per model: a self-draft shares them
+            packed = _onednn_usable(self.device, self.dtype)
+            model._lean = ([(layer.input_layernorm.weight,
+                             _fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj], packed),
+                             _fuse([layer.self_attn.o_proj], packed), layer.post_attention_layernorm.weight,
+                             _fuse([layer.mlp.gate_proj, layer.mlp.up_proj], packed), _fuse([layer.mlp.down_proj], packed))
+                            for layer in model.model.layers], _fuse([model.lm_head], packed))
+        self.layers, self.head = model._lean
         self.k: Optional[torch.Tensor] = None  # [layers, 1, kv_heads, capacity, hd]
         self.v: Optional[torch.Tensor] = None
         self.length = 0
@@ -122,18 +147,18 @@ class LlamaFast:
             mask = torch.arange(l0 + s, device=self.device)[None, :] <= pos[0, :, None]  # [S, l0+S]
         end = l0 + s
         for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(self.layers):
-            h = _rms_norm(x, w_in, self.eps) @ w_qkv  # [1, S, (nh + 2 nkv) hd]
+            h = w_qkv(_rms_norm(x, w_in, self.eps))  # [1, S, (nh + 2 nkv) hd]
             q, k, v = h.view(1, s, -1, self.hd).transpose(1, 2).split([self.nh, self.nkv, self.nkv], 1)
             self.k[i, :, :, l0:end] = _rope(k, cos, sin)  # [1, nkv, S, hd]
             self.v[i, :, :, l0:end] = v
             att = F.scaled_dot_product_attention(_rope(q, cos, sin), self.k[i, :, :, :end], self.v[i, :, :, :end],
                                                  attn_mask=mask, enable_gqa=True)  # [1, nh, S, hd]
-            x = x + att.transpose(1, 2).reshape(1, s, -1) @ w_o
-            g, u = (_rms_norm(x, w_post, self.eps) @ w_gu).chunk(2, -1)  # [1, S, I] each
-            x = x + (F.silu(g) * u) @ w_down
+            x = x + w_o(att.transpose(1, 2).reshape(1, s, -1))
+            g, u = w_gu(_rms_norm(x, w_post, self.eps)).chunk(2, -1)  # [1, S, I] each
+            x = x + w_down(F.silu(g) * u)
         self.length = end
         x = _rms_norm(x[:, -n_logits:], inner.norm.weight, self.eps)  # [1, n_logits, H]
-        return self.model.lm_head(x)[0]  # [n_logits, V]
+        return self.head(x)[0]  # [n_logits, V]
 
     def crop(self, length: int) -> None:
         self.length = min(self.length, length)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from runtimes.pytorch import KVModel
-from runtimes.torch_llama import LlamaFast, unsupported_reason
+from runtimes.torch_llama import LlamaFast, Linear, unsupported_reason
 
 
 @pytest.fixture()
@@ -48,9 +48,28 @@ def test_fusing_keeps_the_models_own_forward_and_a_self_draft_shares_weights(mod
     ids = torch.tensor([[5, 17, 42, 9, 60]])
     before = model(input_ids=ids).logits.clone()
     a, b = LlamaFast(model), LlamaFast(model)  # target and self-draft
-    assert a.layers is b.layers
-    assert model.model.layers[0].self_attn.k_proj.weight.data_ptr() > a.layers[0][1].data_ptr()  # a view into it
+    assert a.layers is b.layers and a.head is b.head
+    attn = model.model.layers[0].self_attn
+    q, k = attn.q_proj.weight, attn.k_proj.weight  # row blocks of one fused [out, in] matrix
+    assert q.untyped_storage().data_ptr() == k.untyped_storage().data_ptr() and k.is_contiguous()
     assert torch.equal(model(input_ids=ids).logits, before)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+def test_a_prepacked_matrix_computes_what_the_plain_one_does():
+    w = torch.randn(96, 64)
+    for shape in ([1, 1, 64], [1, 5, 64]):
+        x = torch.randn(shape)
+        plain, packed = Linear(w, packed=False)(x), Linear(w, packed=True)(x)
+        assert packed.shape == plain.shape == (*shape[:2], 96)
+        assert torch.allclose(packed, plain, atol=1e-5)
+
+
+def test_float32_cpu_models_get_packed_matrices_others_plain(model):
+    packed = torch.backends.mkldnn.is_available()
+    assert LlamaFast(model).head.packed == packed
+    other = type(model).from_pretrained(model.name_or_path, dtype=torch.bfloat16).eval()
+    assert LlamaFast(other).head.packed is False
 
 
 def test_other_architectures_fall_back_to_transformers(model):
