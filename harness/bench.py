@@ -53,6 +53,25 @@ def alternate(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, fl
     return {k: statistics.median(v) for k, v in got.items()}
 
 
+def self_draft_costs(spec_rounds: list[dict], base_rounds: list[dict], gamma: int, speedup: float) -> dict:
+    """Where a self-draft run's time goes, in target one-token steps (empty when the runtime's
+    rounds do not time their phases): v, the (gamma+1)-token verify; c, a draft token (1 in
+    theory; above it when a fully accepted round makes the next round's first draft pass two
+    tokens long); the verify-cost ceiling (g+1)/(g+v) the issue's goal uses, and the ceiling
+    with the draft's measured cost too, (g+1)/(g c + v)."""
+    from harness import metrics
+
+    v, c = metrics.verify_cost_ratio(spec_rounds, base_rounds), metrics.c_measured(spec_rounds, base_rounds)
+    if not v:
+        return {}
+    d = {"v": v, "ceiling": (gamma + 1) / (gamma + v)}
+    d["of_ceiling"] = speedup / d["ceiling"]
+    if c:
+        d["c"] = c
+        d["ceiling_with_draft_cost"] = (gamma + 1) / (gamma * c + v)
+    return d
+
+
 class Bench:
     def __init__(self, model: Path, tokens: int, repeats: int, gamma: int, settings: RuntimeSettings, log=print):
         self.model, self.tokens, self.repeats, self.gamma = model, tokens, repeats, gamma
@@ -142,16 +161,8 @@ class Bench:
 
             med = alternate({"baseline": lambda: run("baseline"), "speculative": lambda: run("speculative")}, self.repeats)
             d = {"speedup": med["baseline"] / med["speculative"]}
-            if name == "llamacpp":
-                from harness import metrics
-
-                base_rounds = [r.to_dict() for g in walls["baseline"] for r in g.rounds]
-                spec_rounds = [r.to_dict() for g in walls["speculative"] for r in g.rounds]
-                v = metrics.verify_cost_ratio(spec_rounds, base_rounds)
-                if v:
-                    d["v"] = v
-                    d["ceiling"] = (self.gamma + 1) / (self.gamma + v)
-                    d["of_ceiling"] = d["speedup"] / d["ceiling"]
+            d.update(self_draft_costs([r.to_dict() for g in walls["speculative"] for r in g.rounds],
+                                      [r.to_dict() for g in walls["baseline"] for r in g.rounds], self.gamma, d["speedup"]))
             detail[name] = d
         torch_speedup = detail.get("torch", {}).get("speedup")
         return Figure(2, f"self-draft speedup at gamma {self.gamma} (theory 1.00x)", torch_speedup,

@@ -28,3 +28,15 @@ def test_figure_3_compares_our_llamacpp_loop_with_llama_cpp_pythons_paths(tiny_p
     assert set(tps) == {"llamacpp", "eval", "generate", "create_completion"}
     assert all(v > 0 for v in tps.values())
     assert fig.value == pytest.approx(tps["llamacpp"] / max(v for k, v in tps.items() if k != "llamacpp"))
+
+
+def test_self_draft_costs_split_a_round_into_verify_and_draft_steps():
+    from harness.bench import self_draft_costs
+
+    base = [{"drafted": 0, "verify_s": 0.010, "draft_s": None}] * 5
+    spec = [{"drafted": 4, "verify_s": 0.020, "draft_s": 0.050}] * 3  # v = 2 steps, c = 1.25 steps
+    d = self_draft_costs(spec, base, 4, 0.75)
+    assert d["v"] == pytest.approx(2.0) and d["c"] == pytest.approx(1.25)
+    assert d["ceiling"] == pytest.approx(5 / 6) and d["of_ceiling"] == pytest.approx(0.75 / (5 / 6))
+    assert d["ceiling_with_draft_cost"] == pytest.approx(5 / 7)
+    assert self_draft_costs([dict(r, verify_s=None) for r in spec], base, 4, 0.75) == {}
