@@ -20,10 +20,11 @@ How the matrices are held (`Linear`): q|k|v and gate|up are concatenated once pe
 forward keeps working on the same numbers, no second copy). On a CPU in float32 each matrix is in
 addition prepacked for oneDNN (`torch.ops.mkldnn._reorder_linear_weight`, what torch.compile's
 CPU freezing uses), which costs a second copy of the layer and head matrices in memory. Timed side
-by side here (2-core AMD EPYC, SmolLM2-135M's 30 layers + head), MKL's plain matmul is far from
-the memory bound and scales badly with the batch: one token 64 ms, five tokens 158 ms; prepacked
-oneDNN: 54 and 69 ms. That ratio is v, the verify batch's cost in one-token steps, which bounds
-every speculative speedup (benchmarks: `harness bench --figures 2`).
+by side in one process on the 2-core AMD EPYC here (SmolLM2-135M, float32), MKL's plain matmul
+(previously used, with the matrices stored transposed) is far from the memory bound and scales
+badly with the batch: one token 87 ms, five tokens 197 ms; prepacked oneDNN: 82 and 101 ms. That
+ratio is v, the verify batch's cost in one-token steps, which bounds every speculative speedup:
+(gamma + 1) / (gamma + v) for a perfect draft (`harness bench --figures 2`).
 What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
 (`unsupported_reason` says why a model falls back to transformers' forward).
 """
