@@ -108,6 +108,20 @@ def test_distill_loss_is_zero_gradient_at_the_teacher():
     assert s.grad.abs().max() < 1e-3
 
 
+def test_position_alpha_is_the_overlap_of_the_two_distributions():
+    from models.distill import position_alpha
+
+    p = torch.tensor([[[2.0, 0.0, -1.0]]])  # [1, 1, 3]
+    assert position_alpha(p, p.clone())[0, 0].item() == pytest.approx(1.0)
+    one_hot = lambda i: torch.full((1, 1, 3), -30.0).index_fill(-1, torch.tensor([i]), 30.0)  # noqa: E731
+    assert position_alpha(one_hot(0), one_hot(1))[0, 0].item() == pytest.approx(0.0, abs=1e-6)
+    # a half/half draft against a sure target: min(1, 0.5) + min(0, 0.5) = 0.5
+    half = torch.tensor([[[0.0, 0.0, -60.0]]])
+    assert position_alpha(one_hot(0), half)[0, 0].item() == pytest.approx(0.5, abs=1e-6)
+    # temperature sharpens both sides: at T -> 0 the overlap is top-1 agreement
+    assert position_alpha(torch.tensor([[[1.0, 0.9, 0.0]]]), torch.tensor([[[0.9, 1.0, 0.0]]]), 0.01)[0, 0].item() < 0.01
+
+
 @pytest.fixture(scope="module")
 def exported(tiny_pair, tmp_path_factory):
     from models.draft_gguf import export_gguf
