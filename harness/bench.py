@@ -43,15 +43,20 @@ class Figure:
     note: str = ""
 
 
-def alternate(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
-    """Call each fn once as warm-up, then A B C A B C ... `repeats` times -> median per name."""
+def alternate_samples(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Call each fn once as warm-up, then A B C A B C ... `repeats` times -> the values per name."""
     for f in fns.values():
         f()
     got: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, f in fns.items():
             got[k].append(f())
-    return {k: statistics.median(v) for k, v in got.items()}
+    return got
+
+
+def alternate(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """alternate_samples -> the median per name."""
+    return {k: statistics.median(v) for k, v in alternate_samples(fns, repeats).items()}
 
 
 def self_draft_costs(spec_rounds: list[dict], base_rounds: list[dict], gamma: int, speedup: float) -> dict:
@@ -228,8 +233,10 @@ class Bench:
                 finally:
                     timing.ENABLED = True
 
-            med = alternate({"on": lambda: wall(True), "off": lambda: wall(False)}, self.repeats)
-            detail[name] = med["on"] / med["off"] - 1
+            # a few percent is within this machine's drift between runs, so: more pairs than the other
+            # figures, and the median of each adjacent on/off pair's ratio (drift cancels within a pair)
+            got = alternate_samples({"on": lambda: wall(True), "off": lambda: wall(False)}, max(self.repeats, 11))
+            detail[name] = statistics.median(a / b for a, b in zip(got["on"], got["off"])) - 1
         return Figure(5, "instrumentation overhead (phase timing on / off - 1)", detail.get("torch"), "<= 2 %", detail)
 
     def fig6_default_run(self) -> Figure:

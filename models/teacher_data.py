@@ -78,10 +78,108 @@ MATH = [
     "What is {a} plus {b}, and is the result even or odd?",
 ]
 
+# `--prompt-set explain`: longer factual requests that name the parts to cover, the way a user
+# asking for an explanation often does. Never the measurement prompts' subjects (photosynthesis,
+# refrigerators, the circulatory system, the Industrial Revolution, vaccines).
+EXPLAIN = [
+    "Explain how {t} works, covering {p}.",
+    "Summarize how {t} works, step by step, covering {p}.",
+    "Give a structured overview of {t}: {p}.",
+    "Describe {t}, covering {p}, and why each matters.",
+    "Explain {t} in order: {p}.",
+    "Summarize the main ideas behind {t} in a short list of key points, covering {p}.",
+]
+EXPLAIN_TOPICS = [
+    ("a car engine", ["the pistons", "the crankshaft", "the spark plugs", "the fuel injectors"]),
+    ("cellular respiration", ["glycolysis", "the Krebs cycle", "the electron transport chain", "the role of oxygen"]),
+    ("the water treatment process", ["coagulation", "sedimentation", "filtration", "disinfection"]),
+    ("a nuclear power plant", ["the reactor core", "the control rods", "the steam generator", "the turbine"]),
+    ("the respiratory system", ["the trachea", "the bronchi", "the alveoli", "the diaphragm"]),
+    ("the French Revolution", ["its financial causes", "the storming of the Bastille", "the Reign of Terror", "its legacy"]),
+    ("an airplane wing", ["lift", "drag", "the flaps", "the angle of attack"]),
+    ("the kidneys", ["the nephrons", "filtration", "reabsorption", "urine formation"]),
+    ("a computer processor", ["the control unit", "the arithmetic logic unit", "the registers", "the cache"]),
+    ("the carbon cycle", ["respiration", "decomposition", "fossil fuels", "the oceans"]),
+    ("antibiotic resistance", ["mutation", "natural selection", "gene transfer", "overuse of antibiotics"]),
+    ("a hydroelectric dam", ["the reservoir", "the penstock", "the turbines", "the generator"]),
+    ("the digestive system", ["the mouth", "the stomach", "the small intestine", "the large intestine"]),
+    ("the fall of the Roman Empire", ["economic troubles", "military pressure", "political instability", "the split into east and west"]),
+    ("a lithium-ion battery", ["the anode", "the cathode", "the electrolyte", "the separator"]),
+    ("the nitrogen cycle", ["nitrogen fixation", "nitrification", "assimilation", "denitrification"]),
+    ("the human eye", ["the cornea", "the lens", "the retina", "the optic nerve"]),
+    ("blood clotting", ["platelets", "clotting factors", "fibrin", "how the clot dissolves"]),
+    ("the American Civil War", ["its causes", "the main campaigns", "the Emancipation Proclamation", "Reconstruction"]),
+    ("a washing machine", ["the drum", "the motor", "the water pump", "the control board"]),
+    ("protein synthesis", ["transcription", "messenger RNA", "translation", "the ribosome"]),
+    ("the greenhouse effect", ["sunlight", "infrared radiation", "greenhouse gases", "global temperatures"]),
+    ("the endocrine system", ["the pituitary gland", "the thyroid", "the adrenal glands", "insulin"]),
+    ("a solar cell", ["the silicon layers", "the p-n junction", "electron flow", "the inverter"]),
+    ("the Cold War", ["its origins", "the arms race", "the Cuban Missile Crisis", "its end"]),
+    ("how a bill becomes law", ["drafting", "committee review", "the votes", "signing or veto"]),
+    ("the lymphatic system", ["lymph", "the lymph nodes", "the spleen", "white blood cells"]),
+    ("an electric car", ["the battery pack", "the electric motor", "regenerative braking", "charging"]),
+    ("the rock cycle", ["igneous rock", "sedimentary rock", "metamorphic rock", "weathering and erosion"]),
+    ("the skeletal system", ["bones", "joints", "cartilage", "bone marrow"]),
+    ("the printing press", ["movable type", "the ink", "the press mechanism", "its effects on society"]),
+    ("an air conditioner", ["the refrigerant", "the compressor", "the coils", "the thermostat"]),
+    ("mitosis", ["prophase", "metaphase", "anaphase", "telophase"]),
+    ("the Great Depression", ["the stock market crash", "bank failures", "unemployment", "the New Deal"]),
+    ("a microwave oven", ["the magnetron", "the waveguide", "water molecules", "the turntable"]),
+    ("the nervous system", ["neurons", "synapses", "the spinal cord", "the brain"]),
+    ("how the internet delivers a web page", ["DNS", "TCP/IP", "routers", "HTTP"]),
+    ("plate tectonics", ["the lithosphere", "convection in the mantle", "plate boundaries", "earthquakes"]),
+    ("the muscular system", ["skeletal muscle", "smooth muscle", "cardiac muscle", "muscle contraction"]),
+    ("the Renaissance", ["its origins in Italy", "humanism", "art and science", "its spread across Europe"]),
+    ("a jet engine", ["the intake", "the compressor", "the combustion chamber", "the turbine"]),
+    ("the immune response to an infection", ["the skin barrier", "inflammation", "white blood cells", "fever"]),
+    ("a nuclear fusion reactor", ["plasma", "magnetic confinement", "the fuel", "the challenges"]),
+    ("the Scientific Revolution", ["Copernicus", "Galileo", "Newton", "the scientific method"]),
+    ("a bicycle", ["the frame", "the gears", "the chain", "the brakes"]),
+    ("the liver", ["bile production", "detoxification", "storing glycogen", "making proteins"]),
+    ("inflation", ["demand", "money supply", "interest rates", "central banks"]),
+    ("how soap cleans", ["surfactant molecules", "micelles", "oil and grease", "rinsing"]),
+    ("the reproductive cycle of flowering plants", ["pollination", "fertilization", "seeds", "fruit"]),
+    ("a smartphone camera", ["the lens", "the image sensor", "the image processor", "autofocus"]),
+    ("the Age of Exploration", ["its motives", "navigation tools", "the major voyages", "its consequences"]),
+    ("the weather", ["air pressure", "humidity", "fronts", "precipitation"]),
+    ("an elevator", ["the cab", "the counterweight", "the hoist motor", "the safety brakes"]),
+    ("the skin", ["the epidermis", "the dermis", "sweat glands", "melanin"]),
+    ("a thermostat", ["the temperature sensor", "the set point", "the switch", "feedback"]),
+    ("the theory of evolution", ["variation", "inheritance", "natural selection", "speciation"]),
+    ("a 3D printer", ["the model file", "the extruder", "the print bed", "layer by layer building"]),
+    ("the causes of World War I", ["militarism", "alliances", "imperialism", "the assassination in Sarajevo"]),
+    ("a wind turbine", ["the blades", "the rotor", "the gearbox", "the generator"]),
+    ("the ozone layer", ["ozone formation", "ultraviolet light", "CFCs", "the Montreal Protocol"]),
+    ("the pancreas", ["insulin", "glucagon", "digestive enzymes", "blood sugar"]),
+    ("the stock market", ["shares", "exchanges", "brokers", "prices"]),
+    ("a search engine", ["crawling", "indexing", "ranking", "serving results"]),
+    ("the ancient Egyptian civilization", ["the Nile", "the pharaohs", "the pyramids", "hieroglyphs"]),
+    ("a heat pump", ["the outdoor unit", "the refrigerant loop", "the reversing valve", "efficiency"]),
+    ("how the ear hears", ["the outer ear", "the eardrum", "the cochlea", "the auditory nerve"]),
+    ("a compiler", ["the lexer", "the parser", "optimization", "code generation"]),
+    ("the Moon's phases", ["sunlight", "the Moon's orbit", "the lunar cycle", "eclipses"]),
+    ("bread making", ["flour", "yeast", "kneading", "baking"]),
+    ("the hormone system during stress", ["adrenaline", "cortisol", "the fight-or-flight response", "recovery"]),
+    ("the printing of money", ["central banks", "security features", "distribution", "inflation risks"]),
+    ("a steam locomotive", ["the firebox", "the boiler", "the cylinders", "the driving wheels"]),
+    ("the brain", ["the cerebrum", "the cerebellum", "the brainstem", "neurons"]),
+]
 
-def make_prompts(n: int, seed: int = 0) -> list[str]:
-    """n chat prompts mixed over categories (about half factual, like the default measurement)."""
+
+PROMPT_SETS = ("mixed", "explain")
+
+
+def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
+    """n chat prompts: "mixed" over categories (about half factual, like the default measurement),
+    or "explain", factual explanations that name their parts (EXPLAIN x EXPLAIN_TOPICS)."""
     rng = random.Random(seed)
+    if prompt_set == "explain":
+        out = []
+        for _ in range(n):
+            topic, parts = rng.choice(EXPLAIN_TOPICS)
+            parts = rng.sample(parts, rng.randint(3, len(parts)))
+            out.append(rng.choice(EXPLAIN).format(t=topic, p=", ".join(parts[:-1]) + " and " + parts[-1]))
+        return out
     out = []
     for i in range(n):
         r = rng.random()
@@ -199,7 +297,8 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
 
 
 def ensure_generated(gguf: str, out: Path, n: int, max_new: int = 96, k: int = 32, temperature: float = 0.8,
-                     seed: int = 0, batch: int = 16, threads: int = 0, progress: bool = True) -> Path:
+                     seed: int = 0, batch: int = 16, threads: int = 0, progress: bool = True,
+                     prompt_set: str = "mixed") -> Path:
     """Make `out` hold n generated answers: the ones already there are kept (a stopped run resumes),
     the rest are generated and appended a line at a time."""
     from tqdm import tqdm
@@ -220,7 +319,7 @@ def ensure_generated(gguf: str, out: Path, n: int, max_new: int = 96, k: int = 3
         have = len(good)
     if have >= n:
         return out
-    prompts = make_prompts(n, seed)[have:]
+    prompts = make_prompts(n, seed, prompt_set)[have:]
     with out.open("a") as f:
         for rec in tqdm(generate_sequences(gguf, prompts, max_new, k, temperature, seed + have, batch, threads),
                         total=len(prompts), desc="target answers", disable=not progress):
@@ -242,12 +341,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="0: one per physical core")
     ap.add_argument("--batch", type=int, default=16, help="answers generated together")
+    ap.add_argument("--prompt-set", choices=PROMPT_SETS, default="mixed")
     a = ap.parse_args()
     if a.gguf is None:
         from models.smollm2 import smollm2_gguf
 
         a.gguf = str(smollm2_gguf())
-    ensure_generated(a.gguf, Path(a.out), a.n, a.max_new, a.k, a.temperature, a.seed, a.batch, a.threads)
+    ensure_generated(a.gguf, Path(a.out), a.n, a.max_new, a.k, a.temperature, a.seed, a.batch, a.threads,
+                     prompt_set=a.prompt_set)
 
 
 if __name__ == "__main__":

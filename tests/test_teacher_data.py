@@ -106,3 +106,18 @@ def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
     bad.write_bytes(b"GGUF but not really")
     with pytest.raises(HarnessError, match="could not load"):
         next(generate_sequences(str(bad), [[1, 2]], 4, 2, 0.0, 0))
+
+
+def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
+    from harness.prompts import BUILTIN
+    from models.teacher_data import make_prompts
+
+    builtin = {p for ps in BUILTIN.values() for p in ps}
+    for kind in ("mixed", "explain"):
+        a = make_prompts(200, 3, kind)
+        assert a == make_prompts(200, 3, kind) and a != make_prompts(200, 4, kind)
+        assert not builtin & set(a)
+    explain = make_prompts(200, 3, "explain")
+    assert all(" and " in p and "," in p for p in explain)  # each names at least three parts
+    for word in ("photosynthesis", "refrigerator", "circulatory", "industrial revolution", "vaccin"):
+        assert not any(word in p.lower() for p in explain)
