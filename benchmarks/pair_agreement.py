@@ -10,6 +10,8 @@ only: no runtime, no quantized kernels (llama.cpp's alpha can differ by a few hu
 
     python benchmarks/pair_agreement.py [--draft models/default/smollm2-draft.gguf] [--prompts factual]
         [--temperature 0.7] [--samples 16] [--tokens 32]
+    python benchmarks/pair_agreement.py --answers gen.jsonl   # score stored target answers instead
+        # (`python -m models.teacher_data` output: the distillation prompts, never the measurement ones)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=16, help="target continuations per prompt")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--answers", default=None, help="JSONL of target answers {ids, start} to score instead of sampling")
     a = ap.parse_args()
     if a.temperature <= 0:
         ap.error("--temperature must be > 0 (greedy agreement is printed as top-1 anyway)")
@@ -43,6 +46,9 @@ def main() -> None:
     target = load_hf_model(a.target, "target", torch.float32, "cpu")
     draft = load_hf_model(a.draft, "draft", torch.float32, "cpu")
     tok = load_hf_tokenizer(a.target, "target")
+    if a.answers:
+        score_answers(target, draft, a.answers, a.temperature)
+        return
     n_t, alpha_sum, top1_sum, by_pos = 0, 0.0, 0.0, torch.zeros(a.tokens)
     with torch.inference_mode():
         for p in load_prompts(a.prompts):
@@ -61,6 +67,28 @@ def main() -> None:
     n_p = n_t // (a.samples * a.tokens)
     print(f"{'all':16s} alpha(T={a.temperature}) {alpha_sum / n_t:.3f}   top-1 {top1_sum / n_t:.3f}   ({n_t} positions)")
     print("alpha by position: " + " ".join(f"{v:.2f}" for v in (by_pos / n_p).tolist()))
+
+
+def score_answers(target, draft, path: str, temperature: float) -> None:
+    """alpha(T) and top-1 over the answer positions of stored sequences, one at a time."""
+    import json
+    from pathlib import Path
+
+    from harness.errors import HarnessError
+
+    if not Path(path).is_file():
+        raise HarnessError(f"answers file not found: {path} (make one with `python -m models.teacher_data --out {path}`)")
+    n, alpha_sum, top1_sum = 0, 0.0, 0.0
+    with torch.inference_mode():
+        for line in Path(path).read_text().splitlines():
+            r = json.loads(line)
+            seq = torch.tensor([r["ids"]])  # [1, S]
+            gen = slice(r["start"] - 1, -1)
+            pl, ql = target(input_ids=seq).logits, draft(input_ids=seq).logits  # [1, S, V]
+            alpha = position_alpha(pl, ql, temperature)[:, gen]
+            alpha_sum, n = alpha_sum + float(alpha.sum()), n + alpha.numel()
+            top1_sum += float((pl.argmax(-1) == ql.argmax(-1))[:, gen].float().sum())
+    print(f"{Path(path).name}: alpha(T={temperature}) {alpha_sum / n:.3f}   top-1 {top1_sum / n:.3f}   ({n} positions)")
 
 
 if __name__ == "__main__":

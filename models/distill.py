@@ -447,16 +447,6 @@ def heldout_agreement(draft, held: list[dict], pad: int, batch: int = 8) -> dict
     return {"alpha_t1": a_sum / max(n, 1), "top1": t_sum / max(n, 1), "positions": n}
 
 
-@torch.no_grad()
-def teacher_forced_alpha(target, draft, ids: torch.Tensor, temperature: float = 1.0,
-                         mask: Optional[torch.Tensor] = None) -> float:
-    """Mean over positions of sum_x min(p(x), q(x)) (Leviathan's alpha, teacher-forced). ids [B, L]."""
-    a = position_alpha(target(input_ids=ids).logits, draft(input_ids=ids).logits, temperature)  # [B, L]
-    if mask is None:
-        return float(a.mean())
-    return float((a * mask).sum() / mask.sum())
-
-
 def position_alpha(target_logits: torch.Tensor, draft_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Logits [B, L, V] of both models on the same ids -> sum_x min(p(x), q(x)) at each position [B, L]."""
     t = max(temperature, 1e-4)
