@@ -17,12 +17,24 @@ only: no runtime, no quantized kernels (llama.cpp's alpha can differ by a few hu
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
 import torch
 
+from harness.errors import HarnessError
 from harness.prompts import load_prompts
 from models.distill import position_alpha
 from models.loading import encode_prompt, load_hf_model, load_hf_tokenizer
+
+
+def score(target, draft, seq: torch.Tensor, start: int, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """seq [N, S] whose tokens from `start` on are the target's -> (alpha(T), top-1 agreement), each
+    [N, S - start], at the positions that predict those tokens."""
+    pl, ql = target(input_ids=seq).logits, draft(input_ids=seq).logits  # [N, S, V]
+    gen = slice(start - 1, -1)
+    return position_alpha(pl, ql, temperature)[:, gen], (pl.argmax(-1) == ql.argmax(-1))[:, gen].float()
 
 
 def main() -> None:
@@ -38,6 +50,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.temperature <= 0:
         ap.error("--temperature must be > 0 (greedy agreement is printed as top-1 anyway)")
+    if a.answers and not Path(a.answers).is_file():
+        raise HarnessError(f"answers file not found: {a.answers} (make one with `python -m models.teacher_data --out {a.answers}`)")
     if a.target is None:
         from models.smollm2 import smollm2_gguf
 
@@ -57,10 +71,7 @@ def main() -> None:
             seq = target.generate(x, attention_mask=torch.ones_like(x), do_sample=True, temperature=a.temperature,
                                   top_k=0, top_p=1.0, max_new_tokens=a.tokens, min_new_tokens=a.tokens,
                                   pad_token_id=tok.eos_token_id)  # [N, P + L]
-            pl, ql = target(input_ids=seq).logits, draft(input_ids=seq).logits  # [N, P + L, V]
-            gen = slice(len(ids) - 1, -1)  # the positions whose logits predict the generated tokens
-            alpha = position_alpha(pl, ql, a.temperature)[:, gen]  # [N, L]
-            top1 = (pl.argmax(-1) == ql.argmax(-1))[:, gen].float()  # [N, L]
+            alpha, top1 = score(target, draft, seq, len(ids), a.temperature)  # [N, L] each
             print(f"{p.id:16s} alpha(T={a.temperature}) {float(alpha.mean()):.3f}   top-1 {float(top1.mean()):.3f}")
             alpha_sum, top1_sum, n_t = alpha_sum + float(alpha.sum()), top1_sum + float(top1.sum()), n_t + alpha.numel()
             by_pos += alpha.mean(0)
@@ -71,30 +82,18 @@ def main() -> None:
 
 def score_answers(target, draft, path: str, temperature: float) -> None:
     """alpha(T) and top-1 over the answer positions of stored sequences, one at a time."""
-    import json
-    from pathlib import Path
-
-    from harness.errors import HarnessError
-
-    if not Path(path).is_file():
-        raise HarnessError(f"answers file not found: {path} (make one with `python -m models.teacher_data --out {path}`)")
     n, alpha_sum, top1_sum = 0, 0.0, 0.0
     with torch.inference_mode():
         for line in Path(path).read_text().splitlines():
             r = json.loads(line)
-            seq = torch.tensor([r["ids"]])  # [1, S]
-            gen = slice(r["start"] - 1, -1)
-            pl, ql = target(input_ids=seq).logits, draft(input_ids=seq).logits  # [1, S, V]
-            alpha = position_alpha(pl, ql, temperature)[:, gen]
-            alpha_sum, n = alpha_sum + float(alpha.sum()), n + alpha.numel()
-            top1_sum += float((pl.argmax(-1) == ql.argmax(-1))[:, gen].float().sum())
+            alpha, top1 = score(target, draft, torch.tensor([r["ids"]]), r["start"], temperature)  # [1, L] each
+            alpha_sum, top1_sum, n = alpha_sum + float(alpha.sum()), top1_sum + float(top1.sum()), n + alpha.numel()
     print(f"{Path(path).name}: alpha(T={temperature}) {alpha_sum / n:.3f}   top-1 {top1_sum / n:.3f}   ({n} positions)")
 
 
 if __name__ == "__main__":
-    from harness.errors import HarnessError
-
     try:
         main()
     except HarnessError as e:  # a missing file, a model that cannot load: one line, exit 2
-        raise SystemExit(f"error: {e}") from None
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

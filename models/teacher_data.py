@@ -172,6 +172,8 @@ PROMPT_SETS = ("mixed", "explain")
 def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
     """n chat prompts: "mixed" over categories (about half factual, like the default measurement),
     or "explain", factual explanations that name their parts (EXPLAIN x EXPLAIN_TOPICS)."""
+    if prompt_set not in PROMPT_SETS:
+        raise ValueError(f"unknown prompt set {prompt_set!r}: one of {', '.join(PROMPT_SETS)}")
     rng = random.Random(seed)
     if prompt_set == "explain":
         out = []
