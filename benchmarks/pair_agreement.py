@@ -64,8 +64,9 @@ def main() -> None:
         score_answers(target, draft, a.answers, a.temperature)
         return
     n_t, alpha_sum, top1_sum, by_pos = 0, 0.0, 0.0, torch.zeros(a.tokens)
+    prompts = load_prompts(a.prompts)
     with torch.inference_mode():
-        for p in load_prompts(a.prompts):
+        for p in prompts:
             ids = encode_prompt(tok, p.text)
             x = torch.tensor([ids] * a.samples)  # [N, P]
             seq = target.generate(x, attention_mask=torch.ones_like(x), do_sample=True, temperature=a.temperature,
@@ -75,9 +76,8 @@ def main() -> None:
             print(f"{p.id:16s} alpha(T={a.temperature}) {float(alpha.mean()):.3f}   top-1 {float(top1.mean()):.3f}")
             alpha_sum, top1_sum, n_t = alpha_sum + float(alpha.sum()), top1_sum + float(top1.sum()), n_t + alpha.numel()
             by_pos += alpha.mean(0)
-    n_p = n_t // (a.samples * a.tokens)
     print(f"{'all':16s} alpha(T={a.temperature}) {alpha_sum / n_t:.3f}   top-1 {top1_sum / n_t:.3f}   ({n_t} positions)")
-    print("alpha by position: " + " ".join(f"{v:.2f}" for v in (by_pos / n_p).tolist()))
+    print("alpha by position: " + " ".join(f"{v:.2f}" for v in (by_pos / len(prompts)).tolist()))
 
 
 def score_answers(target, draft, path: str, temperature: float) -> None:
