@@ -1,8 +1,10 @@
-"""Speculative-decoding comparison harness: configuration, runner, timing, metrics, theory.
+"""The front end: the `harness` command line (cli.py and its subcommand modules), the run loop over
+runtimes, pairs, settings, prompts and repeats (runner.py, for `run` and `sweep`), the summary
+table it prints, the built-in prompt sets, and `harness bench`.
 
-The `harness` package holds what is shared by every runtime (see ../DESIGN notes in README):
-the phase timer, the sampling and acceptance rule, the metric definitions, the run loop and the
-CLI. Runtime-specific code lives in `runtimes/`, model handling in `models/`, reports in `reports/`.
+It stands on every other package and is imported by none of them. What it does not do: define
+settings, metrics or the results schema (core/), know model files (models/), run a model
+(runtimes/) or build reports (reports/). See docs/DESIGN.md.
 """
 
 __version__ = "0.1.0"

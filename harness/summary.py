@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import click
 
-from harness import metrics
-
-PHASES = ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
+from core import metrics
+from core.timing import PHASE_FIELDS as PHASES
 VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
            ("max_new_tokens", "max_new", 9))
 

@@ -1,15 +1,17 @@
 """The text `harness theory` prints: c (given or from FLOPs), the expected speedup at (alpha, gamma),
 the breakeven alpha, the best gamma, and a small table over gamma.
 
-What it does not do: any formula (harness/theory.py) or flag parsing (harness/cli.py).
+What it does not do: any formula (core/theory.py), reading models (models/shape.py) or flag
+parsing (harness/cli.py).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from harness import theory
-from harness.errors import HarnessError
+from core import theory
+from core.errors import HarnessError
+from models import shape
 
 
 def resolve_c(c: Optional[float], target: Optional[str], draft: Optional[str], context: int) -> tuple[float, list[str]]:
@@ -21,8 +23,8 @@ def resolve_c(c: Optional[float], target: Optional[str], draft: Optional[str], c
         return c, [f"c = {c:.4f} (given)"]
     if not (target and draft):
         raise HarnessError("give --c C, or --target and --draft (HF ids, local folders, config.json or .gguf files)")
-    t = theory.flops_for(target, "target")
-    d = theory.flops_for(draft, "draft")
+    t = shape.flops_for(target, "target")
+    d = shape.flops_for(draft, "draft")
     at = f" at context {context}" if context else ""
     width = max(len(target), len(draft))
     lines = [

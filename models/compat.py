@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Iterable, Optional
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 
 SPECIAL_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id")
 GGUF_SPECIAL_KEYS = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id",
@@ -120,14 +120,13 @@ def hf_tokenizer_vocab(tok) -> tuple[dict[str, int], dict]:
 def gguf_tokenizer_vocab(reader) -> tuple[dict[str, int], dict]:
     """(token -> id, special ids) from a GGUF file's tokenizer.ggml.* keys, given a path or an open
     gguf.GGUFReader; trailing unused tokens (a padded embedding's rows) are dropped."""
-    if isinstance(reader, (str, Path)):
-        from gguf import GGUFReader
+    from models.shape import gguf_value, open_gguf
 
-        reader = GGUFReader(str(reader))
+    if isinstance(reader, (str, Path)):
+        reader = open_gguf(reader)
 
     def value(key: str):
-        f = reader.fields.get(key)
-        return None if f is None else f.contents()
+        return gguf_value(reader, key)
 
     tokens: list[str] = value("tokenizer.ggml.tokens") or []
     types: Iterable[int] = value("tokenizer.ggml.token_type") or []

@@ -1,7 +1,7 @@
 """`harness models distill`: train a small draft to imitate a target by knowledge distillation.
 
-The draft is a narrow Llama (default 2 layers, 256 wide) with its own smaller embedding, tied to its
-output head. Initialisation (`--init project`, the default): P = the top-`width` right singular
+The draft is a narrow Llama (by default 2 layers, 256 wide: models/distill_config.py) with its own
+smaller embedding, tied to its output head. Initialisation (`--init project`, the default): P = the top-`width` right singular
 vectors of the target's embedding E [V, H]; the draft's embedding is E @ P [V, W], and its layers are
 the target's first layers seen through P (a subset of attention heads, the MLP neurons with the
 largest weights, RMSNorm weights folded in). `--init random` gives the same shape with random layers
@@ -15,7 +15,8 @@ so later epochs and resumed runs pay no teacher compute. The loss is the cross-e
 renormalised teacher top-k to the draft's full softmax (KL up to a constant). Checkpoints hold the
 model, the optimizer and the step; `--resume` continues from the last one.
 
-It does not export (models/draft_gguf.py does) and does not download anything.
+It does not write GGUF files (models/gguf_writer.py does), parse flags (harness/distill_cli.py) or
+download anything.
 """
 
 from __future__ import annotations
@@ -24,38 +25,15 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-from harness.errors import HarnessError
-
-
-@dataclass(frozen=True)
-class DistillConfig:
-    target: str
-    out: str  # working folder: teacher cache, checkpoints, config
-    steps: int = 300
-    batch: int = 8
-    seq_len: int = 128
-    lr: float = 2e-3
-    width: int = 256
-    layers: int = 2  # 0: the --init-from draft's depth (2 when building one)
-    kv_heads: int = 0  # 0: half the draft's heads (at least 1)
-    intermediate: int = 0  # 0: 3 x width
-    top_k: int = 16
-    init: str = "project"  # project | random
-    seed: int = 0
-    device: str = "cpu"
-    threads: int = 1
-    max_chunks: int = 4096
-    ckpt_every: int = 25
-    text: tuple = ()  # extra text files / folders
-    teacher_jsonl: tuple = ()  # files written by models/teacher_data.py
-    eval_every: int = 0  # 0: at checkpoints; held-out agreement on the last generated sequences
-    init_from: str = ""  # start from this draft (folder or GGUF) instead of building one from the target
+from core.errors import HarnessError
+from models.distill_config import DRAFT_LAYERS, DistillConfig
+from models.shape import shape_from_config
 
 
 # ---------------------------------------------------------------- model
@@ -65,24 +43,19 @@ def draft_config(tcfg, width: int, layers: int, kv_heads: int = 0, intermediate:
     """A LlamaConfig for the draft: the target's vocabulary, RoPE and special ids, narrower and shallower."""
     from transformers import LlamaConfig
 
-    head_dim = getattr(tcfg, "head_dim", None) or tcfg.hidden_size // tcfg.num_attention_heads
-    heads = max(1, width // head_dim)
+    t = shape_from_config(tcfg)
+    heads = max(1, width // t.head_dim)
     kv = kv_heads or max(1, heads // 2)
     while heads % kv:
         kv -= 1
     return LlamaConfig(
         vocab_size=tcfg.vocab_size, hidden_size=width, intermediate_size=intermediate or 3 * width,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv, head_dim=t.head_dim,
         max_position_embeddings=tcfg.max_position_embeddings, rms_norm_eps=tcfg.rms_norm_eps,
-        rope_parameters=getattr(tcfg, "rope_parameters", None), rope_theta=_rope_theta(tcfg),
+        rope_parameters=getattr(tcfg, "rope_parameters", None), rope_theta=t.rope_theta,
         tie_word_embeddings=True, bos_token_id=tcfg.bos_token_id, eos_token_id=tcfg.eos_token_id,
         pad_token_id=getattr(tcfg, "pad_token_id", None), hidden_act="silu",
     )
-
-
-def _rope_theta(cfg) -> float:
-    rp = getattr(cfg, "rope_parameters", None) or {}
-    return float(rp.get("rope_theta", getattr(cfg, "rope_theta", 10000.0)))
 
 
 def embedding_projection(E: torch.Tensor, width: int) -> torch.Tensor:
@@ -130,6 +103,22 @@ def grow_draft(draft, layers: int):
             draft.model.layers.append(layer)
     draft.config.num_hidden_layers = layers
     return draft
+
+
+def early_exit_model(target, layers: int):
+    """The target's first `layers` layers with its final norm and (tied) head, as a LlamaForCausalLM."""
+    import copy
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(**{**target.config.to_dict(), "num_hidden_layers": layers, "tie_word_embeddings": True})
+    cfg.architectures = ["LlamaForCausalLM"]
+    m = LlamaForCausalLM(cfg).float().eval()
+    sd = {k: v for k, v in copy.deepcopy(target.state_dict()).items()
+          if not k.startswith("model.layers.") or int(k.split(".")[2]) < layers}
+    m.load_state_dict(sd, strict=False)
+    m.tie_weights()
+    return m
 
 
 def _project_layers(target, draft, P: torch.Tensor) -> None:
@@ -360,7 +349,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
         start = load_hf_model(cfg.init_from, "draft", torch.float32, "cpu")
         draft = grow_draft(start, cfg.layers or start.config.num_hidden_layers)
     else:
-        draft = build_draft(target, cfg.width, cfg.layers or 2, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
+        draft = build_draft(target, cfg.width, cfg.layers or DRAFT_LAYERS, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
     draft.to(cfg.device).train()
     opt = torch.optim.AdamW(draft.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
     step, losses, state = 0, [], {}
@@ -445,11 +434,3 @@ def heldout_agreement(draft, held: list[dict], pad: int, batch: int = 8) -> dict
         t_sum += float((q.argmax(-1) == b["top_ids"][..., 0].long())[m].sum())
         n += int(m.sum())
     return {"alpha_t1": a_sum / max(n, 1), "top1": t_sum / max(n, 1), "positions": n}
-
-
-def position_alpha(target_logits: torch.Tensor, draft_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Logits [B, L, V] of both models on the same ids -> sum_x min(p(x), q(x)) at each position [B, L]."""
-    t = max(temperature, 1e-4)
-    p = torch.softmax(target_logits.float() / t, -1)  # [B, L, V]
-    q = torch.softmax(draft_logits.float() / t, -1)
-    return torch.minimum(p, q).sum(-1)  # [B, L]

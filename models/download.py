@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from harness.errors import HarnessError
-from models.hub import CacheIndex, HubModel, HubPair, cache_dir, hub_pair, weight_files
+from core.errors import HarnessError
+from models.hub import CacheIndex, cache_dir, hub_reachable, weight_files
+from models.presets import HubModel, HubPair, hub_pair
 
 FORMATS = ("gguf", "hf", "both")
 HF_EXTRA = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -202,7 +203,6 @@ def already_cached(pair: HubPair, kinds: list[str], quant: str, index: CacheInde
 
 def plan(name: str, quant: Optional[str], fmt: str, index: CacheIndex) -> tuple[HubPair, list[Fetch]]:
     """-> (pair, fetches); [] when everything asked for is already cached (no network then)."""
-    from harness.theory import _hub_reachable
     from huggingface_hub import constants
 
     pair = hub_pair(name)
@@ -213,7 +213,7 @@ def plan(name: str, quant: Optional[str], fmt: str, index: CacheIndex) -> tuple[
     if already_cached(pair, kinds, quant, index):
         return pair, []
     what = f"{name} ({'/'.join(kinds)}) is not completely in the cache at {index.root}"
-    if constants.HF_HUB_OFFLINE or not _hub_reachable():
+    if constants.HF_HUB_OFFLINE or not hub_reachable():
         raise offline_error(what)
     fetches = [plan_repo(m, kind, quant, index) for m in pair.models for kind in kinds]
     check_disk(missing_bytes(fetches))

@@ -1,5 +1,5 @@
 """Hub presets on disk: which files of a preset are in the local Hugging Face cache, and the
-PairSpec of local paths a run uses. Never touches the network.
+PairSpec of local paths a run uses. Never downloads; `hub_reachable` only opens a TCP connection.
 
 The cache is the one huggingface_hub uses (HF_HUB_CACHE, else HF_HOME/hub), read with its own
 scan_cache_dir. A GGUF quantization counts as cached when all of its files (every shard of a split
@@ -7,95 +7,25 @@ file) are in one snapshot; an HF model when a snapshot holds config.json, a toke
 weight file (all shards named by an index file). Revisions are tried newest first, the one `main`
 points to before all others, so a file downloaded before the repo moved on is still found.
 
-What it does not do: download (models/download.py), or check tokenizers (models/compat.py).
+What it does not do: name the presets (models/presets.py), download (models/download.py), or check
+tokenizers (models/compat.py).
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+from urllib.parse import urlparse
 
-from harness.errors import HarnessError
+from core.config import PairSpec
+from core.errors import HarnessError
 
-SPLIT = r"(?:-(?P<part>\d{5})-of-(?P<parts>\d{5}))?"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-# ---------------------------------------------------------------- presets as data
-
-
-@dataclass(frozen=True)
-class HubModel:
-    """One side of a hub preset: an HF repo and/or a GGUF repo with a file-name pattern."""
-
-    role: str
-    hf: Optional[str] = None
-    gguf: Optional[str] = None
-    file: Optional[str] = None  # e.g. "qwen2.5-3b-instruct-{quant}.gguf"
-
-    def _pattern(self) -> re.Pattern:
-        head, tail = self.file.split("{quant}")
-        return re.compile(re.escape(head) + r"(?P<q>[A-Za-z0-9_]+)" + SPLIT + re.escape(tail), re.IGNORECASE)
-
-    def quant_files(self, paths) -> dict[str, list[str]]:
-        """Repo paths -> {QUANT: its files in shard order}; incomplete split sets are left out."""
-        if not self.file:
-            return {}
-        found: dict[str, list[tuple[int, int, str]]] = {}
-        pat = self._pattern()
-        for p in paths:
-            m = pat.fullmatch(p)
-            if m:
-                found.setdefault(m["q"].upper(), []).append((int(m["part"] or 1), int(m["parts"] or 1), p))
-        out = {}
-        for q, parts in found.items():
-            parts.sort()
-            if [n for n, _, _ in parts] == list(range(1, parts[0][1] + 1)):
-                out[q] = [p for _, _, p in parts]
-        return out
-
-
-@dataclass(frozen=True)
-class HubPair:
-    name: str
-    about: str
-    target: HubModel
-    draft: HubModel
-    quant: Optional[str]
-
-    @property
-    def models(self) -> tuple[HubModel, HubModel]:
-        return (self.target, self.draft)
-
-    @property
-    def has_gguf(self) -> bool:
-        return all(m.gguf for m in self.models)
-
-
-def split_pair_name(pair: str) -> tuple[str, Optional[str]]:
-    """'qwen2.5-0.5b-3b:q8_0' -> ('qwen2.5-0.5b-3b', 'Q8_0'); no colon -> (pair, None)."""
-    name, _, quant = pair.partition(":")
-    return name, (quant.upper() or None)
-
-
-def hub_pair(name: str) -> HubPair:
-    """The hub preset called `name`; HarnessError for unknown names and for pairs not on the Hub."""
-    from models.presets import PRESETS
-
-    p = PRESETS.get(name)
-    if p is None:
-        hub = [n for n, v in PRESETS.items() if "target" in v]
-        raise HarnessError(f"unknown pair {name!r}; presets on the Hub: {', '.join(hub)}")
-    if "builtin" in p:
-        raise HarnessError(f"{name} is built in-process (models/tiny.py); there is nothing to download")
-    if "embedded" in p:
-        raise HarnessError(f"{name}: the embedded default pair is not built yet; use a Hub preset or --pair tiny")
-    sides = {role: HubModel(role, **p[role]) for role in ("target", "draft")}
-    return HubPair(name, p["about"], sides["target"], sides["draft"], p.get("quant"))
 
 
 # ---------------------------------------------------------------- the local cache
@@ -137,8 +67,9 @@ class CacheIndex:
     def revisions(self, repo: Optional[str]) -> list[dict[str, CachedFile]]:
         return self._repos.get(repo, []) if repo else []
 
-    def gguf_quants(self, model: HubModel) -> dict[str, list[CachedFile]]:
-        """Quantizations of a GGUF repo complete in some revision -> their files (newest revision wins)."""
+    def gguf_quants(self, model) -> dict[str, list[CachedFile]]:
+        """Quantizations of a preset side's GGUF repo (a models.presets.HubModel) complete in some
+        revision -> their files (newest revision wins)."""
         out: dict[str, list[CachedFile]] = {}
         for files in self.revisions(model.gguf):
             for q, names in model.quant_files(files).items():
@@ -184,7 +115,7 @@ def hf_complete(files: dict[str, CachedFile]) -> bool:
 # ---------------------------------------------------------------- a run's local paths
 
 
-def _gguf_for_run(pair: HubPair, index: CacheIndex, quant: Optional[str]) -> tuple[Optional[str], Optional[str], Optional[str]]:
+def _gguf_for_run(pair, index: CacheIndex, quant: Optional[str]) -> tuple[Optional[str], Optional[str], Optional[str]]:
     """-> (quant, target first file, draft first file) of a quantization cached for both, or Nones."""
     if not pair.has_gguf:
         if quant:
@@ -203,15 +134,14 @@ def _gguf_for_run(pair: HubPair, index: CacheIndex, quant: Optional[str]) -> tup
     return q, str(t[q][0].path), str(d[q][0].path)
 
 
-def local_pair(name: str, quant: Optional[str] = None, index: Optional[CacheIndex] = None):
+def local_pair(pair, quant: Optional[str] = None, index: Optional[CacheIndex] = None) -> PairSpec:
     """PairSpec of a hub preset's cached files (HF snapshot folders, first GGUF file of a quantization).
+    `pair` is a models.presets.HubPair.
 
     A format that is not cached is left None (the runtimes that need it say so); with neither
     format cached, one line says which command downloads the pair.
     """
-    from runtimes.base import PairSpec
-
-    pair = hub_pair(name)
+    name = pair.name
     index = index or CacheIndex()
     hf = [index.hf_snapshot(m.hf) for m in pair.models]
     t_hf, d_hf = (str(h[0]) if h else None for h in hf)
@@ -228,3 +158,15 @@ def local_pair(name: str, quant: Optional[str] = None, index: Optional[CacheInde
             print(f"note: {name}: no {what} in the cache; `harness models download {name} --format {fmt}` adds them",
                   file=sys.stderr)
     return PairSpec(name if not q or q == pair.quant else f"{name}:{q}", t_hf, d_hf, t_gguf, d_gguf)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check, so an offline machine gets one line instead of half a minute of retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False

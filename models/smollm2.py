@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -17,6 +17,11 @@ from typing import Iterator
 
 import numpy as np
 
+MAX_NEW = 96  # tokens per answer at most
+TOP_K = 32  # teacher log-probs kept per generated position
+TEMPERATURE = 0.8  # the target's sampling temperature while it answers
+BATCH = 16  # answers generated together (one sequence id each in one llama.cpp context)
+
 TOPICS = [
     "the water cycle", "volcanoes", "the immune system", "black holes", "the printing press",
     "plate tectonics", "the French Revolution", "electric motors", "the human brain", "coral reefs",
@@ -210,25 +215,20 @@ def _top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperature: float,
-                       seed: int, batch: int = 16, threads: int = 0) -> Iterator[dict]:
+                       seed: int, batch: int = BATCH, threads: int = 0) -> Iterator[dict]:
     """Yields {ids, start, top_ids, top_lp} per prompt, in order: ids = prompt + generated; top_*[j] is
     the teacher's temperature-1 top-k for predicting ids[start + j]. A prompt is token ids, or text
     that goes through the GGUF's chat template. `batch` answers share each llama_decode call
     (sequence ids 0..batch-1 of one context)."""
     import llama_cpp
 
-    from harness.errors import HarnessError
-    from runtimes import llama_common as lc
+    from core.errors import HarnessError
+    from core.machine import physical_cores
+    from models import llama_files
 
-    lc.quiet_logs()
-    llama_cpp.llama_backend_init()
-    if not Path(gguf).is_file():
-        raise HarnessError(f"target GGUF file not found: {gguf}")
-    model = llama_cpp.llama_model_load_from_file(gguf.encode(), llama_cpp.llama_model_default_params())
-    if not model:
-        raise HarnessError(f"llama.cpp could not load the target GGUF file {gguf} (corrupt, or an architecture this build does not know)")
+    model = llama_files.load_model(llama_files.check_gguf(gguf, "target"), "target")
     vocab = llama_cpp.llama_model_get_vocab(model)
-    prompts = [lc.encode_prompt(model, vocab, p) if isinstance(p, str) else list(p) for p in prompts]
+    prompts = [llama_files.encode_prompt(model, vocab, p) if isinstance(p, str) else list(p) for p in prompts]
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
     stops = {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)}
     longest = max(len(p) for p in prompts) + max_new + 1
@@ -237,7 +237,7 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     cp.n_ctx = batch * longest
     cp.kv_unified = True
     cp.n_batch = cp.n_ubatch = max(batch, max(len(p) for p in prompts))
-    cp.n_threads = cp.n_threads_batch = threads or lc.physical_cores()
+    cp.n_threads = cp.n_threads_batch = threads or physical_cores()
     ctx = llama_cpp.llama_init_from_model(model, cp)
     if not ctx:
         llama_cpp.llama_model_free(model)
@@ -298,9 +298,9 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
         llama_cpp.llama_model_free(model)
 
 
-def ensure_generated(gguf: str, out: Path, n: int, max_new: int = 96, k: int = 32, temperature: float = 0.8,
-                     seed: int = 0, batch: int = 16, threads: int = 0, progress: bool = True,
-                     prompt_set: str = "mixed") -> Path:
+def ensure_generated(gguf: str, out: Path, n: int, max_new: int = MAX_NEW, k: int = TOP_K,
+                     temperature: float = TEMPERATURE, seed: int = 0, batch: int = BATCH, threads: int = 0,
+                     progress: bool = True, prompt_set: str = "mixed") -> Path:
     """Make `out` hold n generated answers: the ones already there are kept (a stopped run resumes),
     the rest are generated and appended a line at a time."""
     from tqdm import tqdm
@@ -328,30 +328,3 @@ def ensure_generated(gguf: str, out: Path, n: int, max_new: int = 96, k: int = 3
             f.write(json.dumps(rec) + "\n")
             f.flush()
     return out
-
-
-def main() -> None:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--gguf", default=None)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--n", type=int, default=400)
-    ap.add_argument("--max-new", type=int, default=96)
-    ap.add_argument("--k", type=int, default=32)
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=0, help="0: one per physical core")
-    ap.add_argument("--batch", type=int, default=16, help="answers generated together")
-    ap.add_argument("--prompt-set", choices=PROMPT_SETS, default="mixed")
-    a = ap.parse_args()
-    if a.gguf is None:
-        from models.smollm2 import smollm2_gguf
-
-        a.gguf = str(smollm2_gguf())
-    ensure_generated(a.gguf, Path(a.out), a.n, a.max_new, a.k, a.temperature, a.seed, a.batch, a.threads,
-                     prompt_set=a.prompt_set)
-
-
-if __name__ == "__main__":
-    main()

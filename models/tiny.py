@@ -8,7 +8,7 @@ two agree often but not always. The output head is scaled so logits are peaked (
 
 Pairs are saved with save_pretrained under the cache folder and reused. `micro` is a vocabulary
 of 8 ids with flatter logits, for statistical tests of speculative sampling (ids only, no text).
-What it does not do: export GGUF (that is models/gguf_export.py) or train anything.
+What it does not do: export GGUF (models/gguf_writer.py) or train anything.
 """
 
 from __future__ import annotations
@@ -45,10 +45,6 @@ SPECS = {
     "tiny-padded": TinySpec("tiny-padded", draft_extra_rows=7, target_extra_rows=15),
     "micro": TinySpec("micro", vocab_size=8, hidden=32, target_layers=2, logit_scale=1.5, layer_scale=3.0, max_positions=64),
 }
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "spec-harness"))
 
 
 def _key(spec: TinySpec) -> str:
@@ -144,6 +140,8 @@ def ensure_pair(name: str = "tiny") -> tuple[Path, Path]:
     if name not in SPECS:
         raise KeyError(name)
     spec = SPECS[name]
+    from models.loading import cache_root
+
     root = cache_root() / "tiny" / f"{name}-{_key(spec)}"
     t_dir, d_dir = root / "target", root / "draft"
     if (t_dir / "config.json").exists() and (d_dir / "config.json").exists():

@@ -1,9 +1,10 @@
 """Reports: tables (markdown, CSV, JSON) and PNG plots from results.jsonl (`harness report`).
 
 load.py finds and reads results, tables.py groups rows into cells and computes nothing itself
-(harness.metrics and harness.theory do), ceiling.py finds c_flops for the pairs, plots.py draws,
-explain.py decomposes each speedup into factors (`harness explain`), markdown.py writes the headline
-and tables, build.py writes the files.
+(core.metrics and core.theory do), ceiling.py finds c_flops for the pairs (models/shape.py),
+plots.py draws, explain.py decomposes each speedup into factors (`harness explain`), markdown.py
+writes the headline and tables, figures.py the figures of each run folder, build.py
+writes the files. It stands on core/ and models/; it runs no model.
 """
 
 from reports.build import write_report

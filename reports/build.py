@@ -1,9 +1,9 @@
 """`harness report`: read results, build the tables, draw the plots, write everything into one folder.
 
 Files written (all overwritten on each call): report.md (headline, tables, the explain section,
-plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv, explain.csv,
-report.json (all tables, headline, explanations and notes) and the PNG plots of plots.py,
-waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
+plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv, figures.csv (each run
+folder's figures), explain.csv, report.json (all tables, headline, explanations and notes) and the
+PNG plots of plots.py, waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
 only. What it does not do: measure anything.
 """
 
@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from harness import metrics
-from harness.errors import HarnessError
+from core import metrics
+from core.errors import HarnessError
 from reports import explain, markdown, plots, tables
 from reports.ceiling import CFlops
+from reports.figures import run_figures
 from reports.load import REPORT_DIR, load
 
 WATERFALL = "waterfall.png"
@@ -64,9 +65,11 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     written = [name for name, draw, src in PLOTTERS if draw(data[src], out / name) is not None]
     sources = [str(s) for s in loaded.sources]
     expls, comparisons, lines, _ = _explain(rows, out)
-    (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines))
-    for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"),
-                      ("positions", "positions.csv"), ("histogram", "histogram.csv")):
+    data["figures"] = run_figures(rows)
+    (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
+                                                     data["figures"]))
+    for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
+                      ("histogram", "histogram.csv"), ("figures", "figures.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
            **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons}

@@ -2,15 +2,16 @@
 
 The target and draft of a pair are tried as Hugging Face configs (folder or id) first, then as
 GGUF files; a pair whose configs are not available locally (or offline) gets no c_flops and one
-note saying why. What it does not do: any formula (harness/theory.py).
+note saying why. What it does not do: any formula (core/theory.py) or reading model files (models/shape.py).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from harness import theory
-from harness.errors import HarnessError
+from core import theory
+from core.errors import HarnessError
+from models import shape
 
 
 class CFlops:
@@ -36,7 +37,7 @@ class CFlops:
             if not (t and d):
                 continue
             try:
-                c = theory.c_flops(theory.flops_for(t, "target"), theory.flops_for(d, "draft"))
+                c = theory.c_flops(shape.flops_for(t, "target"), shape.flops_for(d, "draft"))
             except HarnessError as e:
                 reason = str(e)
                 continue

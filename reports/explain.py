@@ -1,7 +1,7 @@
 """`harness explain`: each measured speedup as a product of factors, from tau down to measured.
 
 For a speculative cell and the baseline rows of the same runtime and settings, in units of the
-target's one-token step T (harness.metrics.step_costs, all ratios of sums):
+target's one-token step T (core.metrics.step_costs, all ratios of sums):
 
     measured = tau                        tokens per round from alpha_hat and gamma (Eq. 1):
                                           the speedup if drafting and verifying were free
@@ -21,7 +21,7 @@ gamma tokens on average (the cut last round). What remains ("other") is 1 up to 
 every phase is visible, since decode time is exactly T (n_drafted c + n_rounds (v + o)).
 A runtime that hides its draft or verify phase gets one combined cost factor in their place.
 
-What-if, from the same measured costs (harness.theory.RoundCosts): the breakeven alpha at this
+What-if, from the same measured costs (core.theory.RoundCosts): the breakeven alpha at this
 gamma and at any gamma, the best gamma, and the speedup the run would have had there. The
 assumptions: c and o_base do not depend on gamma; v grows linearly with the batch from 1 at
 gamma 0 through the v measured at each gamma run under the same settings (extrapolated with the
@@ -32,7 +32,7 @@ Across runtimes on the same pair and settings (and across pairs or devices for o
 `compare` says which factors differ: alpha_hat differing points at the models or sampling,
 c, v, o at the runtime or the hardware.
 
-What it does not do: measure or hold formulas (harness.metrics, harness.theory), group rows
+What it does not do: measure or hold formulas (core.metrics, core.theory), group rows
 (tables.py), draw (plots.py) or write text (markdown.py).
 """
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from harness import metrics, theory
+from core import metrics, theory
 from reports import tables
 
 RESIDUAL_TOLERANCE = 0.05  # |residual - 1| above this is called out in the text

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from harness.errors import HarnessError
-from harness.results import RESULTS, RUN, read_results
+from core.errors import HarnessError
+from core.results import RESULTS, RUN, read_results
 
 REPORT_DIR = "report"
 

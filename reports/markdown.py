@@ -2,14 +2,14 @@
 
 The headline names the fastest runtime and by how much, where its time goes, how far its best
 speculative setting is from Leviathan's ceiling, and what theory suggests trying next.
-What it does not do: compute numbers (tables.py, harness.metrics, harness.theory) or draw.
+What it does not do: compute numbers (tables.py, core.metrics, core.theory) or draw.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from harness import theory
+from core import theory
 from reports.tables import PHASES, label, varying
 
 
@@ -134,10 +134,18 @@ PLOTS = [("phases.png", "Where the time goes"), ("speedup_vs_gamma.png", "Measur
          ("acceptance_vs_gamma.png", "Acceptance per prompt category"), ("per_position.png", "Per-position acceptance")]
 
 
+FIGURE_COLS = [("run", "run", "s"), ("runtime", "runtime", "s"), ("pair", "pair", "s"), ("T", "T", ""),
+               ("gamma", "gamma", ""), ("alpha_hat", "alpha_hat", ".3f"), ("acceptance", "accepted/drafted", ".3f"),
+               ("tau", "tokens/round", ".2f"), ("c_measured", "c measured", ".3f"), ("speedup", "speedup", ".2fx"),
+               ("spec_tok_s", "speculative tok/s", ".1f"), ("base_tok_s", "baseline tok/s", ".1f"),
+               ("greedy_match", "greedy match", "")]
+
+
 def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
-             explain: Optional[list[str]] = None) -> str:
+             explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `explain` is
-    explain_section's lines."""
+    explain_section's lines; `figures` (reports/figures.py) get a section when several run folders
+    are read."""
     out = ["# Speculative decoding report", ""]
     out += [f"- {line}" for line in headline(cells)] + [""]
     out += ["## Speed, acceptance and ceiling", ""] + md_table(cells, SUMMARY_COLS) + [""]
@@ -149,6 +157,8 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
     out += ["## Where the time goes", ""] + md_table(cells, PHASE_COLS) + [""]
     if categories:
         out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
+    if figures and len(sources) > 1:
+        out += ["## Each run folder", ""] + md_table(figures, FIGURE_COLS) + [""]
     out += explain or []
     out += ["## Plots", ""]
     out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]

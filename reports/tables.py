@@ -3,7 +3,7 @@
 A *cell* is one runtime under one set of settings (pair, device, dtype, temperature, top-p,
 top-k, max_new_tokens) in one mode, speculative cells further split by gamma. Each speculative
 cell is compared with the baseline rows of the same runtime and settings. Numbers come from
-harness.metrics (summarize, c_measured, per-position acceptance, ...) and harness.theory;
+core.metrics (summarize, c_measured, per-position acceptance, ...) and core.theory;
 this module only groups rows and lays the results out.
 
 What it does not do: read files (load.py), draw (plots.py) or write text (markdown.py).
@@ -16,10 +16,10 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from harness import metrics, theory
+from core import metrics, theory
+from core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens"]
-PHASES = [p for p in metrics.PHASE_FIELDS if p != "wall_s"]  # prefill, draft, verify, sampling, unaccounted
 
 
 def _ok(rows: list[dict]) -> list[dict]:

@@ -1,14 +1,16 @@
-"""Runtime registry: name -> "module:Class", imported only when asked for.
+"""Runtimes: one file per runtime behind runtimes/base.py, and this registry of name ->
+"module:Class", imported only when asked for.
 
 `--runtime hf` never imports llama_cpp; a runtime whose dependency is missing raises
 RuntimeUnavailable (the runner turns it into a "skipped: reason" row), not an ImportError.
+A new runtime is its file plus one line in REGISTRY (or a `register` call); see docs/DESIGN.md.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from harness.errors import HarnessError, RuntimeUnavailable
+from core.errors import HarnessError, RuntimeUnavailable
 
 REGISTRY: dict[str, str] = {
     "torch": "runtimes.pytorch:TorchRuntime",
@@ -16,6 +18,11 @@ REGISTRY: dict[str, str] = {
     "llamacpp": "runtimes.llamacpp:LlamaCppRuntime",
     "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
 }
+
+
+def register(name: str, target: str) -> None:
+    """Add a runtime: `target` is "module:Class", imported when the runtime is first asked for."""
+    REGISTRY[name] = target
 
 
 def names() -> list[str]:

@@ -1,89 +1,24 @@
-"""The runtime interface and its result types.
+"""The runtime interface, and the template class of the runtimes that run the shared loop.
 
 A runtime loads a draft/target pair, tokenizes, and generates either target-only ("baseline")
-or speculatively, reporting the phases of DESIGN.md and one record per round. It does not
-compute rates (harness/metrics.py), write results (harness/runner.py) or choose prompts.
+or speculatively, returning a core.records.Generation: the phases of docs/DESIGN.md and one
+record per round. It does not compute rates (core/metrics.py), write results (harness/runner.py)
+or choose prompts.
 
-Rounds: in a speculative generation, one round = draft up to gamma tokens, verify them in one
-target pass, accept/reject. In a baseline generation, one round = one target step (drafted 0).
+LoopRuntime absorbs what every runtime over the shared loop (runtimes/loop.py) would repeat:
+its load() sets `target` and `draft` (two loop.Model adapters) and `eos_id`; generation is then
+the loop with no drafter (baseline) or with the draft model as drafter (speculative).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from contextlib import AbstractContextManager, nullcontext
 from typing import Optional
 
-from harness.config import GenerationSettings, RuntimeSettings
-
-
-@dataclass
-class PairSpec:
-    """A draft/target pair as paths or Hugging Face ids; GGUF files for llama.cpp runtimes."""
-
-    name: str
-    target: Optional[str] = None
-    draft: Optional[str] = None
-    target_gguf: Optional[str] = None
-    draft_gguf: Optional[str] = None
-
-    @property
-    def self_draft(self) -> bool:
-        return (self.draft == self.target and self.draft_gguf == self.target_gguf)
-
-
-@dataclass
-class RoundRecord:
-    """One round. accepted = ratio-test outcome; emitted = tokens that reached the output."""
-
-    drafted: int
-    accepted: int
-    emitted: int
-    draft_s: Optional[float]
-    verify_s: Optional[float]
-    sampling_s: Optional[float]
-    unaccounted_s: Optional[float]
-    wall_s: float
-
-    @classmethod
-    def timed(cls, times, drafted: int, accepted: int, emitted: int) -> "RoundRecord":
-        """From a harness.timing.RoundTimes of the round."""
-        return cls(drafted=drafted, accepted=accepted, emitted=emitted, **times.seconds())
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class Phases:
-    """Seconds per phase for one generation. None = the runtime cannot see it (say why in notes)."""
-
-    wall_s: float
-    prefill_s: Optional[float]
-    draft_s: Optional[float]
-    verify_s: Optional[float]
-    sampling_s: Optional[float]
-    unaccounted_s: Optional[float]
-
-    @classmethod
-    def timed(cls, total) -> "Phases":
-        """From the harness.timing.RoundTimes of a whole generation (prefill included)."""
-        return cls(prefill_s=total.ns["prefill"] * 1e-9, **total.seconds())
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class Generation:
-    """What one generate call returns."""
-
-    token_ids: list[int]
-    phases: Phases
-    rounds: list[RoundRecord]
-    target_entropy: Optional[float] = None  # baseline: mean target next-token entropy (nats), T = 1
-    notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
-    extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)
+from core.config import GenerationSettings, PairSpec, RuntimeSettings
+from core.records import Generation
+from runtimes.loop import DraftModel, Drafter, Loop, Model
 
 
 class Runtime(ABC):
@@ -96,7 +31,8 @@ class Runtime(ABC):
 
     @abstractmethod
     def load(self, pair: PairSpec) -> None:
-        """Load target and draft; raise HarnessError for missing files or mismatched tokenizers."""
+        """Load target and draft; raise HarnessError for missing files or mismatched tokenizers,
+        RuntimeUnavailable when this runtime cannot run the pair here."""
 
     @abstractmethod
     def encode(self, prompt: str) -> list[int]:
@@ -124,19 +60,28 @@ class Runtime(ABC):
         """Free models and contexts."""
 
 
-class HFText:
-    """encode/decode/context_length for runtimes over a Hugging Face tokenizer.
+class LoopRuntime(Runtime):
+    """A runtime whose generations run through runtimes/loop.py. load() sets target, draft, eos_id."""
 
-    Mix in before Runtime; the runtime sets self.tokenizer and self._ctx in load()."""
+    target: Model
+    draft: Model
+    eos_id: Optional[int] = None
 
-    def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
+    def is_eos(self, token: int) -> bool:
+        """The stop rule (the tokenizer's EOS; llama.cpp runtimes: any end-of-generation token)."""
+        return token == self.eos_id
 
-        return encode_prompt(self.tokenizer, prompt)
+    def drafter(self) -> Drafter:
+        return DraftModel(self.draft)
 
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+    def generating(self) -> AbstractContextManager:
+        """Hook: a context every generation runs in (e.g. single-threaded torch sampling)."""
+        return nullcontext()
 
-    @property
-    def context_length(self) -> int:
-        return self._ctx
+    def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        with self.generating():
+            return Loop(self.target, None, self.is_eos).generate(prompt_ids, gen)
+
+    def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        with self.generating():
+            return Loop(self.target, self.drafter(), self.is_eos).generate(prompt_ids, gen)

@@ -53,13 +53,15 @@ from typing import Callable, Optional
 import torch
 from transformers import LogitsProcessorList, StoppingCriteriaList
 
-from harness.config import GenerationSettings
-from harness.errors import RuntimeUnavailable
-from harness.timing import NS, PhaseTimer, RoundTimes, device_sync
-from runtimes.base import Generation, HFText, PairSpec, Phases, RoundRecord, Runtime
-from runtimes.pytorch import apply_threads, resolve_device, resolve_dtype
+from core import metrics
+from core.config import GenerationSettings, PairSpec
+from core.errors import RuntimeUnavailable
+from core.records import Generation, Phases, RoundRecord
+from core.timing import NS, PhaseTimer, RoundTimes, device_sync
+from runtimes.base import Runtime
+from runtimes.torch_common import HFPair, HFText
 
-# The transforms the other runtimes apply (harness/sampling.py); anything else changes the distribution.
+# The transforms the other runtimes apply (core/sampling.py); anything else changes the distribution.
 SAME_AS_HARNESS = {"TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"}
 
 NOTES = {  # per mode: what prefill_s holds here, where transformers differs from the torch runtime
@@ -347,20 +349,9 @@ class HFRuntime(HFText, Runtime):
     name = "hf"
 
     def load(self, pair: PairSpec) -> None:
-        from models.compat import check_tokenizers
-        from models.loading import load_hf_model, load_hf_tokenizer
-
         require_seams()
-        self.device = resolve_device(self.settings.device)
-        apply_threads(self.settings.n_threads)
-        self.dtype = resolve_dtype(self.settings.dtype, self.device)
-        self.tokenizer = load_hf_tokenizer(pair.target, "target")
-        self.target = load_hf_model(pair.target, "target", self.dtype, self.device)
-        if pair.self_draft:
-            self.draft = self.target
-        else:
-            check_tokenizers(self.tokenizer, load_hf_tokenizer(pair.draft, "draft"))
-            self.draft = load_hf_model(pair.draft, "draft", self.dtype, self.device)
+        self.hf = HFPair(pair, self.settings)
+        self.target, self.draft, self.tokenizer = self.hf.target, self.hf.draft, self.hf.tokenizer
         rows = (self.target.config.vocab_size, self.draft.config.vocab_size)
         if rows[0] != rows[1]:
             raise RuntimeUnavailable(
@@ -368,8 +359,7 @@ class HFRuntime(HFText, Runtime):
                 "universal assisted decoding (a different algorithm), so this pair is not measured here"
             )
         self.eos_id = self.tokenizer.eos_token_id  # the stop rule of the torch runtime
-        self.sync = device_sync(self.device)
-        self._ctx = int(getattr(self.target.config, "max_position_embeddings", 0) or 0) or 1 << 30
+        self.sync = device_sync(self.hf.device)
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         return self._generate(prompt_ids, gen, speculative=False)
@@ -401,33 +391,33 @@ class HFRuntime(HFText, Runtime):
         kw = dict(attention_mask=torch.ones_like(x), **self.generate_kwargs(gen))
         if speculative:
             kw["assistant_model"] = self.draft
+        else:  # the raw logits of every step, for target_entropy (generate copies each step's row anyway)
+            kw.update(output_logits=True, return_dict_in_generate=True)
         torch.manual_seed(gen.seed)
         with _instrumented(probe, self.target, self.draft if speculative else None):
             probe.start()
             try:
-                out = self.target.generate(x, **kw)  # [1, S + new]
+                out = self.target.generate(x, **kw)
             finally:
                 total = probe.finish()
         if speculative and not probe.generator_seen:
             raise _unavailable("generate() never asked a candidate generator for drafts")
-        token_ids = out[0, len(prompt_ids):].tolist()
+        seqs = out if speculative else out.sequences  # [1, S + new]
+        token_ids = seqs[0, len(prompt_ids):].tolist()
         rounds = _reconcile(probe.rounds, len(token_ids))
-        phases = Phases.timed(total)
-        return Generation(token_ids=token_ids, phases=phases, rounds=rounds, notes=dict(NOTES[speculative]))
+        g = Generation(token_ids=token_ids, phases=Phases.timed(total), rounds=rounds, notes=dict(NOTES[speculative]))
+        if not speculative:
+            g.target_entropy = metrics.mean_entropy(torch.cat(out.logits)[: len(token_ids), : len(self.tokenizer)])
+        return g
 
     def describe(self) -> dict:
-        return {
-            "device": self.device,
-            "dtype": str(self.dtype).replace("torch.", ""),
-            "torch": torch.__version__,
-            "transformers": transformers_version(),
-            "threads": torch.get_num_threads(),
-            "draft_length": "num_assistant_tokens=gamma, schedule constant, confidence threshold off",
-        }
+        return {**self.hf.describe(),
+                "draft_length": "num_assistant_tokens=gamma, schedule constant, confidence threshold off"}
 
     def close(self) -> None:
-        self.target = self.draft = None
-        if getattr(self, "device", "").startswith("cuda"):
+        device = self.hf.device if getattr(self, "hf", None) else ""
+        self.hf = self.target = self.draft = None
+        if device.startswith("cuda"):
             torch.cuda.empty_cache()
 
 

@@ -1,44 +1,24 @@
-"""What both llama.cpp runtimes share: context settings, tokenization through the GGUF's own
-vocabulary (and chat template), the draft/target vocabulary check, and llama.cpp's perf counters.
+"""What both llama.cpp runtimes share: context settings and threads, llama.cpp's perf counters,
+and their run.json entry.
 
 Both runtimes build their contexts from `context_params`, so `llamacpp` and `llamacpp-native`
 run with the same threads, batch size, context length and attention kernel. What it does not
-do: decode, sample or time anything (runtimes/llamacpp.py and runtimes/llamacpp_native.py).
+do: read GGUF files or vocabularies (models/llama_files.py), or decode, sample or time anything
+(runtimes/llamacpp.py and runtimes/llamacpp_native.py).
 """
 
 from __future__ import annotations
 
 import ctypes
-import logging
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
 
 import llama_cpp
 
-from harness.config import RuntimeSettings
-from harness.errors import HarnessError
+from core.config import RuntimeSettings
+from core.machine import physical_cores
 
 N_BATCH = 512  # tokens per llama_decode call at most (prompts are fed in chunks of this)
-DEFAULT_N_CTX = 4096  # capped by the model's training context; --n-ctx overrides
-
-
-def quiet_logs(verbose: bool = False) -> None:
-    """llama.cpp logs every load to stderr; keep errors only unless verbose."""
-    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
-
-
-def physical_cores() -> int:
-    """Physical cores this process may use (SMT siblings counted once), from Linux's CPU topology;
-    elsewhere, or when it cannot be read, half the logical CPUs."""
-    try:
-        cpus = os.sched_getaffinity(0)
-        cores = {Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text().strip() for c in cpus}
-        return max(len(cores), 1)
-    except (AttributeError, OSError):
-        return max((os.cpu_count() or 2) // 2, 1)
 
 
 def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
@@ -72,24 +52,6 @@ def single_threaded_torch():
         torch.set_num_threads(n)
 
 
-def check_gguf(path: Optional[str], role: str) -> str:
-    if not path:
-        raise HarnessError(f"no {role} GGUF file: pass --{role}-gguf PATH (or a preset with GGUF files)")
-    if not Path(path).expanduser().is_file():
-        raise HarnessError(f"{role} GGUF file not found: {path}")
-    return str(Path(path).expanduser())
-
-
-def resolve_n_ctx(settings: RuntimeSettings, n_ctx_train: int) -> int:
-    return settings.n_ctx or min(n_ctx_train or DEFAULT_N_CTX, DEFAULT_N_CTX)
-
-
-def model_params(settings: RuntimeSettings):
-    p = llama_cpp.llama_model_default_params()
-    p.n_gpu_layers = settings.n_gpu_layers
-    return p
-
-
 def context_params(settings: RuntimeSettings, n_ctx: int):
     """The context settings of both runtimes (flash attention off, as Llama() defaults it)."""
     t, tb = n_threads(settings)
@@ -103,100 +65,6 @@ def context_params(settings: RuntimeSettings, n_ctx: int):
     p.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
     p.no_perf = False
     return p
-
-
-def load_model(path: str, settings: RuntimeSettings, role: str):
-    llama_cpp.llama_backend_init()
-    model = llama_cpp.llama_model_load_from_file(path.encode(), model_params(settings))
-    if not model:
-        raise HarnessError(f"llama.cpp could not load the {role} GGUF file {path} (corrupt, or an architecture this build does not know)")
-    return model
-
-
-def n_ctx_train(path: str, role: str) -> int:
-    """The training context of a GGUF file, reading its header and vocabulary only."""
-    llama_cpp.llama_backend_init()
-    p = llama_cpp.llama_model_default_params()
-    p.vocab_only = True
-    model = llama_cpp.llama_model_load_from_file(path.encode(), p)
-    if not model:
-        raise HarnessError(f"llama.cpp could not read the {role} GGUF file {path}")
-    try:
-        return llama_cpp.llama_model_n_ctx_train(model)
-    finally:
-        llama_cpp.llama_model_free(model)
-
-
-# ---- vocabulary --------------------------------------------------------------------------------
-
-
-def token_text(vocab, i: int) -> str:
-    return llama_cpp.llama_vocab_get_text(vocab, i).decode("utf-8", errors="replace")
-
-
-def real_vocab(vocab) -> int:
-    """Ids the tokenizer really has: n_tokens minus trailing unused rows (padded embeddings)."""
-    n = llama_cpp.llama_vocab_n_tokens(vocab)
-    while n > 0 and llama_cpp.llama_vocab_get_attr(vocab, n - 1) & llama_cpp.LLAMA_TOKEN_ATTR_UNUSED:
-        n -= 1
-    return n
-
-
-def check_vocabularies(target_vocab, draft_vocab) -> int:
-    """Raise HarnessError when the draft speaks another vocabulary; -> the common id count V."""
-    vt, vd = real_vocab(target_vocab), real_vocab(draft_vocab)
-    if vt != vd:
-        raise HarnessError(f"draft and target GGUF vocabularies differ in size ({vd} vs {vt} ids): choose a draft of the target's model family")
-    diffs = [i for i in range(vt) if llama_cpp.llama_vocab_get_text(target_vocab, i) != llama_cpp.llama_vocab_get_text(draft_vocab, i)]
-    if diffs:
-        ex = "; ".join(f"id {i}: target {token_text(target_vocab, i)!r} vs draft {token_text(draft_vocab, i)!r}" for i in diffs[:3])
-        raise HarnessError(f"draft and target GGUF vocabularies differ ({len(diffs)} tokens; {ex}): choose a draft of the target's model family")
-    for name in ("bos", "eos"):
-        f = getattr(llama_cpp, f"llama_vocab_{name}")
-        if f(target_vocab) != f(draft_vocab):
-            raise HarnessError(f"draft and target GGUF {name} tokens differ ({f(draft_vocab)} vs {f(target_vocab)})")
-    return vt
-
-
-def tokenize(vocab, text: str, add_special: bool, parse_special: bool) -> list[int]:
-    data = text.encode("utf-8")
-    cap = len(data) + 8
-    buf = (llama_cpp.llama_token * cap)()
-    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, cap, add_special, parse_special)
-    if n < 0:  # more tokens than bytes + 8 cannot happen for BPE, but follow the API
-        cap = -n
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, cap, add_special, parse_special)
-    return list(buf[:n])
-
-
-def detokenize(vocab, ids: list[int]) -> str:
-    """Ids -> text, special tokens left out (as the HF runtimes' skip_special_tokens=True)."""
-    out = bytearray()
-    buf = ctypes.create_string_buffer(256)
-    for t in ids:
-        n = llama_cpp.llama_token_to_piece(vocab, t, buf, len(buf), 0, False)
-        out += buf.raw[: max(n, 0)]
-    return out.decode("utf-8", errors="replace")
-
-
-def encode_prompt(model, vocab, prompt: str) -> list[int]:
-    """Prompt text -> ids: through the GGUF's chat template when it has one, else raw text,
-    with the BOS the vocabulary asks for (as models/loading.encode_prompt does for HF)."""
-    template = llama_cpp.llama_model_chat_template(model, None)
-    add_bos = bool(llama_cpp.llama_vocab_get_add_bos(vocab))
-    if not template:
-        return tokenize(vocab, prompt, add_bos, False)
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-    bos, eos = llama_cpp.llama_vocab_bos(vocab), llama_cpp.llama_vocab_eos(vocab)
-    fmt = Jinja2ChatFormatter(template.decode("utf-8"), token_text(vocab, eos) if eos >= 0 else "",
-                              token_text(vocab, bos) if bos >= 0 else "", add_generation_prompt=True)
-    text = fmt(messages=[{"role": "user", "content": prompt}]).prompt
-    ids = tokenize(vocab, text, False, True)
-    if add_bos and bos >= 0 and (not ids or ids[0] != bos):
-        ids = [bos] + ids
-    return ids
 
 
 # ---- llama.cpp's own counters ---------------------------------------------------------------------

@@ -28,7 +28,7 @@ What is measured, and how (all from outside the library, nothing of its logic is
   version whose generate no longer calls eval/sample), those phases are None with a note.
 Sampling settings map to the library's sampler: temperature, top_k, top_p, min_p 0, no penalties;
 its chain applies top-k/top-p before temperature, so with top_p < 1 and temperature != 1 the
-distribution differs from harness/sampling.py (noted in Generation.notes).
+distribution differs from core/sampling.py (noted in Generation.notes).
 What it does not do: llama.cpp's C++ speculative example, or create_completion's text handling.
 """
 
@@ -41,12 +41,14 @@ import numpy as np
 import torch
 from llama_cpp.llama_speculative import LlamaDraftModel
 
-from harness import sampling
-from harness.config import GenerationSettings
-from harness.errors import HarnessError
-from harness.timing import PhaseTimer
+from core import metrics, sampling
+from core.config import GenerationSettings, PairSpec
+from core.errors import HarnessError
+from core.records import Generation, Phases, RoundRecord
+from core.timing import PhaseTimer
+from models import llama_files
 from runtimes import llama_common as lc
-from runtimes.base import Generation, PairSpec, Phases, RoundRecord, Runtime
+from runtimes.base import Runtime
 
 
 class _Run:
@@ -62,6 +64,7 @@ class _Run:
         self.matching = True
         self.n_eval = self.n_sample = 0
         self.in_round = False
+        self.rows: list[np.ndarray] = []  # baseline: each step's logits row, for target_entropy
 
     def open_round(self, drafts: list[int]) -> None:
         self.drafts, self.accepted, self.emitted, self.matching = drafts, 0, 0, True
@@ -137,10 +140,12 @@ class HarnessDraft(LlamaDraftModel):
 
 
 class _Timed:
-    """Wrap a Llama's bound eval/sample so the library's own loop books them to phases."""
+    """Wrap a Llama's bound eval/sample so the library's own loop books them to phases. In the
+    baseline each eval's last logits row is copied (outside the phases) for target_entropy."""
 
-    def __init__(self, llm: llama_cpp.Llama):
-        self.llm = llm
+    def __init__(self, llm: llama_cpp.Llama, vocab: int):
+        self.llm, self.vocab = llm, vocab
+        self.keep_rows = False
         self.eval, self.sample = llm.eval, llm.sample
         self.run: Optional[_Run] = None
         llm.eval = self._eval  # instance attributes shadow the methods generate() calls
@@ -154,9 +159,12 @@ class _Timed:
                 self.eval(tokens)
             run.open_round([])
             run.begin_round()
-            return
-        with run.timer.phase("verify"):
-            self.eval(tokens)
+        else:
+            with run.timer.phase("verify"):
+                self.eval(tokens)
+        if self.keep_rows:
+            ptr = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
+            run.rows.append(np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))[: self.vocab].copy())
 
     def _sample(self, *args, **kwargs):
         run = self.run
@@ -169,21 +177,21 @@ class LlamaCppNativeRuntime(Runtime):
     name = "llamacpp-native"
 
     def load(self, pair: PairSpec) -> None:
-        lc.quiet_logs()
+        llama_files.quiet_logs()
         self.pair, self.target, self.draft_llm = pair, None, None
-        t_path = lc.check_gguf(pair.target_gguf, "target")
-        d_path = lc.check_gguf(pair.draft_gguf, "draft")
-        self.n_ctx = lc.resolve_n_ctx(self.settings, lc.n_ctx_train(t_path, "target"))
+        t_path = llama_files.check_gguf(pair.target_gguf, "target")
+        d_path = llama_files.check_gguf(pair.draft_gguf, "draft")
+        self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(t_path, "target"))
         try:
             # with --draft self the same file is loaded twice (Llama takes a path, not a model)
             self.draft_llm = self._llama(d_path, None)
             self.drafter = HarnessDraft(self.draft_llm, 0)
             self.target = self._llama(t_path, self.drafter)
-            self.drafter.vocab = lc.check_vocabularies(self.target._model.vocab, self.draft_llm._model.vocab)
+            self.drafter.vocab = llama_files.check_vocabularies(self.target._model.vocab, self.draft_llm._model.vocab)
         except BaseException:
             self.close()
             raise
-        self.timed = _Timed(self.target)
+        self.timed = _Timed(self.target, self.drafter.vocab)
         self.vocab = self.target._model.vocab
         self.paths = (t_path, d_path)
 
@@ -201,10 +209,10 @@ class LlamaCppNativeRuntime(Runtime):
             raise HarnessError(f"llama-cpp-python could not load {path}: {e}") from None
 
     def encode(self, prompt: str) -> list[int]:
-        return lc.encode_prompt(self.target.model, self.vocab, prompt)
+        return llama_files.encode_prompt(self.target.model, self.vocab, prompt)
 
     def decode(self, ids: list[int]) -> str:
-        return lc.detokenize(self.vocab, ids)
+        return llama_files.detokenize(self.vocab, ids)
 
     @property
     def context_length(self) -> int:
@@ -222,7 +230,7 @@ class LlamaCppNativeRuntime(Runtime):
     def _generate(self, prompt: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
         llm, s = self.target, gen.sampling
         run = _Run(len(prompt), gen)
-        self.timed.run = run
+        self.timed.run, self.timed.keep_rows = run, not speculative
         llm.draft_model = self.drafter if speculative else None
         # Llama() forces logits_all when built with a draft model; without one (the plain loop a
         # user without a draft runs) it copies only the last row, as Llama(draft_model=None) would
@@ -267,13 +275,16 @@ class LlamaCppNativeRuntime(Runtime):
         if speculative:
             notes["accepted"] = "the library accepts while its own sample equals the draft (not the ratio test)"
         if not run.gen.sampling.greedy and run.gen.sampling.top_p < 1 and run.gen.sampling.temperature != 1:
-            notes["distribution"] = "the library applies top-p before temperature; harness/sampling.py after"
+            notes["distribution"] = "the library applies top-p before temperature; core/sampling.py after"
         if run.n_eval == 0 or run.n_sample == 0:  # this library version bypassed our wrappers
             for k in ("prefill_s", "verify_s", "sampling_s", "unaccounted_s"):
                 setattr(phases, k, None)
                 notes[k] = "Llama.generate no longer calls Llama.eval/sample: not observable in this version"
-        return Generation(token_ids=out, phases=phases, rounds=run.rounds, notes=notes,
-                          extra={"llama_perf": perf, "n_eval_calls": run.n_eval, "n_sample_calls": run.n_sample})
+        g = Generation(token_ids=out, phases=phases, rounds=run.rounds, notes=notes,
+                       extra={"llama_perf": perf, "n_eval_calls": run.n_eval, "n_sample_calls": run.n_sample})
+        if run.rows:
+            g.target_entropy = metrics.mean_entropy(torch.from_numpy(np.stack(run.rows[: len(out)])))
+        return g
 
     def describe(self) -> dict:
         return lc.describe([self.target.model, self.draft_llm.model], self.settings, self.paths, self.n_ctx)

@@ -22,7 +22,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def tiny_pair():
     from models.tiny import ensure_pair
-    from runtimes.base import PairSpec
+    from core.config import PairSpec
 
     t, d = ensure_pair("tiny")
     return PairSpec("tiny", str(t), str(d))
@@ -30,7 +30,7 @@ def tiny_pair():
 
 @pytest.fixture(scope="session")
 def torch_rt(tiny_pair):
-    from harness.config import RuntimeSettings
+    from core.config import RuntimeSettings
     from runtimes.pytorch import TorchRuntime
 
     rt = TorchRuntime(RuntimeSettings(device="cpu"))

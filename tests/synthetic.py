@@ -1,4 +1,4 @@
-"""Synthetic results folders for report tests: rows made by the runner's own make_row from known
+"""Synthetic results folders for report tests: rows made by the runner's own generation_row from known
 round records (no model runs), so every table number can be checked by hand.
 
 Per prompt, a baseline is 10 one-token target steps (verify 10 ms, sampling 1 ms, unaccounted
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.config import GenerationSettings, SamplingParams
+from core.config import GenerationSettings, PairSpec, SamplingParams
+from core.records import Generation, Phases, RoundRecord
 from harness.prompts import Prompt
-from harness.runner import make_row
-from runtimes.base import Generation, PairSpec, Phases, RoundRecord
+from harness.runner import generation_row
 
 FACTUAL = Prompt("f1", "factual", "x")
 OPEN = Prompt("o1", "open-ended", "y")
@@ -62,8 +62,8 @@ def rows_for(runtime: str, gammas=(4,), scale: float = 1.0, pair: str = "qwen-li
         gen = GenerationSettings(SamplingParams(0.0), g, 10, 0)
         spec = PairSpec(pair)
         for p in (FACTUAL, OPEN):
-            b = make_row(spec, FakeRuntime(), runtime, "baseline", p, 0, gen, baseline(scale))
-            s = make_row(spec, FakeRuntime(), runtime, "speculative", p, 0, gen, speculative(SPEC_ROUNDS[(p.id, g)], scale, draft_ms),
+            b = generation_row(spec, FakeRuntime(), runtime, "baseline", p, 0, gen, baseline(scale))
+            s = generation_row(spec, FakeRuntime(), runtime, "speculative", p, 0, gen, speculative(SPEC_ROUNDS[(p.id, g)], scale, draft_ms),
                          baseline=b)
             rows += [b, s]
     return rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.bench import Bench, alternate
-from harness.config import RuntimeSettings
+from core.config import RuntimeSettings
 
 
 def test_alternate_warms_up_then_interleaves_and_takes_medians():
@@ -19,7 +19,7 @@ def test_alternate_warms_up_then_interleaves_and_takes_medians():
 
 def test_figure_3_compares_our_llamacpp_loop_with_llama_cpp_pythons_paths(tiny_pair):
     pytest.importorskip("llama_cpp")
-    from models.gguf_export import ensure_tiny_gguf
+    from models.gguf_writer import ensure_tiny_gguf
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
     b = Bench(t_gguf, 8, 1, 2, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)

@@ -10,8 +10,9 @@ import sys
 import pytest
 import torch
 
-from harness.errors import HarnessError
-from models.distill import DistillConfig, build_draft, distill_loss, train
+from core.errors import HarnessError
+from models.distill import build_draft, distill_loss, train
+from models.distill_config import DistillConfig
 
 TEXT = (
     "The water cycle moves water between the oceans, the air and the land. Heat from the sun evaporates "
@@ -109,7 +110,7 @@ def test_distill_loss_is_zero_gradient_at_the_teacher():
 
 
 def test_position_alpha_is_the_overlap_of_the_two_distributions():
-    from models.distill import position_alpha
+    from models.agreement import position_alpha
 
     p = torch.tensor([[[2.0, 0.0, -1.0]]])  # [1, 1, 3]
     assert position_alpha(p, p.clone())[0, 0].item() == pytest.approx(1.0)
@@ -124,43 +125,44 @@ def test_position_alpha_is_the_overlap_of_the_two_distributions():
 
 @pytest.fixture(scope="module")
 def exported(tiny_pair, tmp_path_factory):
-    from models.draft_gguf import export_gguf
+    from models.gguf_writer import write_gguf
     from models.loading import load_hf_model, load_hf_tokenizer
 
     target = load_hf_model(tiny_pair.target, "target", torch.float32, "cpu")
     tok = load_hf_tokenizer(tiny_pair.target, "target")
     draft = build_draft(target, 32, 1, seed=1)
     folder = tmp_path_factory.mktemp("gguf")
-    return draft, tok, {q: export_gguf(draft, folder / f"draft-{q}.gguf", qtype=q, tokenizer=tok) for q in ("f32", "q8_0")}
+    return draft, tok, {q: write_gguf(draft, folder / f"draft-{q}.gguf", qtype=q, tokenizer=tok, reader="transformers")
+                        for q in ("f32", "q8_0")}
 
 
 def test_exported_gguf_loads_in_transformers(exported):
-    from models.draft_gguf import check_roundtrip
+    from models.gguf_writer import roundtrip_error
     from models.loading import load_hf_tokenizer
 
     draft, tok, paths = exported
     ids = tok.encode("The water cycle moves water")
-    assert check_roundtrip(draft, paths["f32"], ids) < 1e-4
-    assert check_roundtrip(draft, paths["q8_0"], ids) < 0.1 * 8  # q8_0 noise, logits of std ~ a few units
+    assert roundtrip_error(draft, paths["f32"], ids) < 1e-4
+    assert roundtrip_error(draft, paths["q8_0"], ids) < 0.1 * 8  # q8_0 noise, logits of std ~ a few units
     assert load_hf_tokenizer(str(paths["q8_0"]), "draft").encode("hello") == tok.encode("hello")
 
 
 def test_a_4_bit_embedding_is_smaller_and_still_close(exported, tmp_path):
     """--embed-quant q4_0: the embedding/output matrix in 4 bits, the rest as before."""
-    from models.draft_gguf import check_roundtrip, export_gguf
+    from models.gguf_writer import roundtrip_error, write_gguf
 
     draft, tok, paths = exported
-    q4 = export_gguf(draft, tmp_path / "draft-q4e.gguf", qtype="q8_0", tokenizer=tok, embed_qtype="q4_0")
+    q4 = write_gguf(draft, tmp_path / "draft-q4e.gguf", qtype="q8_0", tokenizer=tok, embed_qtype="q4_0", reader="transformers")
     assert q4.stat().st_size < paths["q8_0"].stat().st_size
     ids = tok.encode("The water cycle moves water")
-    err8, err4 = check_roundtrip(draft, paths["q8_0"], ids), check_roundtrip(draft, q4, ids)
+    err8, err4 = roundtrip_error(draft, paths["q8_0"], ids), roundtrip_error(draft, q4, ids)
     logits = draft(input_ids=torch.tensor([ids])).logits
     spread = float(logits.max() - logits.min())
     assert err8 < err4 < 0.25 * spread, (err8, err4, spread)
 
 
 def test_exported_gguf_is_a_draft_in_the_torch_runtime(tiny_pair, exported):
-    from harness.config import GenerationSettings, RuntimeSettings
+    from core.config import GenerationSettings, RuntimeSettings
     from models.presets import resolve_pair
     from runtimes.pytorch import TorchRuntime
 
@@ -218,7 +220,7 @@ def test_training_on_generated_answers_reports_heldout_agreement(tiny_pair, tmp_
     out, never trained on, and agreement on them is logged and kept in the checkpoint."""
     pytest.importorskip("llama_cpp")
     from models.distill import heldout_split, teacher_records
-    from models.gguf_export import ensure_tiny_gguf
+    from models.gguf_writer import ensure_tiny_gguf
     from models.teacher_data import ensure_generated
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")

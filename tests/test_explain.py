@@ -10,12 +10,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness import theory
+from core import theory
 from harness.cli import main
-from harness.config import GenerationSettings, SamplingParams
-from harness.runner import make_row
+from core.config import GenerationSettings, SamplingParams
+from harness.runner import generation_row
 from reports import explain
-from runtimes.base import Generation, PairSpec, Phases, RoundRecord
+from core.config import PairSpec
+from core.records import Generation, Phases, RoundRecord
 from tests import synthetic
 
 T = 0.010  # target one-token step (baseline verify), seconds
@@ -54,8 +55,8 @@ def base_rounds(n: int, sampling=0.1, unacc=0.1):
 def rows(runtime="fast", accepted=GEOMETRIC, gamma=4, base_prefill=0.0, spec_prefill=0.0, n_base=31, **kw):
     g = GenerationSettings(SamplingParams(0.0), gamma, 64, 0)
     pair = PairSpec("p")
-    b = make_row(pair, synthetic.FakeRuntime(), runtime, "baseline", synthetic.FACTUAL, 0, g, gen(base_rounds(n_base), base_prefill))
-    s = make_row(pair, synthetic.FakeRuntime(), runtime, "speculative", synthetic.FACTUAL, 0, g,
+    b = generation_row(pair, synthetic.FakeRuntime(), runtime, "baseline", synthetic.FACTUAL, 0, g, gen(base_rounds(n_base), base_prefill))
+    s = generation_row(pair, synthetic.FakeRuntime(), runtime, "speculative", synthetic.FACTUAL, 0, g,
                  gen(spec_rounds(accepted, gamma, **kw), spec_prefill), baseline=b)
     return [b, s]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.config import GenerationSettings
+from core.config import GenerationSettings
 
 PROMPTS = ["The quick brown fox", "Photosynthesis is", "def f(x):", "1, 2, 3,", "Once upon a time"]
 
@@ -38,16 +38,15 @@ def test_eos_mid_round_stops_both_modes_at_the_same_token(torch_rt):
     ids = torch_rt.encode("The quick brown fox")
     gen = GenerationSettings(gamma=6, max_new_tokens=30, ignore_eos=True)
     full = torch_rt.generate_baseline(ids, gen).token_ids
-    engine = torch_rt.engine
-    old = engine.eos_id
+    old = torch_rt.eos_id
     try:
-        engine.eos_id = full[9]  # pretend the 10th generated token is EOS
+        torch_rt.eos_id = full[9]  # pretend the 10th generated token is EOS
         stop = full.index(full[9]) + 1
         gen_eos = GenerationSettings(gamma=6, max_new_tokens=30)
         base = torch_rt.generate_baseline(ids, gen_eos)
         spec = torch_rt.generate_speculative(ids, gen_eos)
     finally:
-        engine.eos_id = old
+        torch_rt.eos_id = old
     assert base.token_ids == full[:stop]
     assert spec.token_ids == base.token_ids
     assert sum(r.emitted for r in spec.rounds) == stop
@@ -55,15 +54,15 @@ def test_eos_mid_round_stops_both_modes_at_the_same_token(torch_rt):
 
 def test_padded_embeddings_compare_over_tokenizer_ids():
     """Draft and target with different embedding sizes (as Qwen2.5 0.5B vs 7B) still agree greedily."""
-    from harness.config import RuntimeSettings
+    from core.config import RuntimeSettings
     from models.tiny import ensure_pair
-    from runtimes.base import PairSpec
+    from core.config import PairSpec
     from runtimes.pytorch import TorchRuntime
 
     t, d = ensure_pair("tiny-padded")
     rt = TorchRuntime(RuntimeSettings(device="cpu"))
     rt.load(PairSpec("tiny-padded", str(t), str(d)))
-    assert rt.engine.target.model.config.vocab_size != rt.engine.draft.model.config.vocab_size
+    assert rt.target.model.config.vocab_size != rt.draft.model.config.vocab_size
     ids = rt.encode("Hello")
     gen = GenerationSettings(gamma=4, max_new_tokens=20, ignore_eos=True)
     base = rt.generate_baseline(ids, gen)

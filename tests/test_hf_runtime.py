@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
-from harness.errors import RuntimeUnavailable
-from harness.metrics import PHASE_FIELDS
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from core.errors import RuntimeUnavailable
+from core.metrics import TIME_FIELDS
 
 PROMPTS = ["The quick brown fox", "Speculative decoding is", "def fib(n):"]
 GREEDY = SamplingParams()
@@ -47,8 +47,8 @@ def counts(g) -> list[tuple[int, int, int]]:
 def assert_identity(g, speculative: bool) -> None:
     """prefill + draft + verify + sampling + unaccounted == wall, per generation and per round; none < 0."""
     p = g.phases.to_dict()
-    assert all(p[f] >= 0 for f in PHASE_FIELDS)
-    assert sum(p[f] for f in PHASE_FIELDS[1:]) == pytest.approx(p["wall_s"], abs=NS)
+    assert all(p[f] >= 0 for f in TIME_FIELDS)
+    assert sum(p[f] for f in TIME_FIELDS[1:]) == pytest.approx(p["wall_s"], abs=NS)
     assert p["verify_s"] > 0 and p["sampling_s"] > 0 and p["prefill_s"] > 0
     assert (p["draft_s"] > 0) == speculative
     for r in g.rounds:
@@ -118,7 +118,7 @@ def test_eos_rule_matches_torch(hf_rt, torch_rt, monkeypatch):
     full = hf_rt.generate_baseline(ids, settings(n=16)).token_ids
     eos = full[5]  # pretend a token that occurs mid-output is EOS
     monkeypatch.setattr(hf_rt, "eos_id", eos)
-    monkeypatch.setattr(torch_rt.engine, "eos_id", eos)
+    monkeypatch.setattr(torch_rt, "eos_id", eos)
     stop = full[: full.index(eos) + 1]
     for gen in (settings(n=16, ignore_eos=False), settings(n=16, ignore_eos=True)):
         want = full if gen.ignore_eos else stop
@@ -159,7 +159,7 @@ def test_hooks_removed_when_generate_raises(hf_rt, monkeypatch):
 
 def test_self_draft_accepts_everything(tiny_pair):
     """--draft self: the calibration case, every draft accepted, same ids as the baseline."""
-    from runtimes.base import PairSpec
+    from core.config import PairSpec
     from runtimes.hf import HFRuntime
 
     rt = HFRuntime(RuntimeSettings(device="cpu"))
@@ -194,7 +194,7 @@ def test_foreign_logits_processor_refused(hf_rt, monkeypatch):
 def test_padded_embeddings_declined():
     """Different embedding sizes would switch transformers to another algorithm: declined at load."""
     from models.tiny import ensure_pair
-    from runtimes.base import PairSpec
+    from core.config import PairSpec
     from runtimes.hf import HFRuntime
 
     t, d = ensure_pair("tiny-padded")
@@ -203,7 +203,7 @@ def test_padded_embeddings_declined():
 
 
 def test_timer_begin_end():
-    from harness.timing import PhaseTimer
+    from core.timing import PhaseTimer
 
     timer = PhaseTimer()
     timer.start()
@@ -224,12 +224,12 @@ def test_cursor_books_nested_calls_once(monkeypatch):
     """gamma+1 logits-processor calls inside one open sampling phase book that phase once."""
     import itertools
 
-    import harness.timing
+    import core.timing
     from runtimes.hf import _Cursor
 
     clock = itertools.count(0, 10)  # every clock read advances 10 ns
-    monkeypatch.setattr(harness.timing.time, "perf_counter_ns", lambda: next(clock))
-    timer = harness.timing.PhaseTimer()
+    monkeypatch.setattr(core.timing.time, "perf_counter_ns", lambda: next(clock))
+    timer = core.timing.PhaseTimer()
     cursor = _Cursor(timer)
     timer.start()  # t=0
     cursor.switch("verify")  # t=10

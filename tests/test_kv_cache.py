@@ -1,9 +1,9 @@
-"""KV caches stay correct on both sides in every case.
+"""KV caches stay correct on both sides in every case, through the shared loop (torch runtime).
 
-A shadow of each cache (the tokens fed to it, cut back on every crop) must always be a prefix of
-the true sequence, and every cached pass must give the logits a cache-free pass gives. The two
-defects of the first seed's code (seeds/README.md) are put back by monkeypatching and must be
-caught by the same check:
+A shadow of each cache (the tokens fed to it, cut back on every crop) must, after every
+rollback, be a prefix of the true sequence, and every cached pass must give the logits a
+cache-free pass gives. The two defects of the first seed's code (seeds/README.md) are put back by
+monkeypatching and must be caught:
   1. target cache cropped one position too late after a rejection;
   2. draft never ingests the last draft token when every draft is accepted.
 """
@@ -11,66 +11,52 @@ caught by the same check:
 import pytest
 import torch
 
-from harness.config import GenerationSettings, SamplingParams
-from runtimes.pytorch import KVModel, SpeculativeEngine
+from core.config import GenerationSettings, SamplingParams
+from runtimes.loop import DraftModel, Loop, Model
 
 
-class CacheChecker:
-    """Wraps a runtime's engine: mirrors each cache and checks it against cache-free passes."""
+class Shadowed(Model):
+    """A TorchKV that mirrors what it was fed and checks each pass against a cache-free pass; after
+    each crop (the loop's rollback) it logs what the cache holds."""
 
-    def __init__(self, engine: SpeculativeEngine):
-        self.engine = engine
-        self.shadow = {id(engine.target): [], id(engine.draft): []}
-        self.passes = []  # (role, tokens the cache held at a round's first pass of that model)
-        self._orig_crop = KVModel.crop
-        self._orig_reset = KVModel.reset
-        self.last_role = None
+    def __init__(self, kv, role: str, log: list):
+        self.kv, self.role, self.log = kv, role, log
+        self.vocab, self.sync = kv.vocab, kv.sync
+        self.shadow: list[int] = []
 
-    def __enter__(self):
-        checker = self
+    def forward(self, ids, n_logits):
+        seen = self.shadow + list(ids)
+        logits = self.kv.forward(ids, n_logits)
+        assert len(self.kv) == len(seen), "cache length differs from what was fed"
+        with torch.inference_mode():
+            ref = self.kv.model(input_ids=torch.tensor([seen])).logits[0, -n_logits:, : self.vocab]  # cache-free
+        torch.testing.assert_close(logits, ref, atol=1e-3, rtol=1e-3)
+        self.shadow = seen
+        return logits
 
-        def crop(m, length):
-            checker._orig_crop(m, length)
-            del checker.shadow[id(m)][length:]
+    def crop(self, length):
+        self.kv.crop(length)
+        del self.shadow[length:]
+        self.log.append((self.role, list(self.shadow)))
 
-        def reset(m):
-            checker._orig_reset(m)
-            checker.shadow[id(m)] = []
+    def reset(self):
+        self.kv.reset()
+        self.shadow = []
 
-        def hook(role, m, ids, logits):
-            seen = checker.shadow[id(m)] + list(ids)
-            assert len(m) == len(seen), "cache length differs from what was fed"
-            with torch.inference_mode():
-                x = torch.tensor([seen])
-                ref = m.model(input_ids=x).logits[0, -logits.shape[0]:, : m.vocab]  # cache-free
-            torch.testing.assert_close(logits, ref, atol=1e-3, rtol=1e-3)
-            if role != "draft" or checker.last_role != "draft":  # after rollback, before new drafts
-                checker.passes.append((role, checker.shadow[id(m)]))
-            checker.shadow[id(m)] = seen
-            checker.last_role = role
-
-        self._mp = pytest.MonkeyPatch()
-        self._mp.setattr(KVModel, "crop", crop)
-        self._mp.setattr(KVModel, "reset", reset)
-        self.engine.forward_hook = hook
-        return self
-
-    def __exit__(self, *exc):
-        self.engine.forward_hook = None
-        self._mp.undo()
-
-    def check_prefixes(self, full_sequence: list[int]):
-        """What each cache held after each rollback must be a prefix of the final sequence."""
-        for role, held in self.passes:
-            assert held == full_sequence[: len(held)], f"{role} cache held a token that is not in the output"
+    def __len__(self):
+        return len(self.kv)
 
 
 def run_checked(rt, text, gamma, temperature=0.0, n=30):
     ids = rt.encode(text)
     gen = GenerationSettings(SamplingParams(temperature=temperature), gamma=gamma, max_new_tokens=n, seed=3, ignore_eos=True)
-    with CacheChecker(rt.engine) as chk:
-        out = rt.generate_speculative(ids, gen)
-    chk.check_prefixes(ids + out.token_ids)
+    held = []
+    loop = Loop(Shadowed(rt.target, "target", held), DraftModel(Shadowed(rt.draft, "draft", held)), rt.is_eos)
+    out = loop.generate(ids, gen)
+    full = ids + out.token_ids
+    assert held
+    for role, cached in held:
+        assert cached == full[: len(cached)], f"{role} cache held a token that is not in the output"
     return out
 
 
@@ -91,22 +77,46 @@ def test_rejection_at_every_position_is_rolled_back(torch_rt):
 
 
 def test_defect_1_target_cropped_one_too_late_is_caught(torch_rt, monkeypatch):
-    def late_rollback(self, keep):
+    def late_rollback(self, seq, keep):
         self.target.crop(keep + 1)  # the rejected draft's KV stays where the correction belongs
-        self.draft.crop(keep)
+        self.drafter.accepted(seq, keep)
 
-    monkeypatch.setattr(SpeculativeEngine, "_rollback", late_rollback)
+    monkeypatch.setattr(Loop, "_rollback", late_rollback)
+    with pytest.raises(AssertionError):
+        run_checked(torch_rt, "The quick brown fox", gamma=4)
+
+
+def test_defect_1_is_caught_by_the_shadow_alone(torch_rt, monkeypatch):
+    """Without the loop's own invariant check, the shadow (cache-free logits, prefix) still catches it."""
+    def late_rollback(self, seq, keep):
+        self.target.crop(keep + 1)
+        self.drafter.accepted(seq, keep)
+
+    monkeypatch.setattr(Loop, "_rollback", late_rollback)
+    monkeypatch.setattr(Loop, "_check", lambda self, seq: None)
     with pytest.raises(AssertionError):
         run_checked(torch_rt, "The quick brown fox", gamma=4)
 
 
 def test_defect_2_draft_misses_last_draft_on_full_accept_is_caught(torch_rt, monkeypatch):
-    orig = SpeculativeEngine._pending
+    orig = DraftModel.pending
 
-    def forgetful_pending(m, seq):
-        ids = orig(m, seq)
-        return ids[-1:]  # after a full accept, d_gamma is never fed to the draft
+    def forgetful_pending(self, seq):
+        return orig(self, seq)[-1:]  # after a full accept, x_gamma is never fed to the draft
 
-    monkeypatch.setattr(SpeculativeEngine, "_pending", staticmethod(forgetful_pending))
+    monkeypatch.setattr(DraftModel, "pending", forgetful_pending)
     with pytest.raises(AssertionError):
         run_checked(torch_rt, "The quick brown fox", gamma=2)
+
+
+def test_the_loop_refuses_a_target_cache_out_of_step(torch_rt, monkeypatch):
+    """The invariant every runtime over the shared loop is held to: after each round the target
+    holds the sequence minus its newest token."""
+    def late_rollback(self, seq, keep):
+        self.target.crop(keep + 1)
+        self.drafter.accepted(seq, keep)
+
+    monkeypatch.setattr(Loop, "_rollback", late_rollback)
+    ids = torch_rt.encode("The quick brown fox")
+    with pytest.raises(AssertionError, match="target KV cache out of step"):
+        torch_rt.generate_speculative(ids, GenerationSettings(gamma=4, max_new_tokens=30, ignore_eos=True))

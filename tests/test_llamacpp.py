@@ -13,12 +13,13 @@ import torch
 
 import llama_cpp  # noqa: F401  (a hard dependency: no importorskip, see the module docstring)
 
-from harness import sampling
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
-from models.gguf_export import ensure_tiny_gguf, permute_qk
+from core import sampling
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from models import llama_files
+from models.gguf_writer import ensure_tiny_gguf, permute_qk
 from runtimes import llama_common as lc
-from runtimes.base import PairSpec
-from runtimes.llamacpp import LlamaCppRuntime, LlamaEngine, LlamaKV
+from runtimes.llamacpp import LlamaCppRuntime, LlamaKV
+from runtimes.loop import DraftModel, Loop, Model
 
 GREEDY = SamplingParams()
 TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.", "  two  spaces\n\ttab",
@@ -76,7 +77,7 @@ def test_permute_qk_interleaves_halves():
 def test_gguf_tokenizes_like_hf(llama_rt, hf_tok):
     for text in TEXTS:
         ids = hf_tok.encode(text, add_special_tokens=False)
-        assert lc.tokenize(llama_rt.vocab, text, False, False) == ids, text
+        assert llama_files.tokenize(llama_rt.vocab, text, False, False) == ids, text
         assert llama_rt.encode(text) == ids  # no chat template, no BOS: raw ids as the torch runtime
         assert llama_rt.decode(ids) == text
 
@@ -91,10 +92,10 @@ def test_gguf_logits_match_hf(tiny_pair, hf_tok, outtype, atol):
     hf = AutoModelForCausalLM.from_pretrained(tiny_pair.target, dtype=torch.float32).eval()
     with torch.no_grad():
         ref = hf(torch.tensor([ids])).logits[0].numpy()  # [S, V]
-    model = lc.load_model(str(t_gguf), SETTINGS, "target")
+    model = llama_files.load_model(str(t_gguf), "target")
     kv = LlamaKV(model, lc.context_params(SETTINGS, 256), 257)
     try:
-        got = kv.forward(ids, len(ids)).copy()  # [S, V]
+        got = kv.forward(ids, len(ids)).numpy().copy()  # [S, V]
     finally:
         kv.close()
         llama_cpp.llama_model_free(model)
@@ -105,11 +106,11 @@ def test_gguf_logits_match_hf(tiny_pair, hf_tok, outtype, atol):
 
 def test_padded_vocab_exports_unused_rows():
     t, d = ensure_tiny_gguf("tiny-padded", "f32")
-    models = [lc.load_model(str(p), SETTINGS, "x") for p in (t, d)]
+    models = [llama_files.load_model(str(p), "x") for p in (t, d)]
     try:
         vocabs = [llama_cpp.llama_model_get_vocab(m) for m in models]
         assert [llama_cpp.llama_vocab_n_tokens(v) for v in vocabs] == [257 + 15, 257 + 7]
-        assert lc.check_vocabularies(*vocabs) == 257
+        assert llama_files.check_vocabularies(*vocabs) == 257
     finally:
         for m in models:
             llama_cpp.llama_model_free(m)
@@ -155,14 +156,39 @@ def test_self_draft_accepts_everything(llama_self, prompt_ids, llama_baseline):
 # ---- rollback -------------------------------------------------------------------------------------
 
 
-class _RejectAt(LlamaEngine):
-    """Self-draft engine whose draft is wrong at position j of every round: rejection at j."""
+class _RejectAt(DraftModel):
+    """Self-draft drafter whose draft is wrong at position j of every round: rejection at j."""
 
     j = 0
 
-    def _pick(self, logits, s, rng, i):
-        d, q = super()._pick(logits, s, rng, i)
-        return ((d + 1) % self.draft.vocab if i == self.j else d), q
+    def pick(self, logits, s, rng, i):
+        d, q = super().pick(logits, s, rng, i)
+        return ((d + 1) % self.model.vocab if i == self.j else d), q
+
+
+class _Checked(Model):
+    """A context that, after each decode, compares its logits with a fresh context's on the
+    tokens we believe it holds."""
+
+    def __init__(self, kv: LlamaKV, role: str, fresh: LlamaKV, checked: list):
+        self.kv, self.vocab, self.role, self.fresh, self.checked = kv, kv.vocab, role, fresh, checked
+
+    def forward(self, ids, n_logits):
+        logits = self.kv.forward(ids, n_logits)
+        self.fresh.reset()
+        ref = self.fresh.forward(list(self.kv.ids), len(logits))
+        np.testing.assert_allclose(logits, ref, rtol=0, atol=1e-3 * float(ref.abs().max()))
+        self.checked.append(self.role)
+        return logits
+
+    def crop(self, length):
+        self.kv.crop(length)
+
+    def reset(self):
+        self.kv.reset()
+
+    def __len__(self):
+        return len(self.kv)
 
 
 @pytest.mark.parametrize("j", range(6))
@@ -170,41 +196,34 @@ def test_rollback_at_every_rejection_position(llama_self, tiny_self, prompt_ids,
     """After each decode, the context's logits equal a fresh context's on the tokens we believe it
     holds: a rejected draft's KV left in place (cropped one position too late) would change them."""
     gamma = 6
-    base = llama_self.engine
-    eng = _RejectAt(base.target, base.draft, base.is_eog)
-    eng.j = j
-    fresh = LlamaKV(llama_self.models[0], lc.context_params(SETTINGS, 512), base.target.vocab)
+    rt = llama_self
+    fresh = LlamaKV(rt.models[0], lc.context_params(SETTINGS, 512), rt.target.vocab)
     checked = []
-
-    def hook(role, kv, ids, logits):
-        fresh.reset()
-        ref = fresh.forward(list(kv.ids), len(logits))
-        np.testing.assert_allclose(logits, ref, rtol=0, atol=1e-3 * np.abs(ref).max())
-        checked.append(role)
-
-    eng.forward_hook = hook
+    target = _Checked(rt.target, "target", fresh, checked)
+    drafter = _RejectAt(_Checked(rt.draft, "draft", fresh, checked))
+    drafter.j = j
     try:
-        g = eng.speculative(prompt_ids, gen(30, gamma))
+        g = Loop(target, drafter, rt.is_eos).generate(prompt_ids, gen(30, gamma))
     finally:
         fresh.close()
     assert g.token_ids == llama_baseline[:30]
     full = [r for r in g.rounds if r.drafted > j]
     assert full and all(r.accepted == j for r in full)
     assert {"target", "draft"} <= set(checked)
-    assert len(base.target) == len(prompt_ids) + 30 - 1  # both caches hold seq[:-1] after a rejection
+    assert len(target) == len(prompt_ids) + 30 - 1  # both caches hold seq[:-1] after a rejection
 
 
 def test_crop_removes_the_rejected_kv(llama_rt):
     """llama_memory_seq_rm really forgets: decoding x after cropping y equals decoding x fresh."""
-    kv = llama_rt.engine.target
+    kv = llama_rt.target
     kv.reset()
     kv.forward([72, 101, 108], 1)
     kv.forward([200, 201], 1)
     kv.crop(3)
-    got = kv.forward([108, 111], 2).copy()
+    got = kv.forward([108, 111], 2).clone()
     kv.reset()
-    ref = kv.forward([72, 101, 108, 108, 111], 2).copy()
-    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-3 * np.abs(ref).max())
+    ref = kv.forward([72, 101, 108, 108, 111], 2).clone()
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-3 * float(ref.abs().max()))
 
 
 # ---- phases and counters ----------------------------------------------------------------------------
@@ -258,9 +277,8 @@ def test_speculative_sampling_keeps_the_target_distribution(llama_rt):
 
     s = SamplingParams(temperature=4.0)
     prompt = llama_rt.encode("fox")
-    eng = llama_rt.engine
-    eng.target.reset()
-    logits = torch.from_numpy(eng.target.forward(prompt, 1).copy())  # [1, V]
+    llama_rt.target.reset()
+    logits = llama_rt.target.forward(prompt, 1).clone()  # [1, V]
     p = sampling.probs_from_logits(logits, s)[0].double().numpy()
     n = 600
     counts = np.zeros(len(p))

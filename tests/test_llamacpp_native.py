@@ -10,9 +10,9 @@ import pytest
 
 import llama_cpp  # noqa: F401  (a hard dependency)
 
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
-from models.gguf_export import ensure_tiny_gguf
-from runtimes.base import PairSpec
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from models.gguf_writer import ensure_tiny_gguf
+from core.config import PairSpec
 from runtimes.llamacpp_native import LlamaCppNativeRuntime
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import theory
+from core import theory
+from models import shape
 from harness.cli import main
-from harness.errors import HarnessError
+from core.errors import HarnessError
 from models import compat
 from tests.fakehub import folder_files, write_gguf
 
@@ -94,7 +95,7 @@ def test_info_of_a_gguf_file(tmp_path):
     rows = rows_of(r.output)
     assert rows["architecture"] == "llama" and rows["layers"] == "3" and rows["hidden size"] == "64"
     assert rows["vocabulary"] == "257 tokenizer ids, 264 rows (padded)"
-    assert rows["FLOPs/token"].startswith(f"{theory.flops_for(str(path)).flops():,} ")
+    assert rows["FLOPs/token"].startswith(f"{shape.flops_for(str(path)).flops():,} ")
     assert rows["format"].startswith("gguf (ALL_F32")
 
 
@@ -104,7 +105,7 @@ def test_info_of_an_hf_folder(tiny_pair):
     rows = rows_of(r.output)
     assert rows["architecture"] == "LlamaForCausalLM (llama)" and rows["layers"] == "4"
     assert rows["vocabulary"] == "257 tokenizer ids, 257 embedding rows"
-    assert rows["FLOPs/token"].startswith(f"{theory.flops_for(tiny_pair.target).flops():,} ")
+    assert rows["FLOPs/token"].startswith(f"{shape.flops_for(tiny_pair.target).flops():,} ")
     draft = rows_of(invoke("models", "info", tiny_pair.draft).output)
     assert draft["tokenizer"] == rows["tokenizer"] and draft["layers"] == "1"
 
@@ -133,7 +134,7 @@ def test_info_of_a_preset_describes_both_models():
 
 
 def test_quant_patterns_are_exact_case_insensitive_and_know_split_files():
-    from models.hub import HubModel
+    from models.presets import HubModel
 
     m = HubModel("target", gguf="x/y", file="Model-{quant}.gguf")
     files = ["Model-Q4_0.gguf", "Model-Q4_0_4_4.gguf", "model-q8_0.gguf", "README.md", "Model-Q4_K_M.gguf.part",
@@ -145,7 +146,7 @@ def test_quant_patterns_are_exact_case_insensitive_and_know_split_files():
 
 
 def test_every_hub_preset_is_well_formed():
-    from models.hub import hub_pair
+    from models.presets import hub_pair
     from models.presets import PRESETS
 
     hub = [n for n, p in PRESETS.items() if "target" in p]
@@ -250,13 +251,13 @@ def test_a_gguf_is_converted_once_and_reloaded_from_the_cache(tiny_pair, tmp_pat
 
     import torch
 
-    from models.draft_gguf import export_gguf
+    from models.gguf_writer import write_gguf
     from models.loading import load_hf_model, load_hf_tokenizer
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     src = load_hf_model(tiny_pair.target, "target", torch.float32, "cpu")
     tok = load_hf_tokenizer(tiny_pair.target, "target")
-    gguf = export_gguf(src, tmp_path / "t.gguf", qtype="f32", tokenizer=tok)
+    gguf = write_gguf(src, tmp_path / "t.gguf", qtype="f32", tokenizer=tok, reader="transformers")
     ids = torch.tensor([tok.encode("The water cycle moves water")])
     first = load_hf_model(str(gguf), "target", torch.float32, "cpu")
     folders = list((tmp_path / "cache" / "gguf-hf").iterdir())

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from harness import metrics
+from core import metrics
 from reports import tables, write_report
 from reports.ceiling import CFlops
 from tests import synthetic

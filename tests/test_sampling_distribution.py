@@ -10,8 +10,8 @@ The same test must reject a deliberately wrong rule ("always accept the draft").
 import pytest
 import torch
 
-from harness import sampling
-from harness.config import GenerationSettings, RuntimeSettings, SamplingParams
+from core import sampling
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 
 N = 3000
 PROMPT = [1, 2, 3]
@@ -21,7 +21,7 @@ P_THRESHOLD = 1e-4
 @pytest.fixture(scope="module")
 def micro_rt():
     from models.tiny import ensure_pair
-    from runtimes.base import PairSpec
+    from core.config import PairSpec
     from runtimes.pytorch import TorchRuntime
 
     t, d = ensure_pair("micro")
@@ -84,7 +84,7 @@ S = SamplingParams(temperature=1.0)
 
 @pytest.mark.slow
 def test_speculative_sampling_matches_target_distribution(micro_rt):
-    probs = exact_target_distribution(micro_rt.engine.target.model, S)
+    probs = exact_target_distribution(micro_rt.target.model, S)
     samples = speculative_samples(micro_rt, S, gamma=2)
     assert chi_square_p(samples, probs) > P_THRESHOLD
 
@@ -96,7 +96,7 @@ def test_wrong_rule_always_accept_is_detected(micro_rt, monkeypatch):
         return g, int(sampling.sample(p[g:], s, generator)[0])
 
     monkeypatch.setattr(sampling, "accept_sampled", always_accept)
-    probs = exact_target_distribution(micro_rt.engine.target.model, S)
+    probs = exact_target_distribution(micro_rt.target.model, S)
     samples = speculative_samples(micro_rt, S, gamma=2)
     assert chi_square_p(samples, probs) < P_THRESHOLD
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import SamplingParams
+from core.config import SamplingParams
 from harness.prompts import BUILTIN, load_prompts
-from harness.results import read_results
+from core.results import read_results
 from harness.runner import RunConfig, Runner, row_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_truncated_last_line_is_reported_cut_and_measured_again(tmp_path, capsys
 
 
 def test_without_resume_existing_results_are_refused(tmp_path):
-    from harness.errors import HarnessError
+    from core.errors import HarnessError
 
     out = tmp_path / "o"
     Runner(_cfg(out)).run()
@@ -139,7 +139,7 @@ def test_builtin_prompt_sets_and_user_jsonl(tmp_path):
     ps = load_prompts(str(f))
     assert [(p.id, p.category, p.text) for p in ps] == [("a", "mine", "Hello"), ("p-2", "custom", "World")]
     f.write_text('{"id": "a"}\n')
-    from harness.errors import HarnessError
+    from core.errors import HarnessError
 
     with pytest.raises(HarnessError, match='p.jsonl:1: expected a JSON object with a "prompt"'):
         load_prompts(str(f))

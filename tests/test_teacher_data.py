@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("llama_cpp")
 
-from models.gguf_export import ensure_tiny_gguf  # noqa: E402
+from models.gguf_writer import ensure_tiny_gguf  # noqa: E402
 from models.teacher_data import _top_logprobs, ensure_generated, generate_sequences  # noqa: E402
 
 
@@ -98,7 +98,7 @@ def test_heldout_agreement_of_the_teacher_with_itself(tiny_target):
 
 
 def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
-    from harness.errors import HarnessError
+    from core.errors import HarnessError
 
     with pytest.raises(HarnessError, match="not found"):
         next(generate_sequences(str(tmp_path / "nope.gguf"), [[1, 2]], 4, 2, 0.0, 0))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import metrics, theory
-from harness.errors import HarnessError
+from core import metrics, theory
+from models import shape
+from core.errors import HarnessError
 
 # Known shapes of the first seed's pair (and its 1.5B candidate), from their public config.json.
 QWEN = {
@@ -24,21 +25,21 @@ def qwen(size: str):
 
 
 def test_qwen_flops_per_token_match_the_first_seed():
-    t = theory.flops_from_config(qwen("3b"))
-    d = theory.flops_from_config(qwen("0.5b"))
+    t = shape.flops_from_config(qwen("3b"))
+    d = shape.flops_from_config(qwen("0.5b"))
     assert t.flops() == 6_171_394_048
     assert d.flops() == 987_922_432
     assert round(theory.c_flops(t, d), 4) == 0.1601
     # the seed's second candidate: "c = 0.5002" for Qwen2.5-1.5B
-    assert round(theory.c_flops(t, theory.flops_from_config(qwen("1.5b"))), 4) == 0.5002
+    assert round(theory.c_flops(t, shape.flops_from_config(qwen("1.5b"))), 4) == 0.5002
 
 
 def test_matmul_count_by_hand_and_attention_term():
-    a = theory.architecture_from_config(qwen("0.5b"))
+    a = shape.shape_from_config(qwen("0.5b"))
     assert (a.head_dim, a.kv_heads, a.gated_mlp) == (64, 2, True)
     per_layer = 896 * 896 * 2 + 896 * 128 * 2 + 3 * 896 * 4864  # q,o + k,v + gate/up/down
-    assert theory.matmul_params(a) == 24 * per_layer + 151936 * 896  # + the tied head, once
-    f = theory.flops_from_config(qwen("0.5b"))
+    assert shape.matmul_params(a) == 24 * per_layer + 151936 * 896  # + the tied head, once
+    f = shape.flops_from_config(qwen("0.5b"))
     assert f.flops(1000) - f.flops() == 4 * 24 * 896 * 1000
     with pytest.raises(HarnessError):
         f.flops(-1)
@@ -49,9 +50,9 @@ def test_non_gated_mlp_and_untied_head_count_the_head_once():
 
     cfg = OPTConfig(hidden_size=64, ffn_dim=256, num_hidden_layers=2, num_attention_heads=4,
                     vocab_size=100, word_embed_proj_dim=64)
-    a = theory.architecture_from_config(cfg)
+    a = shape.shape_from_config(cfg)
     assert not a.gated_mlp
-    assert theory.matmul_params(a) == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64
+    assert shape.matmul_params(a) == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64
 
 
 def test_config_count_agrees_with_the_real_linear_layers(tiny_pair):
@@ -61,7 +62,7 @@ def test_config_count_agrees_with_the_real_linear_layers(tiny_pair):
 
     model = AutoModelForCausalLM.from_pretrained(tiny_pair.target)
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    assert theory.flops_for(tiny_pair.target).matmul_params == linear
+    assert shape.flops_for(tiny_pair.target).matmul_params == linear
 
 
 def _write_gguf(path, tied: bool, n_layers=2, hidden=64, heads=4, kv=2, ff=128, vocab=100):
@@ -100,25 +101,26 @@ def test_gguf_count_equals_config_count(tmp_path, tied):
 
     cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=100, tie_word_embeddings=tied)
-    g = theory.flops_for(str(_write_gguf(tmp_path / "m.gguf", tied)))
-    c = theory.flops_from_config(cfg)
+    g = shape.flops_for(str(_write_gguf(tmp_path / "m.gguf", tied)))
+    c = shape.flops_from_config(cfg)
     assert (g.matmul_params, g.layers, g.attn_width) == (c.matmul_params, c.layers, c.attn_width)
     assert g.flops(10) == c.flops(10)
 
 
 @pytest.mark.parametrize("outtype", ["f32", "q8_0"])
 def test_exported_tiny_gguf_agrees_with_its_config(tiny_pair, outtype):
-    """Runs once models/gguf_export.py (llama branch) is merged; skipped before."""
-    export = pytest.importorskip("models.gguf_export")
-    t_gguf, d_gguf = export.ensure_tiny_gguf("tiny", outtype)
+    """The GGUF writer's tiny exports count the same matmul weights as their HF configs."""
+    from models.gguf_writer import ensure_tiny_gguf
+
+    t_gguf, d_gguf = ensure_tiny_gguf("tiny", outtype)
     for folder, gguf_file in ((tiny_pair.target, t_gguf), (tiny_pair.draft, d_gguf)):
-        assert theory.flops_for(str(gguf_file)).flops(64) == theory.flops_for(folder).flops(64)
+        assert shape.flops_for(str(gguf_file)).flops(64) == shape.flops_for(folder).flops(64)
 
 
 def test_local_config_folder_and_file(tmp_path):
     qwen("0.5b").save_pretrained(tmp_path)
-    assert theory.flops_for(str(tmp_path)).flops() == 987_922_432
-    assert theory.flops_for(str(tmp_path / "config.json")).flops() == 987_922_432
+    assert shape.flops_for(str(tmp_path)).flops() == 987_922_432
+    assert shape.flops_for(str(tmp_path / "config.json")).flops() == 987_922_432
 
 
 @pytest.mark.parametrize("ref,msg", [
@@ -128,7 +130,7 @@ def test_local_config_folder_and_file(tmp_path):
 ])
 def test_unavailable_configs_give_one_line(ref, msg):
     with pytest.raises(HarnessError, match=msg) as e:
-        theory.flops_for(ref, "target")
+        shape.flops_for(ref, "target")
     assert "\n" not in str(e.value)
 
 

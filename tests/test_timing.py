@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from harness.config import GenerationSettings, SamplingParams
-from harness.timing import PhaseTimer
+from core.config import GenerationSettings, SamplingParams
+from core.timing import PhaseTimer
 
 PH = ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
 

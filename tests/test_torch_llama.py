@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from runtimes.pytorch import KVModel
+from runtimes.pytorch import TorchKV
 from runtimes.torch_llama import LlamaFast, Linear, unsupported_reason
 
 
@@ -23,7 +23,7 @@ def model(tiny_pair):
 @torch.inference_mode()
 def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model):
     ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
-    kv = KVModel(model, 257)
+    kv = TorchKV(model, 257)
     assert kv.lean is not None
     rng = random.Random(0)
     seq: list[int] = []
@@ -77,13 +77,13 @@ def test_other_architectures_fall_back_to_transformers(model):
     model.config.attention_bias = True
     assert "bias" in unsupported_reason(model)
     model.config.attention_bias = False
-    assert KVModel(model, 257, lean=False).lean is None
+    assert TorchKV(model, 257, lean=False).lean is None
 
 
 @torch.inference_mode()
 def test_the_transformers_path_gives_the_same_logits_through_a_crop(model):
     ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
-    lean, slow = KVModel(model, 257), KVModel(ref_model, 257, lean=False)
+    lean, slow = TorchKV(model, 257), TorchKV(ref_model, 257, lean=False)
     assert slow.lean is None and slow.why_not_lean == "turned off"
     for kv in (lean, slow):
         kv.reset()

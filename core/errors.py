@@ -11,4 +11,5 @@ class HarnessError(Exception):
 
 
 class RuntimeUnavailable(HarnessError):
-    """A runtime's optional dependency is missing; the runner turns this into a skipped row."""
+    """A runtime cannot run here (a missing dependency, an unsupported pair); the runner turns
+    this into a "skipped: reason" row."""

@@ -1,7 +1,7 @@
-"""Every metric of DESIGN.md, defined once. Runtimes report rounds and phases; this turns them
-into rates. Reports and the CLI summary read these functions, never their own formulas.
+"""Every metric of docs/DESIGN.md, defined once. Runtimes report rounds and phases; this turns
+them into rates. Reports and the CLI summary read these functions, never their own formulas.
 
-Round records are dicts with at least: drafted, accepted, emitted (see runtimes/base.py).
+Round records are dicts with at least: drafted, accepted, emitted (see core/records.py).
 `accepted` is the outcome of the ratio test; `emitted` is what reached the output after
 truncation at max_new_tokens or EOS, so sum(emitted) == new_tokens.
 """
@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional, Sequence
 
-PHASE_FIELDS = ("wall_s", "prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
+from core.timing import PHASE_FIELDS
+
+TIME_FIELDS = ("wall_s",) + PHASE_FIELDS  # a generation's wall and its five parts
 SPEC_ONLY = (
     "n_drafted",
     "n_accepted",
@@ -172,7 +174,7 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
         wall = sum(r["wall_s"] for r in rs)
         tokens = sum(r["new_tokens"] for r in rs)
         s = {**dict(zip(GROUP_FIELDS, key)), "n": len(rs), "new_tokens": tokens, "wall_s": wall}
-        for ph in PHASE_FIELDS[1:]:
+        for ph in PHASE_FIELDS:
             vals = [r[ph] for r in rs]
             s[ph] = None if any(v is None for v in vals) else sum(vals)
         s["tokens_per_s"] = tokens_per_s(tokens, wall, s["prefill_s"] or 0.0)
@@ -234,7 +236,7 @@ def pooled(rows: Sequence[dict]) -> dict:
     """Sums over rows of the phases (None when any row hides a phase) and of new_tokens,
     n_rounds and n_drafted (None counts as 0: baseline rows have no drafts)."""
     out = {}
-    for ph in PHASE_FIELDS:
+    for ph in TIME_FIELDS:
         vals = [r.get(ph) for r in rows]
         out[ph] = None if any(v is None for v in vals) else sum(vals)
     for k in COUNT_FIELDS:

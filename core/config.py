@@ -1,18 +1,28 @@
-"""Run configuration: plain dataclasses, validated in __post_init__.
+"""Settings as plain dataclasses, validated in __post_init__, and their defaults, each defined once.
 
 Every impossible setting is rejected here with a HarnessError naming the flag and the fix, so a
-bad run never starts. What it does not do: resolve model paths (models/) or load anything.
+bad run never starts. The command line shows these defaults in --help through `default_of`.
+What it does not do: resolve model paths (models/) or load anything.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Optional
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar, Optional
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+def default_of(cls, name: str):
+    """The default of dataclass field `name` of `cls` (for click options: one definition)."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory()  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,15 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """One generation's settings, the same for baseline and speculative."""
+    """One generation's settings, the same for baseline and speculative.
+
+    max_new_tokens 32 keeps the default pair's `harness run --runtime all` within minutes on a
+    2-core CPU; sweeps and `harness run` share it.
+    """
 
     sampling: SamplingParams = field(default_factory=SamplingParams)
     gamma: int = 4
-    max_new_tokens: int = 64
+    max_new_tokens: int = 32
     seed: int = 0
     ignore_eos: bool = False
 
@@ -58,7 +72,10 @@ class GenerationSettings:
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Where and how a runtime runs its models."""
+    """Where and how a runtime runs its models. n_threads None: torch's own count, one llama.cpp
+    thread per physical core; n_ctx None: the model's training context, at most N_CTX_CAP."""
+
+    N_CTX_CAP: ClassVar[int] = 4096
 
     device: str = "auto"
     dtype: str = "auto"
@@ -74,6 +91,22 @@ class RuntimeSettings:
         if self.n_threads is not None and self.n_threads < 1:
             raise HarnessError(f"--n-threads must be >= 1, got {self.n_threads}")
 
+    def resolve_n_ctx(self, n_ctx_train: int) -> int:
+        """--n-ctx, else the model's training context capped at N_CTX_CAP."""
+        return self.n_ctx or min(n_ctx_train or self.N_CTX_CAP, self.N_CTX_CAP)
 
-def to_dict(obj) -> dict:
-    return asdict(obj)
+
+@dataclass
+class PairSpec:
+    """A draft/target pair as paths or Hugging Face ids; GGUF files for llama.cpp runtimes."""
+
+    name: str
+    target: Optional[str] = None
+    draft: Optional[str] = None
+    target_gguf: Optional[str] = None
+    draft_gguf: Optional[str] = None
+
+    @property
+    def self_draft(self) -> bool:
+        return self.draft == self.target and self.draft_gguf == self.target_gguf
+

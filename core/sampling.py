@@ -1,8 +1,8 @@
 """Logits -> probabilities -> tokens, and the speculative accept/reject rule. Defined once.
 
-Every runtime that samples in Python (torch, llamacpp) calls these, so the draft's q and the
-target's p go through exactly the same temperature / top-k / top-p transform, and baseline and
-speculative runs use the same code.
+The shared loop (runtimes/loop.py) calls these for every runtime that samples in Python (torch,
+llamacpp), so the draft's q and the target's p go through exactly the same temperature / top-k /
+top-p transform, and baseline and speculative runs use the same code.
 
 The rule (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023):
   for i = 1..gamma:   accept draft token d_i with probability min(1, p_i(d_i) / q_i(d_i))
@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from harness.config import SamplingParams
+from core.config import SamplingParams
 
 
 def probs_from_logits(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
@@ -57,6 +57,14 @@ def next_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torc
     return int(sample(probs_from_logits(logits[None], s), s, generator)[0])
 
 
+def draft_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> tuple[int, Optional[torch.Tensor]]:
+    """One draft position: [1, V] logits -> (token, q [1, V] it was sampled from; None when greedy)."""
+    if s.greedy:
+        return int(logits[0].argmax()), None
+    q = probs_from_logits(logits.cpu(), s)  # [1, V]
+    return int(sample(q, s, generator)[0]), q
+
+
 def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
     """Greedy verification. draft_ids [g], target_logits [g+1, V] -> (n_accepted, next token)."""
     target_ids = target_logits.argmax(-1)  # [g+1]
@@ -75,8 +83,6 @@ def accept_sampled(
 ) -> tuple[int, int]:
     """Speculative sampling verification -> (n_accepted, next token: correction or bonus)."""
     g = draft_ids.shape[0]
-    if g == 0:  # a round clamped to no drafts at the end of the generation: a plain target step
-        return 0, int(sample(p, s, generator)[0])
     idx = torch.arange(g, device=p.device)
     p_d = p[idx, draft_ids]  # [g]
     q_d = q[idx, draft_ids]  # [g]
@@ -98,7 +104,10 @@ def verify(
     s: SamplingParams,
     generator: Optional[torch.Generator],
 ) -> tuple[int, int]:
-    """One verification step in either mode -> (n_accepted, next token)."""
+    """One verification step in either mode -> (n_accepted, next token). With no drafts (the
+    baseline, or a last round with no room to draft) it is a plain target step."""
+    if draft_ids.shape[0] == 0:
+        return 0, next_token(target_logits[-1], s, generator)
     if s.greedy:
         return accept_greedy(draft_ids, target_logits)
     p = probs_from_logits(target_logits, s)

@@ -1,6 +1,6 @@
-"""One phase timer for every runtime.
+"""One phase timer for every runtime, and the phases themselves (defined here, once).
 
-A generation is split into the phases of DESIGN.md: prefill, draft, verify, sampling, and
+A generation is split into the phases of docs/DESIGN.md: prefill, draft, verify, sampling, and
 `unaccounted` (wall minus the four). The timer works in integer nanoseconds, so the identity
 
     prefill + draft + verify + sampling + unaccounted == wall
@@ -10,7 +10,8 @@ On an asynchronous device the caller passes `sync` (e.g. torch.cuda.synchronize)
 before every clock read, so a phase ends only when its device work has ended, and the time
 spent synchronizing is booked to the phase it closes.
 
-What it does not do: decide what is a phase (the runtime does), or compute rates (metrics.py).
+What it does not do: decide what is a phase of a runtime's code (the runtime or the shared loop
+does), or compute rates (core/metrics.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
-PHASES = ("prefill", "draft", "verify", "sampling")
+PHASES = ("prefill", "draft", "verify", "sampling")  # the timed phases
+PHASE_FIELDS = tuple(f"{p}_s" for p in PHASES) + ("unaccounted_s",)  # the five parts of wall_s, in seconds
+ROUND_FIELDS = PHASE_FIELDS[1:]  # a round has no prefill
 NS = 1e-9
 
 # Off only for `harness bench`'s instrumentation-overhead figure: phases are then not timed
@@ -30,7 +33,7 @@ ENABLED = True
 
 @dataclass
 class RoundTimes:
-    """Nanoseconds spent per phase in one round, plus the round's wall."""
+    """Nanoseconds spent per phase in one round (or a whole generation), plus its wall."""
 
     ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
     wall_ns: int = 0
@@ -40,6 +43,7 @@ class RoundTimes:
         return self.wall_ns - sum(self.ns.values())
 
     def seconds(self) -> dict[str, float]:
+        """The round fields (draft_s .. unaccounted_s) and wall_s."""
         out = {f"{p}_s": self.ns[p] * NS for p in PHASES if p != "prefill"}
         out["unaccounted_s"] = self.unaccounted_ns * NS
         out["wall_s"] = self.wall_ns * NS
@@ -75,6 +79,10 @@ class PhaseTimer:
     def start(self) -> None:
         self._total = RoundTimes()
         self._t0 = self._now()
+
+    def booked_ns(self, phase: str) -> int:
+        """Nanoseconds booked to `phase` so far in this generation."""
+        return self._total.ns[phase]
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

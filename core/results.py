@@ -1,7 +1,11 @@
-"""Results on disk: run.json (configuration and environment) and results.jsonl (one line per
+"""The results schema: the field names of a results.jsonl row, the row built from a Generation,
+and the files on disk (run.json: configuration and environment; results.jsonl: one line per
 generation, appended and flushed as soon as it is measured).
 
-What it does not do: compute metrics (metrics.py) or aggregate (reports/).
+The field names are a contract (docs/DESIGN.md): reports, users' notebooks and our own checks rely
+on them. Baseline rows carry null in the speculative-only fields; an error row carries null in
+every measured field and one line in `error`.
+What it does not do: compute metrics (core/metrics.py) or aggregate rows (reports/).
 """
 
 from __future__ import annotations
@@ -9,19 +13,61 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import sys
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
-from harness.errors import HarnessError
+from core import metrics
+from core.config import GenerationSettings
+from core.errors import HarnessError
+from core.records import Generation
 
 RESULTS = "results.jsonl"
 RUN = "run.json"
-PACKAGES = ("torch", "transformers", "llama_cpp_python", "gguf", "huggingface_hub", "numpy")
 HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as partial
+
+IDENTITY_FIELDS = ("runtime", "mode", "pair", "prompt_id", "category", "repeat")
+SETTING_FIELDS = ("gamma", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "device", "dtype")
+OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
+MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
+# A row's key: with `--resume`, a row already written without error under this key is not redone.
+KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "temperature", "top_p", "top_k",
+              "max_new_tokens", "seed")
+
+
+def row_key(row: dict) -> tuple:
+    return tuple(row.get(k) for k in KEY_FIELDS)
+
+
+def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g: Optional[Generation] = None,
+             text: Optional[str] = None, error: Optional[str] = None, baseline: Optional[dict] = None) -> dict:
+    """One results.jsonl row. identity: runtime, mode, pair, prompt_id, category, repeat.
+    `baseline` is the row of the same runtime, prompt, settings and seed, for greedy_match and
+    speedup. Nothing here is computed outside core/metrics.py."""
+    mode, s = identity["mode"], gen.sampling
+    row = {k: identity[k] for k in IDENTITY_FIELDS}
+    row.update(gamma=gen.gamma if mode == "speculative" else None, temperature=s.temperature, top_p=s.top_p,
+               top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype)
+    if g is None:  # an error row: every measured field is null
+        row.update(dict.fromkeys(MEASURED_FIELDS))
+        row["error"] = error
+        return row
+    rounds = [r.to_dict() for r in g.rounds]
+    row.update(g.phases.to_dict())
+    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), mode == "speculative", gen.gamma))
+    greedy_match = speedup = None
+    if mode == "speculative" and baseline is not None and not baseline.get("error"):
+        if s.greedy:
+            greedy_match = g.token_ids == baseline["token_ids"]
+        speedup = metrics.speedup(baseline["wall_s"], baseline["new_tokens"], row["wall_s"], row["new_tokens"])
+    row.update(token_ids=g.token_ids, text=text, greedy_match=greedy_match, speedup=speedup,
+               target_entropy=g.target_entropy if mode == "baseline" else None,
+               rounds=rounds, error=error, phase_notes=g.notes or None, extra=g.extra or None)
+    return row
+
+
+# ---------------------------------------------------------------- results.jsonl
 
 
 class ResultsWriter:
@@ -90,30 +136,7 @@ def open_out_dir(out: Path, resume: bool = False) -> tuple[Path, list[dict]]:
     return out, rows
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def environment() -> dict:
-    versions = {}
-    for pkg in PACKAGES:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu": cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "packages": versions,
-    }
+# ---------------------------------------------------------------- run.json
 
 
 def file_digest(path: Path) -> dict:

@@ -1,0 +1,68 @@
+"""What a generation returns: its phases, one record per round, the ids, and notes.
+
+Rounds: in a speculative generation, one round = draft up to gamma tokens, verify them in one
+target pass, accept/reject. In a baseline generation, one round = one target step (drafted 0).
+`accepted` is the outcome of the acceptance test; `emitted` is what reached the output after
+truncation at max_new_tokens or EOS, so the emitted counts add up to the generated ids.
+What it does not do: compute rates (core/metrics.py) or lay out results rows (core/results.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from core.timing import NS, RoundTimes
+
+
+@dataclass
+class RoundRecord:
+    """One round. None = a phase the runtime cannot see."""
+
+    drafted: int
+    accepted: int
+    emitted: int
+    draft_s: Optional[float]
+    verify_s: Optional[float]
+    sampling_s: Optional[float]
+    unaccounted_s: Optional[float]
+    wall_s: float
+
+    @classmethod
+    def timed(cls, times: RoundTimes, drafted: int, accepted: int, emitted: int) -> "RoundRecord":
+        return cls(drafted=drafted, accepted=accepted, emitted=emitted, **times.seconds())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Phases:
+    """Seconds per phase for one generation. None = the runtime cannot see it (say why in notes)."""
+
+    wall_s: float
+    prefill_s: Optional[float]
+    draft_s: Optional[float]
+    verify_s: Optional[float]
+    sampling_s: Optional[float]
+    unaccounted_s: Optional[float]
+
+    @classmethod
+    def timed(cls, total: RoundTimes) -> "Phases":
+        """From the RoundTimes of a whole generation (prefill included)."""
+        return cls(prefill_s=total.ns["prefill"] * NS, **total.seconds())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Generation:
+    """What one generate call returns."""
+
+    token_ids: list[int]
+    phases: Phases
+    rounds: list[RoundRecord]
+    target_entropy: Optional[float] = None  # baseline: mean target next-token entropy (nats), T = 1
+    notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
+    extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)

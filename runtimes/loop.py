@@ -1,0 +1,245 @@
+"""The speculative loop, written once, over a target and a drafter (docs/DESIGN.md, "The loop").
+
+One round, beside Leviathan et al. 2023, Algorithm 1:
+
+    paper                                        here (Loop.generate)
+    for i = 1..gamma:                            draft = drafter.propose(seq, g, ...):
+        q_i = M_q(prefix + x_1..x_{i-1})           up to g tokens x_1..x_k and, when sampling,
+        x_i ~ q_i                                  the q_i they were drawn from [k, V]
+    p_1..p_{k+1} = M_p(prefix + x_1..x_k)        logits = target.forward(pending + x_1..x_k, k + 1)
+    r_i ~ U(0, 1)                                n, t = accept(x, q, logits, ...) (core/sampling.verify):
+    n = first i with r_i > p_i(x_i) / q_i(x_i)     the ratio test, argmax equality when greedy
+    t ~ norm(max(0, p_{n+1} - q_{n+1}))            the residual after a rejection,
+        or t ~ p_{k+1} if all accepted             or the bonus token
+    return prefix + x_1..x_n + t                 seq += x_1..x_n + [t]; _rollback(keep = prefix + n)
+
+Target-only decoding (the baseline) is the same loop with no drafter: every round is one target
+step (k = 0). A round never drafts past max_new_tokens (g = tokens left - 1, as transformers).
+
+Two interfaces, each a few methods:
+- Model: a causal LM with its own KV cache, batch 1 (the torch and llama.cpp adapters, the test
+  runtime's toy model): forward(ids, n_logits) feeds ids after its cache and returns the logits of
+  the last n_logits positions [n_logits, V]; crop(length), reset(), len(); `sync` for devices whose
+  clock needs it; reset_counters()/counters() as the hook for a library's own counters.
+- Drafter: reset(prompt) when a generation starts, propose(seq, g, ...) -> Draft (at most g tokens,
+  fewer when it stops early; their q when sampling), accepted(seq, keep) after verification so it
+  can roll back or catch up. DraftModel, a second Model, is the drafter of the paper.
+
+Cache invariant, checked every round: the target's cache holds exactly seq[:-1]; the newest token
+(correction or bonus) is fed at its next pass, in front of the next drafts. A drafter's model holds
+a prefix of seq[:-1]: after a rejection exactly seq[:-1]; after all k drafts are accepted the draft
+model lacks x_k and ingests it with the bonus token at its next pass (two tokens, one logit row).
+
+Phases: prefill (the target on prompt[:-1], then the drafter's reset), draft (the drafter's model
+passes), verify (the target's passes), sampling (logits to tokens: each draft token's choice, the
+acceptance test, residual resampling); the rest of a round is unaccounted (this loop's own work,
+cache bookkeeping). The baseline keeps each step's logits row for target_entropy, computed after
+the clock stops. What it does not do: batching (one sequence), tree drafting, load models.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from core import metrics, sampling
+from core.config import GenerationSettings, SamplingParams
+from core.records import Generation, Phases, RoundRecord
+from core.timing import PhaseTimer, RoundTimes
+
+
+class Model(ABC):
+    """A causal LM with its own KV cache, batch 1."""
+
+    vocab: int = 0  # logits are compared over the tokenizer's ids: forward returns [n, vocab]
+    sync: Optional[Callable[[], None]] = None  # called before each clock read (CUDA, MPS)
+
+    @abstractmethod
+    def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
+        """Feed ids [S] after the cache -> logits of the last n_logits positions [n_logits, V].
+        The tensor may be a view that the next forward overwrites."""
+
+    @abstractmethod
+    def crop(self, length: int) -> None:
+        """Keep the first `length` cached positions."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Empty the cache."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Positions in the cache."""
+
+    def reset_counters(self) -> None:
+        """Hook: a library's own counters start from zero for each generation."""
+
+    def counters(self, ours_ns: int) -> dict:
+        """Hook: the library's own counters after a generation, beside `ours_ns` (our clock's time
+        in this model's passes). -> {key: value}, merged into Generation.extra[key][role]."""
+        return {}
+
+
+@dataclass
+class Draft:
+    """What a drafter proposes in one round."""
+
+    tokens: list[int]
+    q: Optional[torch.Tensor] = None  # [len(tokens), V] distributions they were sampled from; None when greedy
+
+
+NO_DRAFT = Draft([])
+
+
+class Drafter(ABC):
+    """Proposes up to g tokens a round, and is told what the target accepted."""
+
+    model: Optional[Model] = None  # the model whose passes are booked as draft (its counters are reported)
+
+    def reset(self, prompt: list[int]) -> None:
+        """A generation starts (booked as prefill)."""
+
+    @abstractmethod
+    def propose(self, seq: list[int], g: int, s: SamplingParams, rng: torch.Generator, timer: PhaseTimer) -> Draft:
+        """At most g tokens to follow seq (g >= 1); it may stop early. Books its own time:
+        model passes as draft, the choice of each token as sampling."""
+
+    def accepted(self, seq: list[int], keep: int) -> None:
+        """After verification: seq now ends with this round's accepted drafts and the new token;
+        seq[:keep] (all but that token) is final."""
+
+
+class DraftModel(Drafter):
+    """A draft model with its own KV cache, the drafter of Leviathan et al. (also --draft self)."""
+
+    def __init__(self, model: Model):
+        self.model = model
+
+    def reset(self, prompt: list[int]) -> None:
+        self.model.reset()
+        if len(prompt) > 1:
+            self.model.forward(prompt[:-1], 1)
+
+    def pending(self, seq: list[int]) -> list[int]:
+        """The tokens of seq the model has not seen: 1, or 2 after a fully accepted round."""
+        return seq[len(self.model):]
+
+    def propose(self, seq, g, s, rng, timer) -> Draft:
+        tokens, qs = [], []
+        ids = self.pending(seq)
+        for i in range(g):
+            with timer.phase("draft"):
+                logits = self.model.forward(ids, 1)  # [1, V]
+            with timer.phase("sampling"):
+                d, q = self.pick(logits, s, rng, i)
+            tokens.append(d)
+            if q is not None:
+                qs.append(q)
+            ids = [d]
+        return Draft(tokens, torch.cat(qs) if qs else None)  # q [g, V]
+
+    def pick(self, logits: torch.Tensor, s: SamplingParams, rng, i: int) -> tuple[int, Optional[torch.Tensor]]:
+        """Draft position i: logits [1, V] -> (token, q [1, V] or None when greedy)."""
+        return sampling.draft_token(logits, s, rng)
+
+    def accepted(self, seq: list[int], keep: int) -> None:
+        """The model holds prefix + x_1..x_{k-1}: cropped to keep after a rejection; after a full
+        accept it is one short and catches up at its next pass."""
+        self.model.crop(keep)
+        if len(self.model) > len(seq) - 1:
+            raise AssertionError(f"draft KV cache ahead of the sequence: {len(self.model)} of {len(seq)} tokens")
+
+
+class Loop:
+    """Target-only (drafter None) and speculative generation, timed by one PhaseTimer."""
+
+    def __init__(self, target: Model, drafter: Optional[Drafter], is_eos: Callable[[int], bool],
+                 accept: Callable = sampling.verify):
+        self.target, self.drafter, self.is_eos = target, drafter, is_eos
+        self.accept = accept  # (draft ids [k], q [k, V] or None, logits [k+1, V], s, rng) -> (n, t)
+
+    @torch.inference_mode()
+    def generate(self, prompt: list[int], gen: GenerationSettings) -> Generation:
+        s, rng = gen.sampling, torch.Generator().manual_seed(gen.seed)
+        roles = self._roles()
+        for model, _ in roles.values():
+            model.reset_counters()
+        timer = PhaseTimer(self.target.sync)
+        timer.start()
+        prefill_ns = self._prefill(timer, prompt)
+        seq, out, rounds, rows, done = list(prompt), [], [], [], False
+        while not done:
+            timer.begin_round()
+            g = min(gen.gamma, gen.max_new_tokens - len(out) - 1) if self.drafter else 0
+            draft = self.drafter.propose(seq, g, s, rng, timer) if g > 0 else NO_DRAFT
+            k = len(draft.tokens)
+            with timer.phase("verify"):
+                logits = self.target.forward(seq[len(self.target):] + draft.tokens, k + 1)  # [k+1, V]
+            if self.drafter is None:
+                rows.append(logits[-1].clone())  # [V] for target_entropy
+            with timer.phase("sampling"):
+                n, t = self.accept(torch.tensor(draft.tokens, dtype=torch.long), draft.q, logits.cpu(), s, rng)
+            keep = len(seq) + n
+            emitted, done = self._emit(gen, out, draft.tokens[:n] + [t])
+            seq += draft.tokens[:n] + [t]
+            self._rollback(seq, keep)
+            self._check(seq)
+            rounds.append(RoundRecord.timed(timer.end_round(), k, n, emitted))
+        total = timer.stop()
+        g = Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds,
+                       extra=self._counters(roles, prefill_ns, total))
+        if rows:
+            g.target_entropy = metrics.mean_entropy(torch.stack(rows))
+        return g
+
+    def _roles(self) -> dict[str, tuple[Model, str]]:
+        """role -> (model, the phase its passes after prefill are booked to)."""
+        roles = {"target": (self.target, "verify")}
+        if self.drafter is not None and self.drafter.model is not None:
+            roles["draft"] = (self.drafter.model, "draft")
+        return roles
+
+    def _prefill(self, timer: PhaseTimer, prompt: list[int]) -> dict[str, int]:
+        """The target takes prompt[:-1] (its last token is fed with round 1), then the drafter
+        starts; both are prefill. -> nanoseconds per role."""
+        with timer.phase("prefill"):
+            self.target.reset()
+            if len(prompt) > 1:
+                self.target.forward(prompt[:-1], 1)
+        ns = {"target": timer.booked_ns("prefill")}
+        if self.drafter is not None:
+            with timer.phase("prefill"):
+                self.drafter.reset(prompt)
+            ns["draft"] = timer.booked_ns("prefill") - ns["target"]
+        return ns
+
+    def _emit(self, gen: GenerationSettings, out: list[int], tokens: list[int]) -> tuple[int, bool]:
+        """Append tokens until max_new_tokens or an end-of-generation token -> (emitted, done)."""
+        for i, t in enumerate(tokens):
+            out.append(t)
+            if len(out) >= gen.max_new_tokens or (not gen.ignore_eos and self.is_eos(t)):
+                return i + 1, True
+        return len(tokens), False
+
+    def _rollback(self, seq: list[int], keep: int) -> None:
+        """seq[:keep] stays cached. The target held prefix + all k drafts: cropping to keep drops a
+        rejected draft's KV (its slot belongs to the correction). The drafter follows."""
+        self.target.crop(keep)
+        if self.drafter is not None:
+            self.drafter.accepted(seq, keep)
+
+    def _check(self, seq: list[int]) -> None:
+        if len(self.target) != len(seq) - 1:
+            raise AssertionError(f"target KV cache out of step: it holds {len(self.target)} positions, "
+                                 f"the sequence minus its newest token is {len(seq) - 1}")
+
+    @staticmethod
+    def _counters(roles: dict, prefill_ns: dict[str, int], total: RoundTimes) -> dict:
+        extra: dict = {}
+        for role, (model, phase) in roles.items():
+            for key, value in model.counters(prefill_ns[role] + total.ns[phase]).items():
+                extra.setdefault(key, {})[role] = value
+        return extra
