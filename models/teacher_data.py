@@ -204,7 +204,7 @@ def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
     return out
 
 
-def _top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """logits [N, V] -> (ids [N, k], temperature-1 log-probs [N, k]), best first."""
     z = logits - logits.max(-1, keepdims=True)
     lse = np.log(np.exp(z).sum(-1, keepdims=True))  # [N, 1]
@@ -270,7 +270,7 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
             tops: list[list] = [[] for _ in group]
             active = list(range(len(group)))
             while active:
-                ti, tl = _top_logprobs(logits, k)  # [A, k]
+                ti, tl = top_logprobs(logits, k)  # [A, k]
                 if temperature > 0:
                     w = np.exp((logits - logits.max(-1, keepdims=True)) / temperature).cumsum(-1)  # [A, V]
                     u = rng.random(len(active)) * w[:, -1]

@@ -342,7 +342,7 @@ def compare(expls: list[dict]) -> list[str]:
     lines = []
     for by, fixed, what in (("runtime", ["pair"] + sampling, "runtimes"), ("pair", ["runtime", "device"] + sampling, "pairs"),
                             ("device", ["runtime", "pair"] + sampling, "devices")):
-        for group in tables._groups(ok, fixed):
+        for group in tables.groups(ok, fixed):
             if len({str(e[by]) for e in group}) < 2:
                 continue
             head = group[0]

@@ -26,7 +26,7 @@ def _ok(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("error")]
 
 
-def _groups(rows: list[dict], keys: list[str]) -> list[list[dict]]:
+def groups(rows: list[dict], keys: list[str]) -> list[list[dict]]:
     """Rows grouped by `keys` (None is a value like any other), in first-seen order."""
     if not rows:
         return []
@@ -76,7 +76,7 @@ def cell_groups(rows: list[dict]) -> list[tuple[list[dict], list[dict], Optional
     """(baseline rows, speculative rows, gamma) of every cell, in table order; a baseline cell
     has no speculative rows and gamma None, a speculative cell carries its baseline's rows."""
     out = []
-    for group in _groups(_ok(rows), SETTINGS):
+    for group in groups(_ok(rows), SETTINGS):
         base = [r for r in group if r["mode"] == "baseline"]
         spec = [r for r in group if r["mode"] == "speculative"]
         if base:
@@ -112,10 +112,10 @@ def add_theory(cells_: list[dict], c_flops_for: Callable[[Optional[dict]], Optio
 def categories(rows: list[dict]) -> list[dict]:
     """Acceptance and speedup per prompt category, for every speculative cell (cell by cell)."""
     out = []
-    for group in _groups(_ok(rows), SETTINGS):
+    for group in groups(_ok(rows), SETTINGS):
         spec = [r for r in group if r["mode"] == "speculative"]
         for g in _gammas(spec):
-            for cat in _groups([r for r in group if r["mode"] == "baseline" or r["gamma"] == g], ["category"]):
+            for cat in groups([r for r in group if r["mode"] == "baseline" or r["gamma"] == g], ["category"]):
                 if not any(r["mode"] == "speculative" for r in cat):
                     continue
                 s = next(x for x in metrics.summarize(cat) if x["mode"] == "speculative")
@@ -146,7 +146,7 @@ def histogram(rows: list[dict]) -> list[dict]:
 
 def _spec_rounds(rows: list[dict]):
     spec = [r for r in _ok(rows) if r["mode"] == "speculative"]
-    for group in _groups(spec, SETTINGS + ["gamma"]):
+    for group in groups(spec, SETTINGS + ["gamma"]):
         yield group, group[0]["gamma"], _rounds(group)
 
 

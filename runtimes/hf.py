@@ -182,7 +182,7 @@ class _TimedCriteria(StoppingCriteriaList):
 # --- booking one generate call ----------------------------------------------------------------------
 
 
-class _Cursor:
+class PhaseCursor:
     """At most one phase open: switching to another closes the open one first."""
 
     def __init__(self, timer: PhaseTimer):
@@ -200,11 +200,11 @@ class _Cursor:
 
 
 class _Probe:
-    """The events of one generate call -> phases (through a _Cursor) and round records."""
+    """The events of one generate call -> phases (through a PhaseCursor) and round records."""
 
     def __init__(self, sync, speculative: bool, gamma: int):
         self.timer = PhaseTimer(sync)
-        self.cursor = _Cursor(self.timer)
+        self.cursor = PhaseCursor(self.timer)
         self.patches = _Patches()
         self.speculative, self.gamma = speculative, gamma
         self.drafting = False  # inside get_candidates: forward passes are the assistant's

@@ -7,7 +7,7 @@ One round, beside Leviathan et al. 2023, Algorithm 1:
         q_i = M_q(prefix + x_1..x_{i-1})           up to g tokens x_1..x_k and, when sampling,
         x_i ~ q_i                                  the q_i they were drawn from [k, V]
     p_1..p_{k+1} = M_p(prefix + x_1..x_k)        logits = target.forward(pending + x_1..x_k, k + 1)
-    r_i ~ U(0, 1)                                n, t = accept(x, q, logits, ...) (core/sampling.verify):
+    r_i ~ U(0, 1)                                n, t = accept(x, q, logits, ...) (core.sampling.verify):
     n = first i with r_i > p_i(x_i) / q_i(x_i)     the ratio test, argmax equality when greedy
     t ~ norm(max(0, p_{n+1} - q_{n+1}))            the residual after a rejection,
         or t ~ p_{k+1} if all accepted             or the bonus token

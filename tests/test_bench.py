@@ -40,3 +40,25 @@ def test_self_draft_costs_split_a_round_into_verify_and_draft_steps():
     assert d["ceiling"] == pytest.approx(5 / 6) and d["of_ceiling"] == pytest.approx(0.75 / (5 / 6))
     assert d["ceiling_with_draft_cost"] == pytest.approx(5 / 7)
     assert self_draft_costs([dict(r, verify_s=None) for r in spec], base, 4, 0.75) == {}
+
+
+def test_figure_2_reports_shares_acceptance_and_llama_cpp_s_own_view():
+    """What the retired llamacpp_selfdraft script printed, from Generations of one setting."""
+    from core.records import Generation, Phases, RoundRecord
+    from harness.bench import run_shares
+
+    def gen(ids, drafted, accepted, llama=True):
+        phases = Phases(wall_s=1.0, prefill_s=0.2, draft_s=0.3, verify_s=0.4, sampling_s=0.05, unaccounted_s=0.05)
+        rounds = [RoundRecord(drafted, accepted, accepted + 1, 0.1, 0.1, 0.0, 0.0, 0.2)] * 2
+        extra = {"llama_perf": {"target": {"p_eval_ms": 500.0, "eval_ms": 100.0}},
+                 "decode_ms": {"target": {"ours_ms": 610.0, "llama_ms": 600.0}}} if llama else {}
+        return Generation(ids, phases, rounds, extra=extra)
+
+    base = [gen([1, 2, 3, 4], 0, 0)] * 2
+    d = run_shares([gen([1, 2, 3, 4], 4, 3)] * 3, base)
+    assert d["tok_s"]["speculative"] == pytest.approx(4 / 0.8)
+    assert d["shares"]["verify_s"] == pytest.approx(0.4) and d["accept"] == pytest.approx(0.75)
+    assert d["greedy_match"] is True and d["llama_unaccounted"] == pytest.approx(0.4)  # 1 - 0.6 s of llama decode
+    assert d["decode_ms"] == {"target": {"ours_ms": 610.0, "llama_ms": 600.0}}
+    other = run_shares([gen([1, 2, 9, 4], 4, 3, llama=False)], base)
+    assert other["greedy_match"] is False and "llama_unaccounted" not in other

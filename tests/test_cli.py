@@ -88,3 +88,19 @@ def test_existing_results_are_never_overwritten(tmp_path):
     r = harness("run", "--out", str(out))
     assert r.returncode == 2 and "already holds results" in r.stderr
     assert (out / "results.jsonl").read_text() == '{"runtime": "torch"}\n'
+
+
+def test_help_shows_the_defaults_the_dataclasses_define():
+    """One definition of each default: run and sweep show GenerationSettings' and RunConfig's."""
+    from click.testing import CliRunner
+
+    from core.config import GenerationSettings, default_of
+    from harness.cli import main
+    from harness.runner import RunConfig
+
+    n, g = default_of(GenerationSettings, "max_new_tokens"), default_of(GenerationSettings, "gamma")
+    for cmd in ("run", "sweep"):
+        text = " ".join(CliRunner().invoke(main, [cmd, "--help"]).output.split())
+        assert f"--max-new-tokens {'INTEGER' if cmd == 'run' else 'TEXT'} " in text and f"[default: {n}]" in text
+        assert f"[default: {default_of(RunConfig, 'warmup')}]" in text
+    assert f"Draft tokens per round. [default: {g}]" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())

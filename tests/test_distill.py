@@ -268,3 +268,16 @@ def test_early_exit_export_from_the_command_line(tiny_pair, tmp_path):
     types = {t.name: t.tensor_type for t in reader.tensors}
     assert types["token_embd.weight"] == gguf.GGMLQuantizationType.Q4_0
     assert not any(n.startswith("blk.1.") for n in types) and any(n.startswith("blk.0.") for n in types)
+
+
+@pytest.mark.parametrize("args, needle", [(["--steps", "-1"], "--steps must be >= 0"), (["--batch", "0"], "--batch must be >= 1"),
+                                          (["--lr", "0"], "--lr must be > 0")])
+def test_impossible_distill_settings_are_one_line(tiny_pair, tmp_path, args, needle):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--out", str(tmp_path / "d.gguf"),
+                                  "--work", str(tmp_path / "w"), *args, "--no-progress"])
+    assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "w").exists()  # refused before anything was loaded or written

@@ -225,12 +225,12 @@ def test_cursor_books_nested_calls_once(monkeypatch):
     import itertools
 
     import core.timing
-    from runtimes.hf import _Cursor
+    from runtimes.hf import PhaseCursor
 
     clock = itertools.count(0, 10)  # every clock read advances 10 ns
     monkeypatch.setattr(core.timing.time, "perf_counter_ns", lambda: next(clock))
     timer = core.timing.PhaseTimer()
-    cursor = _Cursor(timer)
+    cursor = PhaseCursor(timer)
     timer.start()  # t=0
     cursor.switch("verify")  # t=10
     cursor.switch("sampling")  # t=20 (verify closed), t=30 (sampling opened)

@@ -216,3 +216,22 @@ def test_greedy_mismatch_is_flagged_with_its_possible_causes(tmp_path, qwen_dirs
     md = write_report([synthetic.write_run(tmp_path, rows, *qwen_dirs)])
     doc = json.loads((md.parent / "report.json").read_text())
     assert any(metrics.GREEDY_MISMATCH in n for n in doc["notes"])
+
+
+def test_each_run_folder_keeps_its_own_figures(tmp_path, qwen_dirs):
+    """What benchmarks/pair_figures.py printed: per folder and speculative setting, in figures.csv,
+    report.json and (with several folders) report.md."""
+    a = synthetic.write_run(tmp_path / "a", synthetic.rows_for("fast", (2, 4)), *qwen_dirs)
+    b = synthetic.write_run(tmp_path / "b", synthetic.rows_for("fast", (4,), scale=2.0), *qwen_dirs)
+    md = write_report([a, b], tmp_path / "both").read_text()
+    fig = pd.read_csv(tmp_path / "both" / "figures.csv")
+    assert list(zip(fig.run, fig.gamma)) == [("a", 2), ("a", 4), ("b", 4)]
+    rows = synthetic.rows_for("fast", (4,))
+    want = metrics.alpha_hat([rd for r in rows if r["mode"] == "speculative" for rd in r["rounds"]])
+    assert fig.alpha_hat.iloc[1] == pytest.approx(want) and fig.alpha_hat.iloc[2] == pytest.approx(want)
+    assert fig.base_tok_s.iloc[2] == pytest.approx(fig.base_tok_s.iloc[1] / 2)  # the run twice as slow
+    assert fig.c_measured.iloc[1] == pytest.approx(0.2)  # 2 ms draft token / 10 ms target step
+    assert "## Each run folder" in md and "| a | fast | qwen-like |" in md
+    assert "## Each run folder" not in write_report([a]).read_text()
+    doc = json.loads((tmp_path / "both" / "report.json").read_text())
+    assert [f["run"] for f in doc["figures"]] == ["a", "a", "b"]

@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("llama_cpp")
 
 from models.gguf_writer import ensure_tiny_gguf  # noqa: E402
-from models.teacher_data import _top_logprobs, ensure_generated, generate_sequences  # noqa: E402
+from models.teacher_data import top_logprobs, ensure_generated, generate_sequences  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def _hf_greedy(folder: str, prompt: list[int], n: int, k: int):
 
 def test_top_logprobs_are_the_sorted_log_softmax_top_k():
     x = torch.randn(3, 50)
-    ids, lp = _top_logprobs(x.numpy(), 5)
+    ids, lp = top_logprobs(x.numpy(), 5)
     ref = torch.log_softmax(x, -1).topk(5)
     assert ids.tolist() == ref.indices.tolist()
     assert torch.allclose(torch.from_numpy(lp).float(), ref.values, atol=1e-5)

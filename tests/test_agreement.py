@@ -1,0 +1,62 @@
+"""`harness models agreement` (teacher-forced agreement of a pair) and `harness models teacher-data`
+(the target's own answers) on the tiny pair, from the command line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture()
+def prompts(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text("".join(json.dumps({"id": f"p{i}", "prompt": t}) + "\n" for i, t in enumerate(["The quick brown fox", "def f(x):"])))
+    return f
+
+
+def test_agreement_on_sampled_continuations(tiny_pair, prompts):
+    r = invoke("models", "agreement", "--target", tiny_pair.target, "--draft", tiny_pair.draft, "--prompts", prompts,
+               "--samples", 3, "--tokens", 5, "--temperature", 1.0)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["p0", "p1", "all"]
+    alpha, top1 = (float(x) for x in re.search(r"alpha\(T=1.0\) ([\d.]+)\s+top-1 ([\d.]+)", lines[2]).groups())
+    assert 0 < alpha < 1 and 0 < top1 <= 1 and "(30 positions)" in lines[2]  # 2 prompts x 3 samples x 5 tokens
+    assert len(lines[3].split(":")[1].split()) == 5  # alpha by position
+    same = invoke("models", "agreement", "--target", tiny_pair.target, "--draft", tiny_pair.target, "--prompts", prompts,
+                  "--samples", 2, "--tokens", 3)
+    assert "alpha(T=0.7) 1.000   top-1 1.000" in same.stdout  # a draft that is the target agrees everywhere
+
+
+def test_agreement_on_stored_answers_written_by_teacher_data(tiny_pair, tmp_path):
+    from models.gguf_writer import ensure_tiny_gguf
+
+    t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
+    answers = tmp_path / "a.jsonl"
+    r = invoke("models", "teacher-data", "--gguf", t_gguf, "--out", answers, "--n", 4, "--max-new", 6, "--k", 4,
+               "--batch", 2, "--threads", 1)
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(x) for x in answers.read_text().splitlines()]
+    assert len(recs) == 4 and all(len(x["ids"]) > x["start"] and len(x["top_ids"][0]) == 4 for x in recs)
+    r = invoke("models", "agreement", "--target", tiny_pair.target, "--draft", tiny_pair.draft, "--answers", answers)
+    assert r.exit_code == 0, r.output
+    n = sum(len(x["ids"]) - x["start"] for x in recs)
+    assert f"({n} positions)" in r.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--answers", "/no/such.jsonl"], "answers file not found: /no/such.jsonl"),
+    (["--temperature", "0"], "--temperature must be > 0"),
+])
+def test_agreement_bad_input_is_one_line_before_any_model_loads(args, needle):
+    r = invoke("models", "agreement", "--target", "/no/such/target", *args)  # a missing target would fail later
+    assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output

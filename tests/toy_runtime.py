@@ -1,0 +1,51 @@
+"""The smallest complete runtime over the shared loop (docs/DESIGN.md shows it): a bigram model
+over bytes whose "KV cache" is the list of tokens it has seen. One adapter, one runtime class, one
+registry line (the tests add it with runtimes.register); the loop does drafting, verification,
+rollback, timing, rounds and target_entropy."""
+
+from __future__ import annotations
+
+import torch
+
+from runtimes.base import LoopRuntime
+from runtimes.loop import Model
+
+EOS = 256
+
+
+class Bigram(Model):
+    """Next-token logits = the row of a fixed table for the last token seen."""
+
+    def __init__(self, table: torch.Tensor):  # [V, V]
+        self.table, self.vocab, self.seen = table, table.shape[1], []
+
+    def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
+        self.seen += ids
+        return self.table[self.seen[-n_logits:]]  # [n_logits, V]
+
+    def crop(self, length: int) -> None:
+        del self.seen[length:]
+
+    def reset(self) -> None:
+        self.seen = []
+
+    def __len__(self) -> int:
+        return len(self.seen)
+
+
+class ToyRuntime(LoopRuntime):
+    name = "toy"
+    context_length = 1 << 20
+
+    def load(self, pair) -> None:
+        g = torch.Generator().manual_seed(0)
+        table = 3 * torch.randn(EOS + 1, EOS + 1, generator=g)
+        self.target = Bigram(table)
+        self.draft = Bigram(table + torch.randn(EOS + 1, EOS + 1, generator=g))  # agrees often, not always
+        self.eos_id = EOS
+
+    def encode(self, prompt: str) -> list[int]:
+        return list(prompt.encode())
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i < EOS).decode(errors="replace")
