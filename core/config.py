@@ -17,6 +17,12 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
+def at_least(flag: str, value, low, why: str = "") -> None:
+    """HarnessError `--flag must be >= low (why), got value` unless value >= low."""
+    if not value >= low:
+        raise HarnessError(f"{flag} must be >= {low}{f' ({why})' if why else ''}, got {value}")
+
+
 def default_of(cls, name: str):
     """The default of dataclass field `name` of `cls` (for click options: one definition)."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
@@ -37,12 +43,10 @@ class SamplingParams:
     top_k: int = 0
 
     def __post_init__(self):
-        if not self.temperature >= 0:
-            raise HarnessError(f"--temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        at_least("--temperature", self.temperature, 0, "0 = greedy")
         if not 0 < self.top_p <= 1:
             raise HarnessError(f"--top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise HarnessError(f"--top-k must be >= 0 (0 = off), got {self.top_k}")
+        at_least("--top-k", self.top_k, 0, "0 = off")
 
     @property
     def greedy(self) -> bool:
@@ -64,10 +68,8 @@ class GenerationSettings:
     ignore_eos: bool = False
 
     def __post_init__(self):
-        if self.gamma < 1:
-            raise HarnessError(f"--gamma must be >= 1 (draft tokens per round), got {self.gamma}")
-        if self.max_new_tokens < 1:
-            raise HarnessError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        at_least("--gamma", self.gamma, 1, "draft tokens per round")
+        at_least("--max-new-tokens", self.max_new_tokens, 1)
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,8 @@ class RuntimeSettings:
             raise HarnessError(f"--device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.dtype not in DTYPES:
             raise HarnessError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.n_threads is not None and self.n_threads < 1:
-            raise HarnessError(f"--n-threads must be >= 1, got {self.n_threads}")
+        if self.n_threads is not None:
+            at_least("--n-threads", self.n_threads, 1)
 
     def resolve_n_ctx(self, n_ctx_train: int) -> int:
         """--n-ctx, else the model's training context capped at N_CTX_CAP."""

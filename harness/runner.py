@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, default_of
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
 from core.errors import HarnessError, RuntimeUnavailable
 from core.machine import environment
 from core.records import Generation
@@ -53,10 +53,8 @@ class RunConfig:
     resume: bool = False
 
     def __post_init__(self):
-        if self.repeats < 1:
-            raise HarnessError(f"--repeats must be >= 1, got {self.repeats}")
-        if self.warmup < 0:
-            raise HarnessError(f"--warmup must be >= 0, got {self.warmup}")
+        at_least("--repeats", self.repeats, 1)
+        at_least("--warmup", self.warmup, 0)
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
                          ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings)):
             if not xs:

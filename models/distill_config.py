@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.config import at_least
 from core.errors import HarnessError
 
 DRAFT_LAYERS = 2  # layers of a draft built from the target when --layers is not given
@@ -45,8 +46,7 @@ class DistillConfig:
                                  ("--intermediate", self.intermediate, 0), ("--top-k", self.top_k, 1),
                                  ("--threads", self.threads, 1), ("--max-chunks", self.max_chunks, 0),
                                  ("--ckpt-every", self.ckpt_every, 1), ("--eval-every", self.eval_every, 0)):
-            if value < low:
-                raise HarnessError(f"{flag} must be >= {low}, got {value}")
+            at_least(flag, value, low)
         if not self.lr > 0:
             raise HarnessError(f"--lr must be > 0, got {self.lr}")
         if self.init not in INITS:

@@ -33,12 +33,12 @@ def check_gguf(path: Optional[str], role: str) -> str:
     return str(Path(path).expanduser())
 
 
-def load_model(path: str, role: str, n_gpu_layers: int = 0):
-    """A llama_model from a GGUF file, or one HarnessError line."""
+def load_model(path: str, role: str, n_gpu_layers: int = 0, vocab_only: bool = False):
+    """A llama_model from a GGUF file (header and vocabulary only with vocab_only), or one HarnessError line."""
     quiet_logs()
     llama_cpp.llama_backend_init()
     p = llama_cpp.llama_model_default_params()
-    p.n_gpu_layers = n_gpu_layers
+    p.n_gpu_layers, p.vocab_only = n_gpu_layers, vocab_only
     model = llama_cpp.llama_model_load_from_file(path.encode(), p)
     if not model:
         raise HarnessError(f"llama.cpp could not load the {role} GGUF file {path} (corrupt, or an architecture this build does not know)")
@@ -47,12 +47,7 @@ def load_model(path: str, role: str, n_gpu_layers: int = 0):
 
 def n_ctx_train(path: str, role: str) -> int:
     """The training context of a GGUF file, reading its header and vocabulary only."""
-    llama_cpp.llama_backend_init()
-    p = llama_cpp.llama_model_default_params()
-    p.vocab_only = True
-    model = llama_cpp.llama_model_load_from_file(path.encode(), p)
-    if not model:
-        raise HarnessError(f"llama.cpp could not read the {role} GGUF file {path}")
+    model = load_model(path, role, vocab_only=True)
     try:
         return llama_cpp.llama_model_n_ctx_train(model)
     finally:

@@ -38,6 +38,18 @@ def _legend(ax, n: int) -> None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
+def _axes(ax, xlabel: str, ylabel: str, title: str, legend_entries: int, ylim_one: bool = False) -> None:
+    """The common finish of a gamma- or position-axis plot: labels, integer ticks, legend, grid."""
+    if ylim_one:
+        ax.set_ylim(0, 1.02)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _legend(ax, legend_entries)
+    ax.grid(alpha=0.3)
+
+
 def _save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     return path
@@ -92,12 +104,8 @@ def speedup_vs_gamma(cells: list[dict], path: Path) -> Optional[Path]:
             if pts:
                 ax.plot(*zip(*pts), style, marker=".", color=color, alpha=0.8, label=f"{name}: {what}")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xlabel("gamma (draft tokens per round)")
-    ax.set_ylabel("speedup over the same runtime's baseline (x)")
-    ax.set_title("Measured speedup vs Leviathan's ceiling")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _legend(ax, len(ax.get_lines()) - 1)
-    ax.grid(alpha=0.3)
+    _axes(ax, "gamma (draft tokens per round)", "speedup over the same runtime's baseline (x)",
+          "Measured speedup vs Leviathan's ceiling", len(ax.get_lines()) - 1)
     return _save(fig, path)
 
 
@@ -120,13 +128,7 @@ def acceptance_vs_gamma(categories: list[dict], path: Path) -> Optional[Path]:
             g = [r["gamma"] for r in rs]
             ax.plot(g, [r["alpha_hat"] for r in rs], "o-", color=f"C{i % 10}", label=f"{name}: alpha_hat")
             ax.plot(g, [r["acceptance_rate"] for r in rs], "x--", color=f"C{i % 10}", alpha=0.6, label=f"{name}: accepted/drafted")
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("gamma")
-        ax.set_ylabel("acceptance")
-        ax.set_title(f"{rt}: acceptance per prompt category")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+        _axes(ax, "gamma", "acceptance", f"{rt}: acceptance per prompt category", 0, ylim_one=True)
     return _save(fig, path)
 
 
@@ -142,13 +144,7 @@ def per_position(positions: list[dict], path: Path) -> Optional[Path]:
     ax = fig.add_subplot()
     for i, (name, rs) in enumerate(lines.items()):
         ax.plot([r["position"] for r in rs], [r["acceptance"] for r in rs], "o-", color=f"C{i % 10}", label=name)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("draft position i")
-    ax.set_ylabel("P(accept i | 1..i-1 accepted)")
-    ax.set_title("Per-position acceptance")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _legend(ax, len(lines))
-    ax.grid(alpha=0.3)
+    _axes(ax, "draft position i", "P(accept i | 1..i-1 accepted)", "Per-position acceptance", len(lines), ylim_one=True)
     return _save(fig, path)
 
 

@@ -155,28 +155,25 @@ class _Patches:
             self._undo.pop()()
 
 
-class _TimedProcessors(LogitsProcessorList):
-    """The same logits processors; each call first runs on_call() (which opens sampling)."""
+def _timed(base: type) -> type:
+    """A subclass of transformers' LogitsProcessorList or StoppingCriteriaList holding the same
+    items, whose every call first runs on_call(): the seam where sampling opens or closes."""
 
-    def __init__(self, processors=(), on_call: Callable[[], None] = lambda: None):
-        super().__init__(processors)
-        self.on_call = on_call
+    class Timed(base):
+        def __init__(self, items=(), on_call: Callable[[], None] = lambda: None):
+            super().__init__(items)
+            self.on_call = on_call
 
-    def __call__(self, input_ids, scores, **kwargs):
-        self.on_call()
-        return super().__call__(input_ids, scores, **kwargs)
+        def __call__(self, input_ids, scores, **kwargs):
+            self.on_call()
+            return super().__call__(input_ids, scores, **kwargs)
+
+    Timed.__name__ = f"Timed{base.__name__}"
+    return Timed
 
 
-class _TimedCriteria(StoppingCriteriaList):
-    """The same stopping criteria; each call first runs on_call() (which closes sampling)."""
-
-    def __init__(self, criteria=(), on_call: Callable[[], None] = lambda: None):
-        super().__init__(criteria)
-        self.on_call = on_call
-
-    def __call__(self, input_ids, scores, **kwargs):
-        self.on_call()
-        return super().__call__(input_ids, scores, **kwargs)
+_TimedProcessors = _timed(LogitsProcessorList)  # calling it opens sampling
+_TimedCriteria = _timed(StoppingCriteriaList)  # calling it closes sampling
 
 
 # --- booking one generate call ----------------------------------------------------------------------
