@@ -86,7 +86,7 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
         if not str(target).endswith(".gguf"):
             raise HarnessError("--generate runs the target in llama.cpp: give a .gguf --target, or generate with "
                                "`harness models teacher-data` and pass --teacher-jsonl")
-        gen_path = td.ensure_generated(target, work / "generated.jsonl", generate, gen_tokens, max(32, top_k),
+        gen_path = td.ensure_generated(target, work / "generated.jsonl", generate, gen_tokens, max(td.TOP_K, top_k),
                                        gen_temperature, seed, progress=not no_progress)
         cfg = replace(cfg, teacher_jsonl=(*cfg.teacher_jsonl, str(gen_path)))
     result = train(cfg, resume=resume, progress=not no_progress, log=click.echo)

@@ -51,7 +51,7 @@ def draft_config(tcfg, width: int, layers: int, kv_heads: int = 0, intermediate:
     return LlamaConfig(
         vocab_size=tcfg.vocab_size, hidden_size=width, intermediate_size=intermediate or 3 * width,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv, head_dim=t.head_dim,
-        max_position_embeddings=tcfg.max_position_embeddings, rms_norm_eps=tcfg.rms_norm_eps,
+        max_position_embeddings=t.context, rms_norm_eps=t.norm_eps,
         rope_parameters=getattr(tcfg, "rope_parameters", None), rope_theta=t.rope_theta,
         tie_word_embeddings=True, bos_token_id=tcfg.bos_token_id, eos_token_id=tcfg.eos_token_id,
         pad_token_id=getattr(tcfg, "pad_token_id", None), hidden_act="silu",
@@ -123,15 +123,15 @@ def early_exit_model(target, layers: int):
 
 def _project_layers(target, draft, P: torch.Tensor) -> None:
     """Copy the target's first layers into the draft through P (residual stream h' = P^T h)."""
-    tc, dc = target.config, draft.config
+    tc, dc = shape_from_config(target.config), shape_from_config(draft.config)
     H, W = P.shape
     s = math.sqrt(H / W)  # RMSNorm of h' [W] vs h [H]: norm(h) ~ P norm'(h') * s
     hd = dc.head_dim
-    t_group = tc.num_attention_heads // tc.num_key_value_heads
-    d_group = dc.num_attention_heads // dc.num_key_value_heads
-    kv_keep = list(range(dc.num_key_value_heads))
+    t_group = tc.heads // tc.kv_heads
+    d_group = dc.heads // dc.kv_heads
+    kv_keep = list(range(dc.kv_heads))
     q_keep = [j * t_group + i for j in kv_keep for i in range(min(d_group, t_group))]
-    q_keep = (q_keep + [h for h in range(tc.num_attention_heads) if h not in q_keep])[: dc.num_attention_heads]
+    q_keep = (q_keep + [h for h in range(tc.heads) if h not in q_keep])[: dc.heads]
 
     def rows(heads):  # head indices -> row indices of a projection [heads*hd, H]
         return torch.cat([torch.arange(h * hd, (h + 1) * hd) for h in heads])
@@ -146,7 +146,7 @@ def _project_layers(target, draft, P: torch.Tensor) -> None:
         da.o_proj.weight.copy_(P.T @ a.o_proj.weight.float()[:, rows(q_keep)])  # [W, Q]
         m, dm = tl.mlp, dl.mlp
         score = m.down_proj.weight.float().norm(dim=0) * m.up_proj.weight.float().norm(dim=1)  # [I]
-        keep = score.topk(dc.intermediate_size).indices
+        keep = score.topk(dc.intermediate).indices
         dm.gate_proj.weight.copy_(m.gate_proj.weight.float()[keep] * g_post @ P)  # [I', W]
         dm.up_proj.weight.copy_(m.up_proj.weight.float()[keep] * g_post @ P)
         dm.down_proj.weight.copy_(P.T @ m.down_proj.weight.float()[:, keep])  # [W, I']

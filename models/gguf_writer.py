@@ -57,17 +57,16 @@ def _check(model) -> None:
         raise HarnessError("RoPE scaling is not supported by this exporter; use llama.cpp's convert_hf_to_gguf.py")
 
 
-def _tensors(model) -> list[tuple[str, np.ndarray]]:
-    """(GGUF name, float32 array) for every weight of a LlamaForCausalLM, in llama.cpp's order."""
-    cfg = model.config
+def _tensors(model, a) -> list[tuple[str, np.ndarray]]:
+    """(GGUF name, float32 array) for every weight of a LlamaForCausalLM of shape `a`, in llama.cpp's order."""
     sd = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
     out = [("token_embd.weight", sd["model.embed_tokens.weight"])]
-    for i in range(cfg.num_hidden_layers):
+    for i in range(a.layers):
         p = f"model.layers.{i}."
         out += [
             (f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"]),
-            (f"blk.{i}.attn_q.weight", permute_qk(sd[p + "self_attn.q_proj.weight"], cfg.num_attention_heads)),
-            (f"blk.{i}.attn_k.weight", permute_qk(sd[p + "self_attn.k_proj.weight"], cfg.num_key_value_heads)),
+            (f"blk.{i}.attn_q.weight", permute_qk(sd[p + "self_attn.q_proj.weight"], a.heads)),
+            (f"blk.{i}.attn_k.weight", permute_qk(sd[p + "self_attn.k_proj.weight"], a.kv_heads)),
             (f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"]),
             (f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"]),
             (f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"]),
@@ -76,7 +75,7 @@ def _tensors(model) -> list[tuple[str, np.ndarray]]:
             (f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"]),
         ]
     out.append(("output_norm.weight", sd["model.norm.weight"]))
-    if not cfg.tie_word_embeddings:
+    if not model.config.tie_word_embeddings:
         out.append(("output.weight", sd["lm_head.weight"]))
     return out
 
@@ -181,7 +180,7 @@ def write_gguf(model, out, qtype: str = "q8_0", embed_qtype: Optional[str] = Non
         _copy_tokenizer(w, str(reference_gguf))
     else:
         _write_tokenizer(w, tokenizer, a.vocab, reader)
-    for tname, arr in _tensors(model):
+    for tname, arr in _tensors(model, a):
         _add_tensor(w, tname, arr, qtype, embed_qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -88,7 +88,7 @@ def hf_info(ref: str) -> list[tuple[str, str]]:
         ("format", "hf"),
         ("architecture", f"{arch} ({getattr(cfg, 'model_type', '?')})"),
         *dims,
-        ("context", str(getattr(text, "max_position_embeddings", "?"))),
+        ("context", str(shape.context_length(cfg) or "?")),
         ("vocabulary", f"{len(vocab)} tokenizer ids, {rows} embedding rows"),
         ("FLOPs/token", _flops_line(lambda: shape.flops_from_config(cfg))),
         ("tokenizer", _fingerprint_line(vocab, specials)),

@@ -64,6 +64,13 @@ def _rope_theta(cfg) -> float:
     return float(rp.get("rope_theta", getattr(cfg, "rope_theta", None) or 10000.0))
 
 
+def context_length(cfg) -> Optional[int]:
+    """The positions a config's model was trained for (None when it does not say)."""
+    if hasattr(cfg, "get_text_config"):
+        cfg = cfg.get_text_config()
+    return _first(cfg, "max_position_embeddings", "n_positions")
+
+
 def shape_from_config(cfg) -> ModelShape:
     """A transformers PretrainedConfig (text part) -> ModelShape; HarnessError if unsupported."""
     if hasattr(cfg, "get_text_config"):
@@ -90,7 +97,7 @@ def shape_from_config(cfg) -> ModelShape:
         embed_proj=proj if proj and proj != hidden else None,
         rope_theta=_rope_theta(cfg),
         norm_eps=_first(cfg, "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", default=1e-5),
-        context=_first(cfg, "max_position_embeddings", "n_positions"),
+        context=context_length(cfg),
         model_type=kind,
     )
 

@@ -38,6 +38,9 @@ round is one target pass (drafted 0). Differences from the `torch` runtime, all 
 - Embedding matrices of different sizes make transformers switch to universal assisted decoding (a
   different algorithm); this runtime then declines the pair instead of measuring something else.
 
+The baseline asks `generate` for its raw logits (`output_logits`), so its rows carry
+target_entropy like every runtime's.
+
 What it does not do: batching, static caches/compilation, prompt lookup or other candidate
 generators. A missing seam in the installed transformers makes it unavailable (one line naming the
 version) rather than report wrong numbers. Checked with transformers 4.56.2 and 5.24.0 (the tests

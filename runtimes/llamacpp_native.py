@@ -21,7 +21,8 @@ What is measured, and how (all from outside the library, nothing of its logic is
   wraps the bound method). It includes the library's copy of every output row into
   `Llama.scores`; llama.cpp's own decode milliseconds are in extra.llama_perf beside it.
 - sampling_s: `Llama.sample` (the library's sampler chain) plus the draft's token choice in Python.
-- unaccounted_s: the rest (the library's generator loop, our draft bookkeeping).
+- unaccounted_s: the rest (the library's generator loop, our draft bookkeeping; in the baseline,
+  the copy of each step's last logits row that target_entropy is computed from).
 - rounds: one per draft call; drafted = tokens proposed, accepted = leading yielded tokens equal
   to the drafts, emitted = tokens yielded in the round. The first token, sampled from the prompt
   before any draft call, is a round with drafted 0. If the wrappers are not reached (a library

@@ -12,6 +12,7 @@ import torch
 
 from core.config import PairSpec, RuntimeSettings
 from core.errors import HarnessError
+from models.shape import context_length
 
 
 def resolve_device(device: str) -> str:
@@ -58,7 +59,7 @@ class HFPair:
         else:
             check_tokenizers(self.tokenizer, load_hf_tokenizer(pair.draft, "draft"))
             self.draft = load_hf_model(pair.draft, "draft", self.dtype, self.device)
-        self.context = int(getattr(self.target.config, "max_position_embeddings", 0) or 0) or 1 << 30
+        self.context = int(context_length(self.target.config) or 0) or 1 << 30
 
     def describe(self) -> dict:
         import transformers

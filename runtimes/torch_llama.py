@@ -36,6 +36,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from models.shape import shape_from_config
+
 
 def unsupported_reason(model) -> Optional[str]:
     """None when `model` can run here, else why not (the runtime then uses transformers' forward)."""
@@ -100,11 +102,9 @@ class LlamaFast:
     """The model's weights with a static KV cache; `forward(ids, n_logits)` as KVModel's."""
 
     def __init__(self, model):
-        cfg = model.config
+        a = shape_from_config(model.config)
         self.model = model
-        self.eps = cfg.rms_norm_eps
-        self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.nh, self.nkv = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.eps, self.hd, self.nh, self.nkv = a.norm_eps, a.head_dim, a.heads, a.kv_heads
         w = model.model.embed_tokens.weight
         self.device, self.dtype = w.device, w.dtype
         if not hasattr(model, "_lean"):  # fused (and packed) once per model: a self-draft shares them

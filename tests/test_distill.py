@@ -281,3 +281,18 @@ def test_impossible_distill_settings_are_one_line(tiny_pair, tmp_path, args, nee
                                   "--work", str(tmp_path / "w"), *args, "--no-progress"])
     assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output
     assert not (tmp_path / "w").exists()  # refused before anything was loaded or written
+
+
+@pytest.mark.slow
+def test_the_writer_reproduces_the_shipped_draft_byte_for_byte(tmp_path):
+    """The one GGUF writer, fed the shipped draft's own weights (dequantized by transformers) and the
+    recipe's settings, writes the very file the repository ships."""
+    from models.gguf_writer import write_gguf
+    from models.loading import load_hf_model
+    from models.presets import DRAFT_GGUF
+    from models.smollm2 import smollm2_gguf
+
+    draft = load_hf_model(str(DRAFT_GGUF), "draft", torch.float32, "cpu")
+    out = write_gguf(draft, tmp_path / "again.gguf", qtype="q8_0", embed_qtype="q4_0", name="distilled draft",
+                     reference_gguf=str(smollm2_gguf()))
+    assert out.read_bytes() == DRAFT_GGUF.read_bytes()
