@@ -10,6 +10,10 @@ On an asynchronous device the caller passes `sync` (e.g. torch.cuda.synchronize)
 before every clock read, so a phase ends only when its device work has ended, and the time
 spent synchronizing is booked to the phase it closes.
 
+Time the harness spends on its own observation, not the runtime's (the copy of a baseline step's
+logits row for target_entropy), is taken out of the clock with `outside()`: it is in no phase and
+in no wall, so measuring more never makes a runtime look slower.
+
 What it does not do: decide what is a phase of a runtime's code (the runtime or the shared loop
 does), or compute rates (core/metrics.py).
 """
@@ -70,6 +74,7 @@ class PhaseTimer:
         self._t0 = 0
         self._round_t0 = 0
         self._open: Optional[tuple[str, int]] = None  # (phase, start) between begin() and end()
+        self._outside = self._round_outside = 0  # ns taken out of the clock by outside()
 
     def _now(self) -> int:
         if self._sync is not None:
@@ -78,6 +83,7 @@ class PhaseTimer:
 
     def start(self) -> None:
         self._total = RoundTimes()
+        self._outside = 0
         self._t0 = self._now()
 
     def booked_ns(self, phase: str) -> int:
@@ -92,18 +98,35 @@ class PhaseTimer:
         finally:
             self.end()
 
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """A block of the harness's own bookkeeping, between phases: left out of every wall."""
+        if not ENABLED:
+            yield
+            return
+        if self._open is not None:
+            raise RuntimeError(f"outside() while phase {self._open[0]!r} is open")
+        t = self._now()
+        try:
+            yield
+        finally:
+            dt = self._now() - t
+            self._outside += dt
+            self._round_outside += dt
+
     def begin_round(self) -> None:
         self._round = RoundTimes()
+        self._round_outside = 0
         self._round_t0 = self._now() if ENABLED else 0
 
     def end_round(self) -> RoundTimes:
         assert self._round is not None, "end_round without begin_round"
         r, self._round = self._round, None
-        r.wall_ns = self._now() - self._round_t0 if ENABLED else 0
+        r.wall_ns = self._now() - self._round_t0 - self._round_outside if ENABLED else 0
         return r
 
     def stop(self) -> RoundTimes:
-        self._total.wall_ns = self._now() - self._t0
+        self._total.wall_ns = self._now() - self._t0 - self._outside
         return self._total
 
     def begin(self, name: str) -> None:

@@ -21,8 +21,8 @@ What is measured, and how (all from outside the library, nothing of its logic is
   wraps the bound method). It includes the library's copy of every output row into
   `Llama.scores`; llama.cpp's own decode milliseconds are in extra.llama_perf beside it.
 - sampling_s: `Llama.sample` (the library's sampler chain) plus the draft's token choice in Python.
-- unaccounted_s: the rest (the library's generator loop, our draft bookkeeping; in the baseline,
-  the copy of each step's last logits row that target_entropy is computed from).
+- unaccounted_s: the rest (the library's generator loop, our draft bookkeeping). In the baseline
+  each step's last logits row is copied for target_entropy outside the clock (PhaseTimer.outside).
 - rounds: one per draft call; drafted = tokens proposed, accepted = leading yielded tokens equal
   to the drafts, emitted = tokens yielded in the round. The first token, sampled from the prompt
   before any draft call, is a round with drafted 0. If the wrappers are not reached (a library
@@ -50,6 +50,7 @@ from core.timing import PhaseTimer
 from models import llama_files
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
+from runtimes.loop import RowStore
 
 
 class _Run:
@@ -65,7 +66,7 @@ class _Run:
         self.matching = True
         self.n_eval = self.n_sample = 0
         self.in_round = False
-        self.rows: list[np.ndarray] = []  # baseline: each step's logits row, for target_entropy
+        self.rows: Optional[RowStore] = None  # baseline: each step's logits row, for target_entropy
 
     def open_round(self, drafts: list[int]) -> None:
         self.drafts, self.accepted, self.emitted, self.matching = drafts, 0, 0, True
@@ -142,11 +143,11 @@ class HarnessDraft(LlamaDraftModel):
 
 class _Timed:
     """Wrap a Llama's bound eval/sample so the library's own loop books them to phases. In the
-    baseline each eval's last logits row is copied (outside the phases) for target_entropy."""
+    baseline each eval's last logits row is copied, outside the clock, into a RowStore for
+    target_entropy."""
 
     def __init__(self, llm: llama_cpp.Llama, vocab: int):
-        self.llm, self.vocab = llm, vocab
-        self.keep_rows = False
+        self.llm, self.vocab, self.n_vocab = llm, vocab, llm.n_vocab()
         self.eval, self.sample = llm.eval, llm.sample
         self.run: Optional[_Run] = None
         llm.eval = self._eval  # instance attributes shadow the methods generate() calls
@@ -163,9 +164,10 @@ class _Timed:
         else:
             with run.timer.phase("verify"):
                 self.eval(tokens)
-        if self.keep_rows:
-            ptr = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
-            run.rows.append(np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))[: self.vocab].copy())
+        if run.rows is not None:
+            with run.timer.outside():
+                ptr = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
+                run.rows.add(torch.from_numpy(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))[: self.vocab]))
 
     def _sample(self, *args, **kwargs):
         run = self.run
@@ -231,7 +233,9 @@ class LlamaCppNativeRuntime(Runtime):
     def _generate(self, prompt: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
         llm, s = self.target, gen.sampling
         run = _Run(len(prompt), gen)
-        self.timed.run, self.timed.keep_rows = run, not speculative
+        if not speculative:
+            run.rows = RowStore(llm, gen.max_new_tokens)
+        self.timed.run = run
         llm.draft_model = self.drafter if speculative else None
         # Llama() forces logits_all when built with a draft model; without one (the plain loop a
         # user without a draft runs) it copies only the last row, as Llama(draft_model=None) would
@@ -283,8 +287,8 @@ class LlamaCppNativeRuntime(Runtime):
                 notes[k] = "Llama.generate no longer calls Llama.eval/sample: not observable in this version"
         g = Generation(token_ids=out, phases=phases, rounds=run.rounds, notes=notes,
                        extra={"llama_perf": perf, "n_eval_calls": run.n_eval, "n_sample_calls": run.n_sample})
-        if run.rows:
-            g.target_entropy = metrics.mean_entropy(torch.from_numpy(np.stack(run.rows[: len(out)])))
+        if run.rows is not None:
+            g.target_entropy = metrics.mean_entropy(run.rows.rows()[: len(out)])
         return g
 
     def describe(self) -> dict:

@@ -33,8 +33,8 @@ model lacks x_k and ingests it with the bonus token at its next pass (two tokens
 Phases: prefill (the target on prompt[:-1], then the drafter's reset), draft (the drafter's model
 passes), verify (the target's passes), sampling (logits to tokens: each draft token's choice, the
 acceptance test, residual resampling); the rest of a round is unaccounted (this loop's own work,
-cache bookkeeping). The baseline keeps each step's logits row for target_entropy, computed after
-the clock stops. What it does not do: batching (one sequence), tree drafting, load models.
+cache bookkeeping). The baseline copies each step's logits row into a RowStore outside the clock
+(PhaseTimer.outside: in no phase, in no wall) and computes target_entropy after the clock stops. What it does not do: batching (one sequence), tree drafting, load models.
 """
 
 from __future__ import annotations
@@ -155,17 +155,18 @@ class DraftModel(Drafter):
             raise AssertionError(f"draft KV cache ahead of the sequence: {len(self.model)} of {len(seq)} tokens")
 
 
-class _RowStore:
-    """The baseline's logits rows, for target_entropy, in one [capacity, V] buffer per target model
-    that outlives the generation: a fresh 200 KB row per step would cost ~0.1 ms of page faults,
-    1 % of a llama.cpp step. The buffer is zero-filled (its pages touched) when it first grows, at
-    least MIN_ROWS rows, as the KV caches grow: in the warm-up, not in measured generations."""
+class RowStore:
+    """A baseline's logits rows, for target_entropy, copied into one [capacity, V] buffer per model
+    (`owner`) that outlives the generation, so a step costs one row copy and no new memory (a fresh
+    200 KB row per step costs ~0.1 ms of page faults). The buffer is zero-filled, its pages touched,
+    when it first grows, to at least MIN_ROWS rows: in the warm-up, not in measured generations.
+    Callers copy outside the clock (PhaseTimer.outside): it is the harness's work, not the model's."""
 
     MIN_ROWS = 256
-    _buffers: "weakref.WeakKeyDictionary[Model, torch.Tensor]" = weakref.WeakKeyDictionary()
+    _buffers: "weakref.WeakKeyDictionary[object, torch.Tensor]" = weakref.WeakKeyDictionary()
 
-    def __init__(self, model: Model, n: int):
-        self.model, self.n, self.count = model, n, 0
+    def __init__(self, owner, n: int):
+        self.model, self.n, self.count = owner, n, 0
         self.buf: Optional[torch.Tensor] = None
 
     def add(self, row: torch.Tensor) -> None:  # row [V]
@@ -201,7 +202,7 @@ class Loop:
         timer.start()
         prefill_ns = self._prefill(timer, prompt)
         seq, out, rounds, done = list(prompt), [], [], False
-        rows = _RowStore(self.target, gen.max_new_tokens) if self.drafter is None else None
+        rows = RowStore(self.target, gen.max_new_tokens) if self.drafter is None else None
         while not done:
             timer.begin_round()
             g = min(gen.gamma, gen.max_new_tokens - len(out) - 1) if self.drafter else 0
@@ -210,7 +211,8 @@ class Loop:
             with timer.phase("verify"):
                 logits = self.target.forward(seq[len(self.target):] + draft.tokens, k + 1)  # [k+1, V]
             if rows is not None:
-                rows.add(logits[-1])  # [V] for target_entropy
+                with timer.outside():
+                    rows.add(logits[-1])  # [V] for target_entropy
             with timer.phase("sampling"):
                 x = torch.tensor(draft.tokens, dtype=torch.long) if k else NO_IDS  # [k]
                 n, t = self.accept(x, draft.q, logits.cpu(), s, rng)
@@ -221,11 +223,11 @@ class Loop:
             self._check(seq)
             rounds.append(RoundRecord.timed(timer.end_round(), k, n, emitted))
         total = timer.stop()
-        g = Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds,
-                       extra=self._counters(roles, prefill_ns, total))
+        result = Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds,
+                            extra=self._counters(roles, prefill_ns, total))
         if rows is not None:
-            g.target_entropy = metrics.mean_entropy(rows.rows())
-        return g
+            result.target_entropy = metrics.mean_entropy(rows.rows())
+        return result
 
     def _roles(self) -> dict[str, tuple[Model, str]]:
         """role -> (model, the phase its passes after prefill are booked to)."""

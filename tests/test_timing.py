@@ -56,3 +56,23 @@ def test_generation_phases_sum_to_wall(torch_rt, temperature):
             assert sum(d[k] for k in PH[1:]) == pytest.approx(d["wall_s"], abs=1e-9)
         # rounds fit inside the generation
         assert sum(r.wall_s for r in g.rounds) <= ph["wall_s"] - ph["prefill_s"] + 1e-9
+
+
+def test_the_harness_s_own_bookkeeping_is_outside_every_wall():
+    """outside(): in no phase and in no wall, per round and per generation; the identity still holds."""
+    timer = PhaseTimer()
+    timer.start()
+    timer.begin_round()
+    with timer.phase("verify"):
+        time.sleep(0.002)
+    with timer.outside():
+        time.sleep(0.02)
+    r = timer.end_round()
+    total = timer.stop()
+    assert 2_000_000 <= r.wall_ns < 15_000_000 and total.wall_ns < 15_000_000
+    assert sum(r.ns.values()) + r.unaccounted_ns == r.wall_ns and r.unaccounted_ns >= 0
+    timer.start()
+    timer.begin("draft")
+    with pytest.raises(RuntimeError, match="while phase 'draft' is open"):
+        with timer.outside():
+            pass
