@@ -307,11 +307,12 @@ def plain_paths(model: str, ids: list[int], n: int, settings: RuntimeSettings) -
     import llama_cpp
     import numpy as np
 
+    from models import llama_files
     from runtimes import llama_common as lc
 
     t, tb = lc.n_threads(settings)  # the threads our llamacpp runtime uses, so only the loop differs
     llm = llama_cpp.Llama(model_path=model, n_ctx=max(512, len(ids) + n + 8), n_threads=t, n_threads_batch=tb,
-                          n_gpu_layers=settings.n_gpu_layers, verbose=False)
+                          n_gpu_layers=settings.n_gpu_layers, verbose=llama_files.verbose())
     eos = llm.token_eos()
 
     def no_eos(_ids, logits):

@@ -20,6 +20,7 @@ from harness.prompts import DEFAULT_PROMPTS
 from harness.runner import RunConfig
 
 SWEEP_GAMMAS = "1,2,4,6,8"
+VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
 
 
 class _Group(click.Group):
@@ -69,6 +70,7 @@ def _common(f):
                      help=f"llama.cpp context length (default: min(model's, {RuntimeSettings.N_CTX_CAP}))."),
         click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>)."),
         click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
+        VERBOSE,
     ]
     for o in reversed(opts):
         f = o(f)
@@ -84,12 +86,14 @@ def _split(value: str, cast, flag: str) -> list:
 
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     import runtimes
+    from harness.console import library_output
     from harness.prompts import load_prompts
     from harness.runner import run as run_all
     from harness.summary import print_summary
     from models.presets import resolve_pair
 
     names = runtimes.parse_names(o["runtime_spec"])
+    library_output(o["verbose"])
     samplings = [SamplingParams(t, p, o["top_k"]) for t in temperatures for p in top_ps]
     settings = RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
                                n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
@@ -182,10 +186,13 @@ def _bs(name: str):
 @click.option("--device", default=_bs("device"), show_default=True)
 @click.option("--n-threads", default=None, type=int, help="Threads for torch and llama.cpp (default: theirs).")
 @click.option("--out", default=_bs("out"), show_default=True, type=click.Path(path_type=Path))
-def bench(figures, model, tokens, repeats, gamma, device, n_threads, out):
+@VERBOSE
+def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
     """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
     from harness.bench import run_bench
+    from harness.console import library_output
 
+    library_output(verbose)
     run_bench(BenchSettings(figures, model, tokens, repeats, gamma, device, n_threads, out), log=click.echo)
 
 

@@ -66,9 +66,12 @@ def info(ref):
 @click.option("--tokens", default=32, show_default=True, type=int, help="Tokens per continuation.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--answers", default=None, help="Score stored target answers ({ids, start} JSONL of `models teacher-data`) instead of sampling.")
-def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers):
+@click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
+def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers, verbose):
     """Teacher-forced agreement of a pair: alpha(T) and top-1 per prompt and per position."""
     import torch
+
+    from harness.console import library_output
 
     from harness.prompts import load_prompts
     from models import agreement as ag
@@ -77,6 +80,7 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
     ag.check_temperature(temperature)
     if answers:
         ag.check_answers(answers)
+    library_output(verbose)
     prompts = [] if answers else load_prompts(prompt_spec)
     if target is None:
         from models.smollm2 import smollm2_gguf

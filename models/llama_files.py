@@ -1,5 +1,5 @@
 """GGUF files as llama.cpp reads them: loading a model (quietly, with one-line errors), its training
-context, its vocabulary (the real ids, text, tokenization and detokenization), its chat template,
+context (from the metadata: llama.cpp's vocabulary-only load reports 0), its vocabulary (the real ids, text, tokenization and detokenization), its chat template,
 and the check that a draft speaks its target's vocabulary.
 
 Shared by the llama.cpp runtimes and by the teacher data of models/teacher_data.py, so a prompt is
@@ -19,9 +19,20 @@ import llama_cpp
 from core.errors import HarnessError
 
 
-def quiet_logs(verbose: bool = False) -> None:
-    """llama.cpp logs every load to stderr; keep errors only unless verbose."""
-    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
+LOGGER = "llama-cpp-python"  # llama-cpp-python prints llama.cpp's log lines at or above this logger's level
+
+
+def quiet_logs() -> None:
+    """llama.cpp logs every load to stderr: errors only, unless the command line asked for more
+    (harness/console.py sets the level first; an unset level is taken as quiet)."""
+    log = logging.getLogger(LOGGER)
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.ERROR)
+
+
+def verbose() -> bool:
+    """Whether llama.cpp's own log lines are wanted (for Llama(verbose=...))."""
+    return logging.NOTSET < logging.getLogger(LOGGER).level <= logging.DEBUG
 
 
 def check_gguf(path: Optional[str], role: str) -> str:
@@ -33,12 +44,12 @@ def check_gguf(path: Optional[str], role: str) -> str:
     return str(Path(path).expanduser())
 
 
-def load_model(path: str, role: str, n_gpu_layers: int = 0, vocab_only: bool = False):
-    """A llama_model from a GGUF file (header and vocabulary only with vocab_only), or one HarnessError line."""
+def load_model(path: str, role: str, n_gpu_layers: int = 0):
+    """A llama_model from a GGUF file, or one HarnessError line."""
     quiet_logs()
     llama_cpp.llama_backend_init()
     p = llama_cpp.llama_model_default_params()
-    p.n_gpu_layers, p.vocab_only = n_gpu_layers, vocab_only
+    p.n_gpu_layers = n_gpu_layers
     model = llama_cpp.llama_model_load_from_file(path.encode(), p)
     if not model:
         raise HarnessError(f"llama.cpp could not load the {role} GGUF file {path} (corrupt, or an architecture this build does not know)")
@@ -46,12 +57,10 @@ def load_model(path: str, role: str, n_gpu_layers: int = 0, vocab_only: bool = F
 
 
 def n_ctx_train(path: str, role: str) -> int:
-    """The training context of a GGUF file, reading its header and vocabulary only."""
-    model = load_model(path, role, vocab_only=True)
-    try:
-        return llama_cpp.llama_model_n_ctx_train(model)
-    finally:
-        llama_cpp.llama_model_free(model)
+    """The training context of a GGUF file, from its metadata (0 when it does not say)."""
+    from models.shape import gguf_arch_value, open_gguf
+
+    return int(gguf_arch_value(open_gguf(path), "context_length") or 0)
 
 
 def token_text(vocab, i: int) -> str:

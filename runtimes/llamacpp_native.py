@@ -206,7 +206,7 @@ class LlamaCppNativeRuntime(Runtime):
         try:
             return llama_cpp.Llama(
                 model_path=path, n_gpu_layers=s.n_gpu_layers, n_ctx=self.n_ctx, n_batch=n_batch, n_ubatch=n_batch,
-                n_threads=t, n_threads_batch=tb, flash_attn=False, draft_model=draft, verbose=False,
+                n_threads=t, n_threads_batch=tb, flash_attn=False, draft_model=draft, verbose=llama_files.verbose(),
             )
         except ValueError as e:
             raise HarnessError(f"llama-cpp-python could not load {path}: {e}") from None
