@@ -78,13 +78,24 @@ def _log(msg: str) -> None:
 
 def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
                    gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
-                   baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings()) -> dict:
-    """core.results.make_row for one generation of runtime `rt` (None when it never loaded)."""
+                   baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings(),
+                   label: Optional[str] = None) -> dict:
+    """core.results.make_row for one generation of runtime `rt` (None when it never loaded);
+    `label` is the pair as a person names it (models.info.pair_label)."""
     desc = rt.describe() if rt is not None else {}
     identity = {"runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
                 "category": prompt.category, "repeat": repeat}
-    return make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
-                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline)
+    row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
+                   text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline)
+    row["pair_label"] = label or pair.name
+    return row
+
+
+def label_of(pair: PairSpec) -> str:
+    """The pair as a person names it, from the files the llama.cpp runtimes load, else the HF ones."""
+    from models.info import pair_label
+
+    return pair_label(pair.target_gguf or pair.target, pair.draft_gguf or pair.draft)
 
 
 def _one_line(e: BaseException) -> str:
@@ -104,9 +115,11 @@ class Runner:
         self.out, existing = open_out_dir(cfg.out, cfg.resume)
         self.rows = existing
         self.done = {row_key(r): r for r in existing if not r.get("error")}
+        self.labels = {p.name: label_of(p) for p in cfg.pairs}
         self.info = {
             "config": {
-                "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]), "pairs": [asdict(p) for p in cfg.pairs],
+                "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]),
+                "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in cfg.pairs],
                 "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
                 "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed, "ignore_eos": cfg.ignore_eos,
                 "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
@@ -174,7 +187,8 @@ class Runner:
             write_run_json(self.out, self.info)
             s, n = self.cfg.samplings[0], self.cfg.max_new_tokens[0]
             self._emit(generation_row(pair, None, name, "baseline", self.cfg.prompts[0], 0, self.cfg.settings(s, n, 0),
-                                      None, error=f"skipped: {reason}", settings=self.cfg.runtime))
+                                      None, error=f"skipped: {reason}", settings=self.cfg.runtime,
+                                      label=self.labels[pair.name]))
             self.bar.update(len(todo))
         finally:
             if rt is not None:
@@ -220,7 +234,7 @@ class Runner:
                     _log(_progress(tag, p, gen, base, row))
 
     def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
-        kw = dict(settings=self.cfg.runtime)
+        kw = dict(settings=self.cfg.runtime, label=self.labels[pair.name])
         try:
             g = rt.generate_speculative(ids, gen) if mode == "speculative" else rt.generate_baseline(ids, gen)
         except HarnessError:

@@ -18,12 +18,13 @@ def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
 
 def summary_lines(rows: list[dict]) -> list[str]:
     groups = metrics.summarize(rows)
+    pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in rows)
     shown = [(k, h, w) for k, h, w in VARYING
              if len({g[k] for g in groups if k != "gamma" or g["mode"] == "speculative"}) > 1]
     head = (f"{'runtime':<16}{'mode':<12}" + "".join(f"{h:>{w}}" for _, h, w in shown)
             + f"{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}"
             + "".join(f"{p[:-2]:>18}" for p in PHASES) + f"{'wall':>9}")
-    lines = [head, "-" * len(head)]
+    lines = [f"pair {name}: {label}" for name, label in pairs] + [head, "-" * len(head)]
     for s in groups:
         wall = s["wall_s"]
         phases = "".join(_cell(None, 18) if s[p] is None else f"{s[p]:>9.3f}s ({100 * s[p] / wall:4.1f}%)" for p in PHASES)

@@ -4,15 +4,19 @@ tokenizer fingerprint (models/compat.py).
 
 A reference is a .gguf file, a Hugging Face folder, or an HF id; an id is read from its cached
 snapshot when there is one (no network), else config and tokenizer come from the Hub when it is
-reachable. What it does not do: load weights, or count FLOPs itself.
+reachable. Also the labels a person reads for a model and a pair (`model_label`, `pair_label`),
+used in the console, reports and plots. What it does not do: load weights, or count FLOPs itself.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Optional
 
 from core.errors import HarnessError
 from models import compat, shape
+from models.loading import looks_like_path
 
 
 def _flops_line(get) -> str:
@@ -28,19 +32,13 @@ def _fingerprint_line(vocab: dict, specials: dict) -> str:
 
 
 def gguf_info(path: Path) -> list[tuple[str, str]]:
-    import gguf
-
     reader = shape.open_gguf(path)
 
     def value(key):
         return shape.gguf_arch_value(reader, key)
 
     arch = shape.gguf_value(reader, "general.architecture") or "?"
-    ftype = shape.gguf_value(reader, "general.file_type")
-    try:
-        ftype = gguf.LlamaFileType(ftype).name.removeprefix("MOSTLY_") if ftype is not None else "?"
-    except ValueError:
-        pass
+    ftype = _file_type(reader) or "?"
     vocab, specials = compat.gguf_tokenizer_vocab(reader)
     rows = len(shape.gguf_value(reader, "tokenizer.ggml.tokens") or [])
     heads, kv = value("attention.head_count"), value("attention.head_count_kv")
@@ -105,3 +103,75 @@ def model_info(ref: str) -> list[tuple[str, str]]:
 def format_rows(rows: list[tuple[str, str]]) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+# ---------------------------------------------------------------- labels a person reads
+
+QUANT_SUFFIX = re.compile(r"[.\-_](?:I?Q\d[\w]*|BF16|F16|F32|FP16)(?:\.v\d+)?$", re.IGNORECASE)  # .Q4_1, -q8_0, .f32.v2
+SIZE_IN_NAME = re.compile(r"\d+(?:\.\d+)?[MB]\b", re.IGNORECASE)
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"
+
+
+def _file_type(reader) -> str:
+    """general.file_type as gguf names it, less "MOSTLY_": Q4_1, Q8_0, ALL_F32 ("" when not said)."""
+    import gguf
+
+    ftype = shape.gguf_value(reader, "general.file_type")
+    try:
+        return gguf.LlamaFileType(ftype).name.removeprefix("MOSTLY_") if ftype is not None else ""
+    except ValueError:
+        return ""
+
+
+def gguf_quantization(path) -> str:
+    """A GGUF file's quantization as a person names it: Q4_1, Q8_0, F32."""
+    return _file_type(shape.open_gguf(path)).removeprefix("ALL_") or "?"
+
+
+def _gguf_label(path: Path) -> str:
+    reader = shape.open_gguf(path)
+    base = QUANT_SUFFIX.sub("", path.stem)
+    quant = _file_type(reader).removeprefix("ALL_")
+    if SIZE_IN_NAME.search(base):
+        return f"{base} {quant}".strip()
+    layers, width = shape.gguf_arch_value(reader, "block_count"), shape.gguf_arch_value(reader, "embedding_length")
+    params = sum(int(t.n_elements) for t in reader.tensors)
+    mib = path.stat().st_size / 2**20
+    return f"{base} {layers}×{width} {_count(params)} {quant} ({mib:.{0 if mib >= 10 else 1}f} MiB)".replace("  ", " ")
+
+
+def _hf_label(folder: Path) -> str:
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        base = folder.parent.parent.name.split("--")[-1]  # the Hugging Face cache: models--org--name/snapshots/<rev>
+    else:
+        base = folder.name
+    if SIZE_IN_NAME.search(base):
+        return base
+    a = shape.shape_from_config(shape.load_config(str(folder)))
+    return f"{base} {a.layers}×{a.hidden}"
+
+
+def model_label(ref: Optional[str]) -> str:
+    """One model as a person names it, from its files: the name (the file or repository name, a
+    quantization suffix dropped), then the quantization; a name that says no size gets the shape
+    (layers × width), the parameters counted from the tensors and the file size."""
+    if not ref:
+        return "?"
+    p = Path(ref).expanduser()
+    try:
+        if p.suffix == ".gguf" and p.is_file():
+            return _gguf_label(p)
+        if p.is_dir():
+            return _hf_label(p)
+    except HarnessError:
+        pass
+    return p.name if looks_like_path(ref) else ref.split("/")[-1]
+
+
+def pair_label(target: Optional[str], draft: Optional[str]) -> str:
+    """'target ← draft', e.g. 'SmolLM2-135M-Instruct Q4_1 ← smollm2-draft 4×256 16M Q8_0 (12 MiB)'."""
+    t = model_label(target)
+    return f"{t} ← itself" if draft == target else f"{t} ← {model_label(draft)}"

@@ -147,7 +147,8 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
     explain_section's lines; `figures` (reports/figures.py) get a section when several run folders
     are read."""
     out = ["# Speculative decoding report", ""]
-    out += [f"- {line}" for line in headline(cells)] + [""]
+    pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
+    out += [f"- {line}" for line in headline(cells)] + [f"- **Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
     out += ["## Speed, acceptance and ceiling", ""] + md_table(cells, SUMMARY_COLS) + [""]
     out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings. "
             "alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "

@@ -55,7 +55,7 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     s = next(x for x in metrics.summarize(base + spec) if x["mode"] == mode)
     first = (spec or base)[0]
     cell = {k: first.get(k) for k in SETTINGS}
-    cell.update(mode=mode, gamma=gamma, n=s["n"], prompts=len({r["prompt_id"] for r in (spec or base)}),
+    cell.update(pair_label=first.get("pair_label") or first.get("pair"), mode=mode, gamma=gamma, n=s["n"], prompts=len({r["prompt_id"] for r in (spec or base)}),
                 new_tokens=s["new_tokens"], wall_s=s["wall_s"])
     cell.update({p: s[p] for p in PHASES})
     cell.update(_phase_pcts(s))
@@ -176,8 +176,10 @@ def varying(records: list[dict]) -> list[str]:
 
 
 def settings_label(rec: dict, vary: list[str]) -> str:
-    """The varying settings of a record, e.g. "T=0.7 · top-p 0.9" ("" when nothing varies)."""
-    return " · ".join(_SHOW.get(k, "{}").format(rec.get(k)) for k in vary)
+    """The varying settings of a record, e.g. "T=0.7 · top-p 0.9" ("" when nothing varies); a pair
+    by its label (models.info.pair_label) where the rows carry one."""
+    return " · ".join(_SHOW.get(k, "{}").format(rec.get("pair_label") or rec.get(k) if k == "pair" else rec.get(k))
+                      for k in vary)
 
 
 def label(rec: dict, vary: list[str], mode: bool = True) -> str:

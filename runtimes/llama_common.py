@@ -9,7 +9,6 @@ do: read GGUF files or vocabularies (models/llama_files.py), or decode, sample o
 
 from __future__ import annotations
 
-import ctypes
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -95,17 +94,14 @@ def reset_perf(*ctxs) -> None:
         llama_cpp.llama_perf_context_reset(c)
 
 
-def model_desc(model) -> str:
-    buf = ctypes.create_string_buffer(256)
-    llama_cpp.llama_model_desc(model, buf, len(buf))
-    return buf.value.decode(errors="replace")
+def describe_files(paths: tuple, settings: RuntimeSettings) -> dict:
+    """device / dtype fields for results rows: where the layers run and each GGUF's quantization
+    (from its metadata: llama.cpp's own model description guesses sizes, "?B" for a small draft)."""
+    from models.info import gguf_quantization
 
-
-def describe_models(models: list, settings: RuntimeSettings) -> dict:
-    """device / dtype fields for results rows: where the layers run and the GGUF's weight type."""
     gpu = settings.n_gpu_layers != 0 and bool(llama_cpp.llama_supports_gpu_offload())
     return {"device": f"gpu ({settings.n_gpu_layers} layers)" if gpu else "cpu",
-            "dtype": " / ".join(dict.fromkeys(model_desc(m) for m in models))}
+            "dtype": " / ".join(dict.fromkeys(gguf_quantization(p) for p in paths))}
 
 
 def library_versions() -> dict:
@@ -113,11 +109,11 @@ def library_versions() -> dict:
             "llama_cpp_system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip()}
 
 
-def describe(models: list, settings, paths: tuple, n_ctx: int) -> dict:
-    """run.json's entry for a llama.cpp runtime: models, files, context, threads, library versions."""
+def describe(settings, paths: tuple, n_ctx: int) -> dict:
+    """run.json's entry for a llama.cpp runtime: files, context, threads, library versions."""
     t, tb = n_threads(settings)
     return {
-        **describe_models(models, settings),
+        **describe_files(paths, settings),
         "target_gguf": paths[0], "draft_gguf": paths[1],
         "n_ctx": n_ctx, "n_threads": t, "n_threads_batch": tb,
         **library_versions(),

@@ -151,7 +151,7 @@ class LlamaCppRuntime(LoopRuntime):
         return self.n_ctx
 
     def describe(self) -> dict:
-        return lc.describe(self.models, self.settings, self.paths, self.n_ctx)
+        return lc.describe(self.settings, self.paths, self.n_ctx)
 
     def close(self) -> None:
         for kv in getattr(self, "_kvs", []):

@@ -292,7 +292,7 @@ class LlamaCppNativeRuntime(Runtime):
         return g
 
     def describe(self) -> dict:
-        return lc.describe([self.target.model, self.draft_llm.model], self.settings, self.paths, self.n_ctx)
+        return lc.describe(self.settings, self.paths, self.n_ctx)
 
     def close(self) -> None:
         for llm in (self.target, self.draft_llm):

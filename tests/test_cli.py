@@ -104,3 +104,19 @@ def test_help_shows_the_defaults_the_dataclasses_define():
         assert f"--max-new-tokens {'INTEGER' if cmd == 'run' else 'TEXT'} " in text and f"[default: {n}]" in text
         assert f"[default: {default_of(RunConfig, 'warmup')}]" in text
     assert f"Draft tokens per round. [default: {g}]" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
+
+
+def test_the_console_names_the_pair_and_keeps_library_chatter_out(tmp_path):
+    out = tmp_path / "run"
+    r = harness("run", "--runtime", "hf,llamacpp", "--pair", "tiny", "--max-new-tokens", "4", "--prompts", "code",
+                "--warmup", "0", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "pair tiny: target 4×64 181K F32 (" in r.stdout
+    for chatter in ("Loading weights", "[transformers]", "llama_context", "Warning"):
+        assert chatter not in r.stderr, chatter
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["pair_label"] for r in rows} == {json.loads((out / "run.json").read_text())["config"]["pairs"][0]["label"]}
+    assert {r["dtype"] for r in rows if r["runtime"] == "llamacpp"} == {"F32"}
+    loud = harness("run", "--runtime", "hf", "--pair", "tiny", "--max-new-tokens", "4", "--prompts", "code", "--warmup", "0",
+                   "--verbose", "--out", str(tmp_path / "loud"))
+    assert loud.returncode == 0 and "Loading weights" in loud.stderr

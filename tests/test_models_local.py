@@ -276,3 +276,22 @@ def test_a_gguf_is_converted_once_and_reloaded_from_the_cache(tiny_pair, tmp_pat
     direct = load_hf_model(str(gguf), "target", torch.float32, "cpu")
     with torch.no_grad():
         assert torch.equal(direct(ids).logits, first(ids).logits)
+
+
+# ---------------------------------------------------------------- labels
+
+
+def test_pairs_are_labelled_from_their_files():
+    """Name from the file, quantization from the metadata, and for a name without a size the shape,
+    the parameters counted from the tensors and the file size; never llama.cpp's '?B'."""
+    from models.info import model_label, pair_label
+    from models.presets import DRAFT_GGUF, resolve_pair
+    from models.smollm2 import smollm2_gguf
+
+    assert model_label(str(smollm2_gguf())) == "SmolLM2-135M-Instruct Q4_1"
+    draft = model_label(str(DRAFT_GGUF))
+    assert draft.startswith("smollm2-draft 4×256 16M Q8_0 (") and draft.endswith(" MiB)") and "?" not in draft
+    spec = resolve_pair("tiny")
+    assert pair_label(spec.target, spec.draft) == "target 4×64 ← draft 1×64"
+    assert pair_label(spec.target_gguf, spec.target_gguf).endswith("← itself")
+    assert pair_label(spec.target_gguf, spec.draft_gguf).startswith("target 4×64 181K F32 (")
