@@ -87,6 +87,24 @@ def mean_entropy(logits) -> Optional[float]:
     return float(-(logp.exp() * logp).sum(-1).mean())
 
 
+def first_difference(a: Sequence[int], b: Sequence[int]) -> Optional[int]:
+    """The first index where two id sequences differ (the shorter one's length when one is a
+    prefix of the other); None when they are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def top2_margins(logits) -> Optional[list[float]]:
+    """Top-1 minus top-2 logit of each row: how near to a tie each greedy choice was.
+    logits: [N, V] torch tensor."""
+    if logits is None or logits.shape[0] == 0:
+        return None
+    v = logits.float().topk(2, -1).values  # [N, 2]
+    return [round(float(x), 5) for x in v[:, 0] - v[:, 1]]
+
+
 def tokens_per_s(new_tokens: int, wall_s: float, prefill_s: float) -> Optional[float]:
     """Decode rate: new tokens over the time after prefill."""
     return _div(new_tokens, wall_s - prefill_s)
@@ -133,6 +151,10 @@ def median(xs: Iterable[float]) -> Optional[float]:
     m = len(v) // 2
     return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
 
+
+# The verdicts on a greedy mismatch (runtimes/evidence.py decides, reports/mismatch.py says them).
+NEAR_TIE = "near-tie flip"  # batched and one-token logits differ by more than the target's top-2 margin
+SUSPECTED_BUG = "suspected bug"  # they do not: numerics cannot explain the speculative token
 
 GREEDY_MISMATCH = ("greedy speculative output differs from the baseline's: a correctness bug on float32 weights; "
                    "on quantized GGUF (llama.cpp) or float16/bfloat16 weights, batched (verify) and one-token "

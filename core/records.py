@@ -64,5 +64,6 @@ class Generation:
     phases: Phases
     rounds: list[RoundRecord]
     target_entropy: Optional[float] = None  # baseline: mean target next-token entropy (nats), T = 1
+    step_margins: Optional[list[float]] = None  # baseline: top-1 - top-2 logit of the target at each token
     notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
     extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)

@@ -63,6 +63,7 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
         speedup = metrics.speedup(baseline["wall_s"], baseline["new_tokens"], row["wall_s"], row["new_tokens"])
     row.update(token_ids=g.token_ids, text=text, greedy_match=greedy_match, speedup=speedup,
                target_entropy=g.target_entropy if mode == "baseline" else None,
+               step_margins=g.step_margins if mode == "baseline" else None,
                rounds=rounds, error=error, phase_notes=g.notes or None, extra=g.extra or None)
     return row
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional
 import runtimes
 from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
 from core.errors import HarnessError, RuntimeUnavailable
+from core.metrics import SUSPECTED_BUG
 from core.machine import environment
 from core.records import Generation
 from core.results import ResultsWriter, make_row, model_files, open_out_dir, row_key, write_run_json
@@ -243,18 +244,36 @@ class Runner:
             with open(self.out / "errors.log", "a") as f:
                 f.write(f"[{name} {pair.name} {mode} {p.id} repeat {repeat}]\n{traceback.format_exc()}\n")
             return generation_row(pair, rt, name, mode, p, repeat, gen, None, error=_one_line(e), **kw)
-        return generation_row(pair, rt, name, mode, p, repeat, gen, g, baseline=baseline, **kw)
+        row = generation_row(pair, rt, name, mode, p, repeat, gen, g, baseline=baseline, **kw)
+        if row["greedy_match"] is False:
+            row["mismatch"] = self._evidence(rt, ids, baseline["token_ids"], g)
+        return row
+
+    def _evidence(self, rt: Runtime, ids: list[int], base_ids: list[int], g: Generation) -> Optional[dict]:
+        """runtimes/evidence.py for a greedy mismatch, after the measurement; a failure here is noted,
+        never a lost row."""
+        try:
+            return rt.mismatch_evidence(ids, base_ids, g)
+        except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no evidence
+            return {"error": _one_line(e)}
 
 
 def run(cfg: RunConfig) -> list[dict]:
     return Runner(cfg).run()
 
 
+def _mismatch_flag(m: Optional[dict]) -> str:
+    if not m or "verdict" not in m:
+        return "  GREEDY MISMATCH"
+    at = f"at token {m['position']} (top-2 margin {m['margin_one_token']:.3f}, passes differ by {m['max_abs_diff']:.3f})"
+    return f"  SUSPECTED BUG: greedy output left the baseline {at}" if m["verdict"] == SUSPECTED_BUG else f"  near-tie flip {at}"
+
+
 def _progress(tag, p, gen, b, s) -> str:
     where = f"[{tag}] {p.id} gamma {gen.gamma} T {gen.sampling.temperature:g} rep {gen.seed}"
     if (b or {}).get("error") or s["error"]:
         return f"{where}: error: {(b or {}).get('error') or s['error']}"
-    flag = "" if s["greedy_match"] in (None, True) else "  GREEDY MISMATCH"
+    flag = "" if s["greedy_match"] in (None, True) else _mismatch_flag(s.get("mismatch"))
     speedup = "-" if s["speedup"] is None else f"{s['speedup']:.2f}x"
     base_tps = "-" if not b else f"{b['tokens_per_s']:.1f}"
     alpha = "-" if s["alpha_hat"] is None else f"{s['alpha_hat']:.2f}"

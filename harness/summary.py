@@ -1,6 +1,8 @@
-"""The table `harness run` and `harness sweep` print: per runtime, mode and setting, tokens/s,
-speedup, acceptance, alpha_hat, tau and the phase breakdown in seconds and percent of wall.
-Numbers come from metrics.summarize; settings columns appear only when they vary."""
+"""The table `harness run` and `harness sweep` print: the pair's label, then per runtime, mode and
+setting, tokens/s, speedup, acceptance, alpha_hat, tau and the phase breakdown in seconds and
+percent of wall; under a row with greedy mismatches what they are (reports/mismatch.py), and
+whether the runtimes' greedy baselines agree. Numbers come from core.metrics.summarize; settings
+columns appear only when they vary."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import click
 
 from core import metrics
 from core.timing import PHASE_FIELDS as PHASES
+from reports import mismatch
 VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
            ("max_new_tokens", "max_new", 9))
 
@@ -35,7 +38,11 @@ def summary_lines(rows: list[dict]) -> list[str]:
             + _cell(s.get("mean_accepted_len"), 6, ".2f") + phases + f"{wall:>8.2f}s"
         )
         if s.get("greedy_match") is False:
-            lines.append(f"  !! {s['runtime']}: {metrics.GREEDY_MISMATCH}")
+            same = [r for r in rows if all(r.get(k) == s[k] for k in metrics.GROUP_FIELDS)]
+            lines += [f"  !! {line}" for line in mismatch.runtime_lines(same, s["runtime"])]
+    across = mismatch.agreement_lines(mismatch.agreement(rows))
+    if across:
+        lines += ["greedy baselines across runtimes:"] + [f"  {line}" for line in across]
     lines += [f"{rt}: {err}" for rt, err in sorted({(r["runtime"], r["error"]) for r in rows if r.get("error")})]
     return lines
 

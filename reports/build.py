@@ -2,7 +2,8 @@
 
 Files written (all overwritten on each call): report.md (headline, tables, the explain section,
 plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv, figures.csv (each run
-folder's figures), explain.csv, report.json (all tables, headline, explanations and notes) and the
+folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
+baselines across runtimes), explain.csv, report.json (all tables, headline, explanations and notes) and the
 PNG plots of plots.py, waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
 only. What it does not do: measure anything.
 """
@@ -15,7 +16,7 @@ from typing import Optional
 
 from core import metrics
 from core.errors import HarnessError
-from reports import explain, markdown, plots, tables
+from reports import explain, markdown, mismatch, plots, tables
 from reports.ceiling import CFlops
 from reports.figures import run_figures
 from reports.load import REPORT_DIR, load
@@ -32,8 +33,11 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
              for name, c in cflops.found.items()]
     notes += cflops.notes
     spec = [c for c in cells if c["mode"] == "speculative"]
-    notes += [f"{c['label']}: {metrics.GREEDY_MISMATCH}"
-              for c in spec if c["greedy_match"] is False]
+    for c in spec:
+        if c["greedy_match"] is False:
+            same = [r for r in rows if all(str(r.get(k)) == str(c.get(k)) for k in tables.SETTINGS + ["gamma"])
+                    and r["mode"] == "speculative"]
+            notes += [f"{c['label']}: {line.removeprefix(c['runtime'] + ': ')}" for line in mismatch.runtime_lines(same, c["runtime"])]
     notes += [f"{c['label']}: no baseline rows with the same settings, so no speedup" for c in spec if c["speedup"] is None]
     notes += [f"{c['label']}: c measured unavailable (no per-round draft or target step times)"
               for c in spec if c["c_measured"] is None]
@@ -66,10 +70,12 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     sources = [str(s) for s in loaded.sources]
     expls, comparisons, lines, _ = _explain(rows, out)
     data["figures"] = run_figures(rows)
+    data["mismatches"], data["agreement"] = mismatch.mismatch_table(rows), mismatch.agreement(rows)
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
-                                                     data["figures"]))
+                                                     data["figures"], data["mismatches"], data["agreement"]))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
-                      ("histogram", "histogram.csv"), ("figures", "figures.csv")):
+                      ("histogram", "histogram.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
+                      ("agreement", "agreement.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
            **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons}

@@ -10,7 +10,15 @@ from __future__ import annotations
 from typing import Optional
 
 from core import theory
+from reports.mismatch import agreement_lines
 from reports.tables import PHASES, label, varying
+
+MISMATCH_TEXT = (
+    "Where a greedy speculative output leaves its own baseline's, the target's logits at the first differing token "
+    "were recomputed on the common prefix twice, one token per pass (as the baseline) and inside a batch shaped like "
+    "the verify pass that emitted it (as speculation). When the largest difference between the two logit vectors is at "
+    "least the one-token top-2 margin, batched numerics alone can swap the winner: a near-tie flip, not the algorithm. "
+    "Otherwise numerics cannot explain the speculative token: a suspected bug.")
 
 
 def _f(v, spec: str = ".2f", suffix: str = "") -> str:
@@ -141,8 +149,18 @@ FIGURE_COLS = [("run", "run", "s"), ("runtime", "runtime", "s"), ("pair", "pair"
                ("greedy_match", "greedy match", "")]
 
 
+MISMATCH_COLS = [("runtime", "runtime", "s"), ("prompt", "prompt", "s"), ("gamma", "gamma", ""), ("position", "token", ""),
+                 ("baseline", "baseline chose", "s"), ("speculative", "speculative chose", "s"),
+                 ("margin_one_token", "top-2 margin, one-token pass", ".3f"), ("margin_batched", "top-2 margin, batched pass", ".3f"),
+                 ("max_abs_diff", "max logit difference", ".3f"), ("verdict", "verdict", "s")]
+AGREEMENT_COLS = [("prompt", "prompt", "s"), ("a", "runtime A", "s"), ("b", "runtime B", "s"), ("agree", "same ids", ""),
+                  ("position", "first different token", ""), ("token_a", "A chose", ""), ("margin_a", "A's top-2 margin", ".3f"),
+                  ("token_b", "B chose", ""), ("margin_b", "B's top-2 margin", ".3f")]
+
+
 def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
-             explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None) -> str:
+             explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None,
+             mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `explain` is
     explain_section's lines; `figures` (reports/figures.py) get a section when several run folders
     are read."""
@@ -160,6 +178,11 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
         out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
     if figures and len(sources) > 1:
         out += ["## Each run folder", ""] + md_table(figures, FIGURE_COLS) + [""]
+    if mismatches:
+        out += ["## Greedy mismatches", "", MISMATCH_TEXT, ""] + md_table(mismatches, MISMATCH_COLS) + [""]
+    if agreement:
+        out += ["## Greedy baselines across runtimes", ""] + [f"- {line}" for line in agreement_lines(agreement)] + [""]
+        out += md_table(agreement, AGREEMENT_COLS) + [""]
     out += explain or []
     out += ["## Plots", ""]
     out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]

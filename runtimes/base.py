@@ -18,6 +18,7 @@ from typing import Optional
 
 from core.config import GenerationSettings, PairSpec, RuntimeSettings
 from core.records import Generation
+from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
 
 
@@ -56,6 +57,23 @@ class Runtime(ABC):
         """Device, dtype, model files and library versions, for run.json."""
         return {}
 
+    def reference(self) -> Optional[Model]:
+        """The target as a loop.Model with its own cache (same library, weights and kernels), for
+        recomputing evidence between generations; None when this runtime has none."""
+        return None
+
+    def mismatch_evidence(self, prompt_ids: list[int], base_ids: list[int], spec: Generation) -> Optional[dict]:
+        """Why a greedy speculative generation left the baseline's ids (runtimes/evidence.py)."""
+        model = self.reference()
+        if model is None:
+            return None
+        with self.generating():
+            return evidence.greedy_mismatch(model, prompt_ids, base_ids, spec.token_ids, spec.rounds, self.decode)
+
+    def generating(self) -> AbstractContextManager:
+        """Hook: a context every generation runs in (e.g. single-threaded torch sampling)."""
+        return nullcontext()
+
     def close(self) -> None:
         """Free models and contexts."""
 
@@ -74,9 +92,8 @@ class LoopRuntime(Runtime):
     def drafter(self) -> Drafter:
         return DraftModel(self.draft)
 
-    def generating(self) -> AbstractContextManager:
-        """Hook: a context every generation runs in (e.g. single-threaded torch sampling)."""
-        return nullcontext()
+    def reference(self) -> Model:
+        return self.target  # between generations its cache is free: the next one resets it
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         with self.generating():

@@ -407,8 +407,17 @@ class HFRuntime(HFText, Runtime):
         rounds = _reconcile(probe.rounds, len(token_ids))
         g = Generation(token_ids=token_ids, phases=Phases.timed(total), rounds=rounds, notes=dict(NOTES[speculative]))
         if not speculative:
-            g.target_entropy = metrics.mean_entropy(torch.cat(out.logits)[: len(token_ids), : len(self.tokenizer)])
+            steps = torch.cat(out.logits)[: len(token_ids), : len(self.tokenizer)]  # [new, V]
+            g.target_entropy, g.step_margins = metrics.mean_entropy(steps), metrics.top2_margins(steps)
         return g
+
+    def reference(self):
+        """transformers' own forward of the target (runtimes/pytorch.py's HFForward), as generate runs it."""
+        from runtimes.pytorch import TorchKV
+
+        if getattr(self, "_reference", None) is None:
+            self._reference = TorchKV(self.target, len(self.tokenizer), lean=False, sync=self.sync)
+        return self._reference
 
     def describe(self) -> dict:
         return {**self.hf.describe(),
@@ -416,7 +425,7 @@ class HFRuntime(HFText, Runtime):
 
     def close(self) -> None:
         device = self.hf.device if getattr(self, "hf", None) else ""
-        self.hf = self.target = self.draft = None
+        self.hf = self.target = self.draft = self._reference = None
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
 

@@ -223,11 +223,11 @@ class LlamaCppNativeRuntime(Runtime):
 
     def generate_baseline(self, prompt_ids, gen):
         """The library's plain loop: Llama.generate without a draft model."""
-        with lc.single_threaded_torch():  # as in runtimes/llamacpp.py (the draft's choice uses torch)
+        with self.generating():  # as in runtimes/llamacpp.py (the draft's choice uses torch)
             return self._generate(prompt_ids, gen, speculative=False)
 
     def generate_speculative(self, prompt_ids, gen):
-        with lc.single_threaded_torch():
+        with self.generating():
             return self._generate(prompt_ids, gen, speculative=True)
 
     def _generate(self, prompt: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
@@ -288,13 +288,28 @@ class LlamaCppNativeRuntime(Runtime):
         g = Generation(token_ids=out, phases=phases, rounds=run.rounds, notes=notes,
                        extra={"llama_perf": perf, "n_eval_calls": run.n_eval, "n_sample_calls": run.n_sample})
         if run.rows is not None:
-            g.target_entropy = metrics.mean_entropy(run.rows.rows()[: len(out)])
+            steps = run.rows.rows()[: len(out)]  # [new, V]
+            g.target_entropy, g.step_margins = metrics.mean_entropy(steps), metrics.top2_margins(steps)
         return g
 
     def describe(self) -> dict:
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
+    def reference(self):
+        """A context of our own (runtimes/llamacpp.py's LlamaKV) on the library's target model."""
+        from runtimes.llamacpp import LlamaKV
+
+        if getattr(self, "_reference", None) is None:
+            self._reference = LlamaKV(self.target._model.model, lc.context_params(self.settings, self.n_ctx), self.drafter.vocab)
+        return self._reference
+
+    def generating(self):
+        return lc.single_threaded_torch()
+
     def close(self) -> None:
+        if getattr(self, "_reference", None) is not None:
+            self._reference.close()
+        self._reference = None
         for llm in (self.target, self.draft_llm):
             if llm is not None:
                 llm.close()

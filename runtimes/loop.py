@@ -34,7 +34,8 @@ Phases: prefill (the target on prompt[:-1], then the drafter's reset), draft (th
 passes), verify (the target's passes), sampling (logits to tokens: each draft token's choice, the
 acceptance test, residual resampling); the rest of a round is unaccounted (this loop's own work,
 cache bookkeeping). The baseline copies each step's logits row into a RowStore outside the clock
-(PhaseTimer.outside: in no phase, in no wall) and computes target_entropy after the clock stops. What it does not do: batching (one sequence), tree drafting, load models.
+(PhaseTimer.outside: in no phase, in no wall) and computes target_entropy and each step's top-2
+margin after the clock stops. What it does not do: batching (one sequence), tree drafting, load models.
 """
 
 from __future__ import annotations
@@ -227,6 +228,7 @@ class Loop:
                             extra=self._counters(roles, prefill_ns, total))
         if rows is not None:
             result.target_entropy = metrics.mean_entropy(rows.rows())
+            result.step_margins = metrics.top2_margins(rows.rows())
         return result
 
     def _roles(self) -> dict[str, tuple[Model, str]]:

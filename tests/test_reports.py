@@ -235,3 +235,32 @@ def test_each_run_folder_keeps_its_own_figures(tmp_path, qwen_dirs):
     assert "## Each run folder" not in write_report([a]).read_text()
     doc = json.loads((tmp_path / "both" / "report.json").read_text())
     assert [f["run"] for f in doc["figures"]] == ["a", "a", "b"]
+
+
+def test_mismatch_evidence_and_cross_runtime_agreement_are_said_with_numbers(tmp_path, qwen_dirs):
+    from harness.summary import summary_lines
+    from reports import mismatch
+
+    rows = synthetic.rows_for("fast", (4,)) + synthetic.rows_for("slow", (4,), scale=2.0)
+    for r in rows:
+        if r["mode"] == "baseline":
+            r["step_margins"] = [1.0] * r["new_tokens"]
+    slow_f1 = next(r for r in rows if r["runtime"] == "slow" and r["mode"] == "baseline" and r["prompt_id"] == "f1")
+    slow_f1["token_ids"] = slow_f1["token_ids"][:3] + [99] + slow_f1["token_ids"][4:]
+    slow_f1["step_margins"][3] = 0.02
+    flip, bug = (next(r for r in rows if r["runtime"] == rt and r["mode"] == "speculative" and r["prompt_id"] == "f1")
+                 for rt in ("fast", "slow"))
+    for r, verdict, margin, diff in ((flip, "near-tie flip", 0.01, 0.3), (bug, "suspected bug", 2.5, 0.0001)):
+        r["greedy_match"] = False
+        r["mismatch"] = {"position": 7, "baseline_token": 1, "speculative_token": 2, "baseline_text": "a",
+                         "speculative_text": "b", "margin_one_token": margin, "margin_batched": margin,
+                         "choice_one_token": 1, "choice_batched": 1, "max_abs_diff": diff, "verdict": verdict}
+    text = "\n".join(summary_lines(rows))
+    assert "!! fast: 1 greedy mismatch(es), each a near-tie flip: at the first differing token the target's top-2 margin (0.010)" in text
+    assert "!! SUSPECTED BUG in slow: 1 greedy output(s) left the baseline where numerics cannot explain it (f1 token 7: margin 2.500" in text
+    assert "fast (float32) and slow (float32): the same greedy ids on 1 of 2 prompts; they part at f1 token 3; top-2 margins there 0.020-1.000" in text
+    rec = next(a for a in mismatch.agreement(rows) if not a["agree"])
+    assert (rec["position"], rec["token_b"], rec["margin_b"], rec["margin_a"]) == (3, 99, 0.02, 1.0)
+    md = write_report([synthetic.write_run(tmp_path, rows, *qwen_dirs)]).read_text()
+    assert "## Greedy mismatches" in md and "| slow | f1 | 4 | 7 | 'a' (1) | 'b' (2) | 2.500 |" in md
+    assert "## Greedy baselines across runtimes" in md and "SUSPECTED BUG in slow" in md

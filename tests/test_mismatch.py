@@ -1,0 +1,132 @@
+"""Greedy mismatches carry their evidence (runtimes/evidence.py), and the evidence tells numerics
+from a bug: a near tie that batched passes flip is a near-tie flip; the seed's off-by-one verifier
+crop, put back into the shared loop, is a suspected bug."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import runtimes
+from core.config import GenerationSettings, RuntimeSettings
+from runtimes import evidence
+from runtimes.loop import DraftModel, Loop, Model
+from tests.toy_runtime import Bigram, ToyRuntime
+
+GREEDY = GenerationSettings(gamma=3, max_new_tokens=12, ignore_eos=True)
+
+
+class BatchedNudge(Bigram):
+    """A bigram whose passes of more than one token raise one token's logit a little: a model whose
+    batched and one-token numerics differ, as quantized kernels do."""
+
+    def __init__(self, table, token: int, nudge: float):
+        super().__init__(table)
+        self.token, self.nudge = token, nudge
+
+    def forward(self, ids, n_logits):
+        out = super().forward(ids, n_logits)
+        if len(ids) > 1:
+            out = out.clone()
+            out[:, self.token] += self.nudge
+        return out
+
+
+class NearTieToy(ToyRuntime):
+    """After byte 'x' the target's top two are 1e-3 apart; its batched passes nudge the runner-up by 3e-3."""
+
+    def load(self, pair):
+        super().load(pair)
+        table = self.target.table.clone()
+        x = ord("x")
+        first, second = table[x].topk(2).indices.tolist()
+        table[x, second] = table[x, first] - 1e-3
+        self.runner_up = second
+        self.target = BatchedNudge(table, second, 3e-3)
+        self.draft = Bigram(table)
+
+
+def test_a_near_tie_flipped_by_batched_numerics_is_a_near_tie_flip(monkeypatch, tmp_path):
+    from harness.prompts import Prompt
+    from harness.runner import RunConfig, Runner
+    from models.presets import resolve_pair
+
+    monkeypatch.setitem(runtimes.REGISTRY, "toy-near-tie", "tests.test_mismatch:NearTieToy")
+    cfg = RunConfig(["toy-near-tie"], [resolve_pair("tiny")], [Prompt("p", "custom", "abx")], [3],
+                    max_new_tokens=[8], warmup=0, out=tmp_path / "o")
+    rows = Runner(cfg).run()
+    spec = next(r for r in rows if r["mode"] == "speculative")
+    assert spec["greedy_match"] is False
+    m = spec["mismatch"]
+    assert m["position"] == 0 and m["verdict"] == evidence.NEAR_TIE
+    assert m["margin_one_token"] == pytest.approx(1e-3, abs=1e-5) and m["max_abs_diff"] == pytest.approx(3e-3, abs=1e-5)
+    assert m["choice_batched"] == m["speculative_token"] != m["baseline_token"] == m["choice_one_token"]
+    base = next(r for r in rows if r["mode"] == "baseline")
+    assert base["step_margins"][0] == pytest.approx(1e-3, abs=1e-5)
+
+
+class LateCrop(Model):
+    """The seed's defect as a test double around a target: after a rejection its cache is cropped one
+    position too late, so the rejected draft's KV stays where the correction belongs and every later
+    token sits one position off. It reports the length the loop asked for, so the loop goes on."""
+
+    def __init__(self, kv):
+        self.kv, self.vocab, self.sync, self.extra = kv, kv.vocab, kv.sync, 0
+
+    def forward(self, ids, n_logits):
+        return self.kv.forward(ids, n_logits)
+
+    def crop(self, length):
+        if length < len(self):
+            self.kv.crop(length + self.extra + 1)
+            self.extra += 1
+
+    def reset(self):
+        self.kv.reset()
+        self.extra = 0
+
+    def __len__(self):
+        return len(self.kv) - self.extra
+
+
+def test_the_off_by_one_verifier_crop_is_a_suspected_bug(torch_rt):
+    ids = torch_rt.encode("The quick brown fox")
+    base = torch_rt.generate_baseline(ids, GREEDY)
+    spec = Loop(LateCrop(torch_rt.target), DraftModel(torch_rt.draft), torch_rt.is_eos).generate(ids, GREEDY)
+    assert spec.token_ids != base.token_ids, "the defect must change the output for this test to mean anything"
+    m = torch_rt.mismatch_evidence(ids, base.token_ids, spec)
+    assert m["verdict"] == evidence.SUSPECTED_BUG
+    assert m["max_abs_diff"] < 1e-3 < m["margin_one_token"]  # float32: the two passes agree, the margin is real
+    assert m["choice_batched"] == m["choice_one_token"] == m["baseline_token"] != m["speculative_token"]
+
+
+@pytest.mark.parametrize("name", runtimes.names())
+def test_every_runtime_recomputes_its_own_evidence(name):
+    """On the float32 tiny pair every runtime's one-token and batched passes agree: the evidence of a
+    pretended mismatch (speculative ids altered at token 5) finds no numerics to blame."""
+    from models.presets import resolve_pair
+
+    rt = runtimes.get(name)(RuntimeSettings(device="cpu", n_threads=1, n_ctx=256))
+    rt.load(resolve_pair("tiny"))
+    try:
+        ids = rt.encode("def f(x):")
+        base, spec = rt.generate_baseline(ids, GREEDY), rt.generate_speculative(ids, GREEDY)
+        assert spec.token_ids == base.token_ids
+        bent = list(spec.token_ids)
+        bent[5] = (bent[5] + 1) % 256
+        spec.token_ids = bent
+        m = rt.mismatch_evidence(ids, base.token_ids, spec)
+    finally:
+        rt.close()
+    assert m["position"] == 5 and m["speculative_token"] == bent[5] and m["baseline_token"] == base.token_ids[5]
+    assert m["choice_one_token"] == m["choice_batched"] == base.token_ids[5]
+    assert m["max_abs_diff"] < 0.01 * m["margin_one_token"] and m["verdict"] == evidence.SUSPECTED_BUG
+    assert m["margin_one_token"] == pytest.approx(m["margin_batched"], rel=1e-2)
+
+
+def test_first_difference():
+    from core.metrics import first_difference
+
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert first_difference([1, 2], [1, 2, 3]) == 2
