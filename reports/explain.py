@@ -285,7 +285,7 @@ def explain(rows: list[dict]) -> list[dict]:
         if not spec:
             continue
         e = decompose(spec, base, g, rec["alpha_hat"])
-        e.update({k: rec[k] for k in tables.SETTINGS}, label=tables.label(rec, vary),
+        e.update({k: rec[k] for k in tables.SETTINGS}, pair_label=rec["pair_label"], label=tables.label(rec, vary),
                  c_median=rec["c_measured"], v_median=rec["verify_cost_ratio"])
         out.append(e)
     for e in out:

@@ -83,4 +83,5 @@ def _separate_pair_names(rows: list[dict]) -> None:
         models.setdefault(r["pair"], set()).add(_models(r["pair_refs"]))
     for r in rows:
         if len(models[r["pair"]]) > 1:
-            r["pair"] = f"{r['pair']}@{Path(r['source']).name}"
+            at = f"@{Path(r['source']).name}"
+            r["pair"], r["pair_label"] = r["pair"] + at, (r.get("pair_label") or r["pair"]) + at

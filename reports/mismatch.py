@@ -109,7 +109,8 @@ def agreement_lines(records: list[dict]) -> list[str]:
         if not apart:
             lines.append(f"{head}: the same greedy ids on all {len(recs)} prompts ({recs[0]['tokens']} tokens each).")
             continue
-        where = ", ".join(f"{r['prompt']} token {r['position']}" for r in apart)
+        where = ", ".join(f"{r['prompt']} token {r['position']}" for r in apart[:4])
+        where += f" and {len(apart) - 4} more" if len(apart) > 4 else ""
         margins = [m for r in apart for m in (r["margin_a"], r["margin_b"]) if m is not None]
         tail = f"; top-2 margins there {_span(margins)} (the choice was near a tie)" if margins else ""
         lines.append(f"{head}: the same greedy ids on {len(recs) - len(apart)} of {len(recs)} prompts; they part at {where}{tail}.")

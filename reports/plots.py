@@ -50,6 +50,12 @@ def _axes(ax, xlabel: str, ylabel: str, title: str, legend_entries: int, ylim_on
     ax.grid(alpha=0.3)
 
 
+def _pair(records: list[dict]) -> str:
+    """'\n<pair label>' when the records are of one pair (the label a person reads), else ''."""
+    labels = {r.get("pair_label") or r.get("pair") for r in records} - {None}
+    return f"\n{labels.pop()}" if len(labels) == 1 else ""
+
+
 def _save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     return path
@@ -82,7 +88,7 @@ def phases(cells: list[dict], path: Path) -> Optional[Path]:
         ax.barh(list(ys), unknown, left=left, color=UNKNOWN_COLOR, hatch="//", label="not visible")
     ax.set_yticks(list(ys), [label(c, vary) for c in cells])
     ax.set_xlabel("milliseconds per generated token (wall, stacked by phase)")
-    ax.set_title("Where the time goes")
+    ax.set_title("Where the time goes" + _pair(cells), fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(cells))), fontsize=8, ncol=6, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
@@ -105,7 +111,7 @@ def speedup_vs_gamma(cells: list[dict], path: Path) -> Optional[Path]:
                 ax.plot(*zip(*pts), style, marker=".", color=color, alpha=0.8, label=f"{name}: {what}")
     ax.axhline(1.0, color="black", lw=0.8)
     _axes(ax, "gamma (draft tokens per round)", "speedup over the same runtime's baseline (x)",
-          "Measured speedup vs Leviathan's ceiling", len(ax.get_lines()) - 1)
+          "Measured speedup vs Leviathan's ceiling" + _pair(spec), len(ax.get_lines()) - 1)
     return _save(fig, path)
 
 
@@ -144,7 +150,8 @@ def per_position(positions: list[dict], path: Path) -> Optional[Path]:
     ax = fig.add_subplot()
     for i, (name, rs) in enumerate(lines.items()):
         ax.plot([r["position"] for r in rs], [r["acceptance"] for r in rs], "o-", color=f"C{i % 10}", label=name)
-    _axes(ax, "draft position i", "P(accept i | 1..i-1 accepted)", "Per-position acceptance", len(lines), ylim_one=True)
+    _axes(ax, "draft position i", "P(accept i | 1..i-1 accepted)", "Per-position acceptance" + _pair(positions),
+          len(lines), ylim_one=True)
     return _save(fig, path)
 
 
@@ -194,6 +201,6 @@ def waterfall(expls: list[dict], path: Path) -> Optional[Path]:
     fig = Figure(figsize=(6.5 * cols, 3.8 * rows))
     for k, e in enumerate(expls, start=1):
         _waterfall_panel(fig.add_subplot(rows, cols, k), e)
-    fig.suptitle("From tokens per round to the measured speedup (factors multiply)", fontsize=11)
+    fig.suptitle("From tokens per round to the measured speedup (factors multiply)" + _pair(expls), fontsize=11)
     fig.tight_layout()
     return _save(fig, path)

@@ -22,6 +22,11 @@ from core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens"]
 
 
+def _settings(row: dict) -> dict:
+    """A record's settings columns, and the pair's label for labels and plot titles."""
+    return {**{k: row.get(k) for k in SETTINGS}, "pair_label": row.get("pair_label") or row.get("pair")}
+
+
 def _ok(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("error")]
 
@@ -54,8 +59,8 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     mode = "speculative" if spec else "baseline"
     s = next(x for x in metrics.summarize(base + spec) if x["mode"] == mode)
     first = (spec or base)[0]
-    cell = {k: first.get(k) for k in SETTINGS}
-    cell.update(pair_label=first.get("pair_label") or first.get("pair"), mode=mode, gamma=gamma, n=s["n"], prompts=len({r["prompt_id"] for r in (spec or base)}),
+    cell = _settings(first)
+    cell.update(mode=mode, gamma=gamma, n=s["n"], prompts=len({r["prompt_id"] for r in (spec or base)}),
                 new_tokens=s["new_tokens"], wall_s=s["wall_s"])
     cell.update({p: s[p] for p in PHASES})
     cell.update(_phase_pcts(s))
@@ -119,7 +124,7 @@ def categories(rows: list[dict]) -> list[dict]:
                 if not any(r["mode"] == "speculative" for r in cat):
                     continue
                 s = next(x for x in metrics.summarize(cat) if x["mode"] == "speculative")
-                row = {k: cat[0].get(k) for k in SETTINGS}
+                row = _settings(cat[0])
                 row.update(category=cat[0]["category"], gamma=g, n=s["n"], acceptance_rate=s["acceptance_rate"],
                            alpha_hat=s["alpha_hat"], mean_accepted_len=s["mean_accepted_len"], speedup=s["speedup"])
                 out.append(row)
@@ -131,7 +136,7 @@ def positions(rows: list[dict]) -> list[dict]:
     out = []
     for group, g, rounds in _spec_rounds(rows):
         for i, rate in enumerate(metrics.per_position_acceptance(rounds, g), start=1):
-            out.append({**{k: group[0].get(k) for k in SETTINGS}, "gamma": g, "position": i, "acceptance": rate})
+            out.append({**_settings(group[0]), "gamma": g, "position": i, "acceptance": rate})
     return out
 
 
@@ -140,7 +145,7 @@ def histogram(rows: list[dict]) -> list[dict]:
     out = []
     for group, g, rounds in _spec_rounds(rows):
         for k, n in enumerate(metrics.accept_histogram(rounds, g)):
-            out.append({**{k_: group[0].get(k_) for k_ in SETTINGS}, "gamma": g, "accepted": k, "rounds": n})
+            out.append({**_settings(group[0]), "gamma": g, "accepted": k, "rounds": n})
     return out
 
 
