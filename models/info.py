@@ -126,21 +126,33 @@ def _file_type(reader) -> str:
         return ""
 
 
+def _quantization(file_type) -> str:
+    """A general.file_type as a person names it: Q4_1, Q8_0, F32."""
+    import gguf
+
+    try:
+        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except (ValueError, TypeError):
+        return "?"
+
+
 def gguf_quantization(path) -> str:
-    """A GGUF file's quantization as a person names it: Q4_1, Q8_0, F32."""
-    return _file_type(shape.open_gguf(path)).removeprefix("ALL_") or "?"
+    """A GGUF file's quantization, from llama.cpp's reading of its header."""
+    from models.llama_files import facts
+
+    return _quantization(facts(str(path))["file_type"])
 
 
 def _gguf_label(path: Path) -> str:
-    reader = shape.open_gguf(path)
+    from models.llama_files import facts
+
+    f = facts(str(path))
     base = QUANT_SUFFIX.sub("", path.stem)
-    quant = _file_type(reader).removeprefix("ALL_")
+    quant = _quantization(f["file_type"])
     if SIZE_IN_NAME.search(base):
-        return f"{base} {quant}".strip()
-    layers, width = shape.gguf_arch_value(reader, "block_count"), shape.gguf_arch_value(reader, "embedding_length")
-    params = sum(int(t.n_elements) for t in reader.tensors)
+        return f"{base} {quant}"
     mib = path.stat().st_size / 2**20
-    return f"{base} {layers}×{width} {_count(params)} {quant} ({mib:.{0 if mib >= 10 else 1}f} MiB)".replace("  ", " ")
+    return f"{base} {f['layers']}×{f['width']} {_count(f['n_params'])} {quant} ({mib:.{0 if mib >= 10 else 1}f} MiB)"
 
 
 def _hf_label(folder: Path) -> str:

@@ -1,5 +1,5 @@
-"""GGUF files as llama.cpp reads them: loading a model (quietly, with one-line errors), its training
-context (from the metadata: llama.cpp's vocabulary-only load reports 0), its vocabulary (the real ids, text, tokenization and detokenization), its chat template,
+"""GGUF files as llama.cpp reads them: loading a model (quietly, with one-line errors), what the file
+says of itself (name, file type, shape, training context, parameters), its vocabulary (the real ids, text, tokenization and detokenization), its chat template,
 and the check that a draft speaks its target's vocabulary.
 
 Shared by the llama.cpp runtimes and by the teacher data of models/teacher_data.py, so a prompt is
@@ -10,6 +10,7 @@ sample or time anything (runtimes/llama_common.py, runtimes/llamacpp.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 from pathlib import Path
 from typing import Optional
@@ -56,11 +57,41 @@ def load_model(path: str, role: str, n_gpu_layers: int = 0):
     return model
 
 
-def n_ctx_train(path: str, role: str) -> int:
-    """The training context of a GGUF file, from its metadata (0 when it does not say)."""
-    from models.shape import gguf_arch_value, open_gguf
+@functools.lru_cache(maxsize=64)
+def _facts(path: str, mtime_ns: int) -> dict:
+    llama_cpp.llama_backend_init()
+    p = llama_cpp.llama_model_default_params()
+    p.vocab_only = True  # header and vocabulary only: a tenth of a second, where Python's gguf reader takes seconds
+    model = llama_cpp.llama_model_load_from_file(path.encode(), p)
+    if not model:
+        raise HarnessError(f"llama.cpp could not read the GGUF file {path} (corrupt, or an architecture this build does not know)")
+    try:
+        buf = ctypes.create_string_buffer(512)
 
-    return int(gguf_arch_value(open_gguf(path), "context_length") or 0)
+        def meta(key: str):
+            n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+            return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+        arch = meta("general.architecture") or "?"
+        as_int = lambda v: int(v) if v and v.isdigit() else None  # noqa: E731
+        return {"name": meta("general.name"), "file_type": as_int(meta("general.file_type")),
+                "layers": as_int(meta(f"{arch}.block_count")), "width": as_int(meta(f"{arch}.embedding_length")),
+                "context": as_int(meta(f"{arch}.context_length")), "n_params": int(llama_cpp.llama_model_n_params(model))}
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
+def facts(path: str) -> dict:
+    """What a GGUF file says of itself, read by llama.cpp: name, file type, layers, width, training
+    context and parameter count (once per file version)."""
+    quiet_logs()
+    p = Path(path).expanduser()
+    return dict(_facts(str(p.resolve()), p.stat().st_mtime_ns))
+
+
+def n_ctx_train(path: str, role: str) -> int:
+    """The training context of a GGUF file (0 when it does not say)."""
+    return facts(path)["context"] or 0
 
 
 def token_text(vocab, i: int) -> str:

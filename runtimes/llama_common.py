@@ -9,6 +9,7 @@ do: read GGUF files or vocabularies (models/llama_files.py), or decode, sample o
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -110,7 +111,13 @@ def library_versions() -> dict:
 
 
 def describe(settings, paths: tuple, n_ctx: int) -> dict:
-    """run.json's entry for a llama.cpp runtime: files, context, threads, library versions."""
+    """run.json's entry for a llama.cpp runtime: files, context, threads, library versions (read
+    once per runtime: the GGUF metadata takes seconds to parse, and every results row asks)."""
+    return dict(_describe(settings, tuple(paths), n_ctx))
+
+
+@functools.lru_cache(maxsize=16)
+def _describe(settings, paths: tuple, n_ctx: int) -> dict:
     t, tb = n_threads(settings)
     return {
         **describe_files(paths, settings),
