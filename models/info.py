@@ -178,7 +178,7 @@ def model_label(ref: Optional[str]) -> str:
             return _gguf_label(p)
         if p.is_dir():
             return _hf_label(p)
-    except HarnessError:
+    except (HarnessError, ImportError, OSError):  # an unreadable file names itself by its path
         pass
     return p.name if looks_like_path(ref) else ref.split("/")[-1]
 
