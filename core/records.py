@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+from core import metrics
 from core.timing import NS, RoundTimes
 
 
@@ -67,3 +68,8 @@ class Generation:
     step_margins: Optional[list[float]] = None  # baseline: top-1 - top-2 logit of the target at each token
     notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
     extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)
+
+    def keep_steps(self, logits) -> None:
+        """What a baseline reports of the target's logits at its steps ([steps, V]): the mean
+        entropy and each step's top-2 margin."""
+        self.target_entropy, self.step_margins = metrics.mean_entropy(logits), metrics.top2_margins(logits)

@@ -38,7 +38,7 @@ def gguf_info(path: Path) -> list[tuple[str, str]]:
         return shape.gguf_arch_value(reader, key)
 
     arch = shape.gguf_value(reader, "general.architecture") or "?"
-    ftype = _file_type(reader) or "?"
+    ftype = _file_type(shape.gguf_value(reader, "general.file_type")) or "?"
     vocab, specials = compat.gguf_tokenizer_vocab(reader)
     rows = len(shape.gguf_value(reader, "tokenizer.ggml.tokens") or [])
     heads, kv = value("attention.head_count"), value("attention.head_count_kv")
@@ -115,25 +115,19 @@ def _count(n: float) -> str:
     return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"
 
 
-def _file_type(reader) -> str:
-    """general.file_type as gguf names it, less "MOSTLY_": Q4_1, Q8_0, ALL_F32 ("" when not said)."""
+def _file_type(file_type) -> str:
+    """A general.file_type as gguf names it, less "MOSTLY_": Q4_1, Q8_0, ALL_F32 ("" when unknown)."""
     import gguf
 
-    ftype = shape.gguf_value(reader, "general.file_type")
     try:
-        return gguf.LlamaFileType(ftype).name.removeprefix("MOSTLY_") if ftype is not None else ""
-    except ValueError:
+        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except (ValueError, TypeError):
         return ""
 
 
 def _quantization(file_type) -> str:
     """A general.file_type as a person names it: Q4_1, Q8_0, F32."""
-    import gguf
-
-    try:
-        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-    except (ValueError, TypeError):
-        return "?"
+    return _file_type(file_type).removeprefix("ALL_") or "?"
 
 
 def gguf_quantization(path) -> str:

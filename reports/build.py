@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from core import metrics
 from core.errors import HarnessError
 from reports import explain, markdown, mismatch, plots, tables
 from reports.ceiling import CFlops

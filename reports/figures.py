@@ -21,12 +21,13 @@ def run_figures(rows: list[dict]) -> list[dict]:
         for s in cells:
             if s["mode"] != "speculative":
                 continue
-            same = [r for r in mine if not r.get("error") and all(r.get(k) == s[k] for k in metrics.GROUP_FIELDS
-                                                                  if k not in ("mode", "gamma"))]
+            def same_setting(x: dict) -> bool:  # as s but for mode and gamma
+                return all(x.get(k) == s[k] for k in metrics.GROUP_FIELDS if k not in ("mode", "gamma"))
+
+            same = [r for r in mine if not r.get("error") and same_setting(r)]
             spec = [rd for r in same if r["mode"] == "speculative" and r["gamma"] == s["gamma"] for rd in r["rounds"] or []]
             base = [rd for r in same if r["mode"] == "baseline" for rd in r["rounds"] or []]
-            base_cell = next((c for c in cells if c["mode"] == "baseline" and all(
-                c[k] == s[k] for k in metrics.GROUP_FIELDS if k not in ("mode", "gamma"))), None)
+            base_cell = next((c for c in cells if c["mode"] == "baseline" and same_setting(c)), None)
             out.append({"run": Path(source).name, "runtime": s["runtime"], "pair": s["pair"], "T": s["temperature"],
                         "gamma": s["gamma"], "alpha_hat": s["alpha_hat"], "acceptance": s["acceptance_rate"],
                         "tau": s["mean_accepted_len"], "c_measured": metrics.c_measured(spec, base),

@@ -23,7 +23,8 @@ from typing import Callable, Optional
 import torch
 
 from core import metrics
-from runtimes.loop import Model
+from core.records import RoundRecord
+from runtimes.loop import Model, feed_prompt
 
 NEAR_TIE, SUSPECTED_BUG = metrics.NEAR_TIE, metrics.SUSPECTED_BUG
 
@@ -38,9 +39,7 @@ def top2(logits: torch.Tensor) -> tuple[int, float]:
 def one_token_logits(model: Model, prompt: list[int], out: list[int], j: int) -> torch.Tensor:
     """The target's logits for output position j as a baseline computes them: the prompt (less its
     last token) in one pass, then one token per pass. -> [V]"""
-    model.reset()
-    if len(prompt) > 1:
-        model.forward(prompt[:-1], 1)
+    feed_prompt(model, prompt)
     logits = None
     for t in [prompt[-1]] + out[:j]:
         logits = model.forward([t], 1)
@@ -63,18 +62,17 @@ def batched_logits(model: Model, prompt: list[int], out: list[int], j: int, star
     return logits[j - start].float().clone()
 
 
-def _round_of(rounds: list, j: int) -> tuple[int, int]:
+def _round_of(rounds: list[RoundRecord], j: int) -> tuple[int, int]:
     """(start, drafted) of the round whose verify pass emitted output position j."""
     start = 0
     for r in rounds:
-        emitted, drafted = (r["emitted"], r["drafted"]) if isinstance(r, dict) else (r.emitted, r.drafted)
-        if j < start + emitted:
-            return start, drafted
-        start += emitted
+        if j < start + r.emitted:
+            return start, r.drafted
+        start += r.emitted
     return start, 0
 
 
-def greedy_mismatch(model: Model, prompt: list[int], base_ids: list[int], spec_ids: list[int], rounds: list,
+def greedy_mismatch(model: Model, prompt: list[int], base_ids: list[int], spec_ids: list[int], rounds: list[RoundRecord],
                     decode: Callable[[list[int]], str]) -> Optional[dict]:
     """The evidence of a greedy mismatch, or None when the ids are equal."""
     j = metrics.first_difference(base_ids, spec_ids)

@@ -56,7 +56,6 @@ from typing import Callable, Optional
 import torch
 from transformers import LogitsProcessorList, StoppingCriteriaList
 
-from core import metrics
 from core.config import GenerationSettings, PairSpec
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases, RoundRecord
@@ -408,7 +407,7 @@ class HFRuntime(HFText, Runtime):
         g = Generation(token_ids=token_ids, phases=Phases.timed(total), rounds=rounds, notes=dict(NOTES[speculative]))
         if not speculative:
             steps = torch.cat(out.logits)[: len(token_ids), : len(self.tokenizer)]  # [new, V]
-            g.target_entropy, g.step_margins = metrics.mean_entropy(steps), metrics.top2_margins(steps)
+            g.keep_steps(steps)
         return g
 
     def reference(self):

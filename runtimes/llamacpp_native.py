@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from llama_cpp.llama_speculative import LlamaDraftModel
 
-from core import metrics, sampling
+from core import sampling
 from core.config import GenerationSettings, PairSpec
 from core.errors import HarnessError
 from core.records import Generation, Phases, RoundRecord
@@ -289,7 +289,7 @@ class LlamaCppNativeRuntime(Runtime):
                        extra={"llama_perf": perf, "n_eval_calls": run.n_eval, "n_sample_calls": run.n_sample})
         if run.rows is not None:
             steps = run.rows.rows()[: len(out)]  # [new, V]
-            g.target_entropy, g.step_margins = metrics.mean_entropy(steps), metrics.top2_margins(steps)
+            g.keep_steps(steps)
         return g
 
     def describe(self) -> dict:

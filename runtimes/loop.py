@@ -47,7 +47,7 @@ from typing import Callable, Optional
 
 import torch
 
-from core import metrics, sampling
+from core import sampling
 from core.config import GenerationSettings, SamplingParams
 from core.records import Generation, Phases, RoundRecord
 from core.timing import PhaseTimer, RoundTimes
@@ -83,6 +83,13 @@ class Model(ABC):
         """Hook: the library's own counters after a generation, beside `ours_ns` (our clock's time
         in this model's passes). -> {key: value}, merged into Generation.extra[key][role]."""
         return {}
+
+
+def feed_prompt(model: Model, prompt: list[int]) -> None:
+    """A fresh cache holding prompt[:-1]: the last prompt token is fed with the first step."""
+    model.reset()
+    if len(prompt) > 1:
+        model.forward(prompt[:-1], 1)
 
 
 @dataclass
@@ -122,9 +129,7 @@ class DraftModel(Drafter):
         self.model = model
 
     def reset(self, prompt: list[int]) -> None:
-        self.model.reset()
-        if len(prompt) > 1:
-            self.model.forward(prompt[:-1], 1)
+        feed_prompt(self.model, prompt)
 
     def pending(self, seq: list[int]) -> list[int]:
         """The tokens of seq the model has not seen: 1, or 2 after a fully accepted round."""
@@ -227,8 +232,7 @@ class Loop:
         result = Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds,
                             extra=self._counters(roles, prefill_ns, total))
         if rows is not None:
-            result.target_entropy = metrics.mean_entropy(rows.rows())
-            result.step_margins = metrics.top2_margins(rows.rows())
+            result.keep_steps(rows.rows())
         return result
 
     def _roles(self) -> dict[str, tuple[Model, str]]:
@@ -242,9 +246,7 @@ class Loop:
         """The target takes prompt[:-1] (its last token is fed with round 1), then the drafter
         starts; both are prefill. -> nanoseconds per role."""
         with timer.phase("prefill"):
-            self.target.reset()
-            if len(prompt) > 1:
-                self.target.forward(prompt[:-1], 1)
+            feed_prompt(self.target, prompt)
         ns = {"target": timer.booked_ns("prefill")}
         if self.drafter is not None:
             with timer.phase("prefill"):

@@ -5,7 +5,6 @@ crop, put back into the shared loop, is a suspected bug."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import runtimes
 from core.config import GenerationSettings, RuntimeSettings

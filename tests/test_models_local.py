@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from core import theory
 from models import shape
 from harness.cli import main
 from core.errors import HarnessError

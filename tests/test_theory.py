@@ -78,8 +78,8 @@ def _write_gguf(path, tied: bool, n_layers=2, hidden=64, heads=4, kv=2, ff=128, 
     for i in range(n_layers):
         shapes = {"attn_q": (hidden, hidden), "attn_k": (kvd, hidden), "attn_v": (kvd, hidden),
                   "attn_output": (hidden, hidden), "ffn_gate": (ff, hidden), "ffn_down": (hidden, ff)}
-        for name, shape in shapes.items():
-            w.add_tensor(f"blk.{i}.{name}.weight", np.zeros(shape, np.float16))
+        for name, dims in shapes.items():
+            w.add_tensor(f"blk.{i}.{name}.weight", np.zeros(dims, np.float16))
         for name in ("attn_q", "attn_k", "attn_v"):  # Qwen2's attention biases: not matmul weights
             w.add_tensor(f"blk.{i}.{name}.bias", np.zeros(shapes[name][0], np.float32))
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.zeros(hidden, np.float32))
