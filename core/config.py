@@ -14,6 +14,9 @@ from typing import ClassVar, Optional
 from core.errors import HarnessError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+# How many tokens a round drafts: `fixed` = exactly gamma (while tokens remain); `library-default`
+# = whatever the runtime's library does when a user sets nothing (gamma is then not used).
+DRAFT_POLICIES = ("fixed", "library-default")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
@@ -66,10 +69,18 @@ class GenerationSettings:
     max_new_tokens: int = 32
     seed: int = 0
     ignore_eos: bool = False
+    draft_policy: str = "fixed"
 
     def __post_init__(self):
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
+        if self.draft_policy not in DRAFT_POLICIES:
+            raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {self.draft_policy!r}")
+
+    @property
+    def fixed_gamma(self) -> Optional[int]:
+        """gamma when every round drafts gamma tokens; None when the library decides."""
+        return self.gamma if self.draft_policy == "fixed" else None
 
 
 @dataclass(frozen=True)

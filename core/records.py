@@ -27,7 +27,7 @@ class RoundRecord:
     verify_s: Optional[float]
     sampling_s: Optional[float]
     unaccounted_s: Optional[float]
-    wall_s: float
+    wall_s: Optional[float]  # None: a runtime that counts rounds but does not time them (llama-server)
 
     @classmethod
     def timed(cls, times: RoundTimes, drafted: int, accepted: int, emitted: int) -> "RoundRecord":
@@ -66,6 +66,7 @@ class Generation:
     rounds: list[RoundRecord]
     target_entropy: Optional[float] = None  # baseline: mean target next-token entropy (nats), T = 1
     step_margins: Optional[list[float]] = None  # baseline: top-1 - top-2 logit of the target at each token
+    draft_max: Optional[int] = None  # the most drafts per round, when the library chose it (draft policy not fixed)
     notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
     extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)
 

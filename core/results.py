@@ -28,26 +28,41 @@ RUN = "run.json"
 HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as partial
 
 IDENTITY_FIELDS = ("runtime", "mode", "pair", "prompt_id", "category", "repeat")
-SETTING_FIELDS = ("gamma", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "device", "dtype")
+SETTING_FIELDS = ("gamma", "draft_policy", "verify_rule", "temperature", "top_p", "top_k", "seed", "max_new_tokens",
+                  "device", "dtype")
 OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
-KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "temperature", "top_p", "top_k",
-              "max_new_tokens", "seed")
+KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "temperature", "top_p",
+              "top_k", "max_new_tokens", "seed")
+KEY_DEFAULTS = {"draft_policy": "fixed"}  # rows written before the field existed
 
 
 def row_key(row: dict) -> tuple:
-    return tuple(row.get(k) for k in KEY_FIELDS)
+    """The identity of a generation. A speculative row's gamma is part of it only under the fixed
+    policy (otherwise it is the library's choice, known after the generation)."""
+    spec = row.get("mode") == "speculative"
+    values = {k: row.get(k) for k in KEY_FIELDS}
+    if spec and values["draft_policy"] is None:
+        values["draft_policy"] = KEY_DEFAULTS["draft_policy"]
+    if spec and values["draft_policy"] != "fixed":
+        values["gamma"] = None
+    return tuple(values.values())
 
 
 def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g: Optional[Generation] = None,
-             text: Optional[str] = None, error: Optional[str] = None, baseline: Optional[dict] = None) -> dict:
+             text: Optional[str] = None, error: Optional[str] = None, baseline: Optional[dict] = None,
+             verify_rule: Optional[str] = None) -> dict:
     """One results.jsonl row. identity: runtime, mode, pair, prompt_id, category, repeat.
     `baseline` is the row of the same runtime, prompt, settings and seed, for greedy_match and
-    speedup. Nothing here is computed outside core/metrics.py."""
+    speedup; `verify_rule` names the acceptance test of a speculative row (runtimes/base.py).
+    Nothing here is computed outside core/metrics.py."""
     mode, s = identity["mode"], gen.sampling
+    spec = mode == "speculative"
     row = {k: identity[k] for k in IDENTITY_FIELDS}
-    row.update(gamma=gen.gamma if mode == "speculative" else None, temperature=s.temperature, top_p=s.top_p,
+    gamma = gen.fixed_gamma or (g.draft_max if g is not None else None)
+    row.update(gamma=gamma if spec else None, draft_policy=gen.draft_policy if spec else None,
+               verify_rule=verify_rule if spec else None, temperature=s.temperature, top_p=s.top_p,
                top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype)
     if g is None:  # an error row: every measured field is null
         row.update(dict.fromkeys(MEASURED_FIELDS))
@@ -55,7 +70,8 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
         return row
     rounds = [r.to_dict() for r in g.rounds]
     row.update(g.phases.to_dict())
-    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), mode == "speculative", gen.gamma))
+    longest = max((r["drafted"] for r in rounds), default=0)
+    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), spec, gamma or longest))
     greedy_match = speedup = None
     if mode == "speculative" and baseline is not None and not baseline.get("error"):
         if s.greedy:

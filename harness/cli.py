@@ -7,6 +7,7 @@ so a default is stated once. What it does not do: run anything itself.
 
 from __future__ import annotations
 
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -23,13 +24,25 @@ SWEEP_GAMMAS = "1,2,4,6,8"
 VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the harness is, so that every `finally` runs (servers are stopped)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
+        signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return super().invoke(ctx)
         except HarnessError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except _Terminated:
+            click.echo("terminated; rows already written are kept", err=True)
+            sys.exit(143)
         except KeyboardInterrupt:
             click.echo("interrupted; rows already written are kept", err=True)
             sys.exit(130)
@@ -51,6 +64,9 @@ def _common(f):
         click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes."),
         click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
         click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off."),
+        click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
+                     help="Comma list: fixed (gamma drafts per round), library-default (the runtime's library "
+                          "as a user who sets nothing gets it; llama-server)."),
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}."),
         click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
@@ -102,8 +118,9 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
         raise HarnessError("--resume needs the --out folder of the run to continue")
     out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
+    policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
-                    settings, o["repeats"], o["warmup"], out, o["resume"])
+                    policies, settings, o["repeats"], o["warmup"], out, o["resume"])
     rows = run_all(cfg)
     print_summary(rows)
     click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")

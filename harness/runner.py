@@ -47,6 +47,7 @@ class RunConfig:
     max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
     seed: int = 0
     ignore_eos: bool = False
+    draft_policies: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     repeats: int = 1
     warmup: int = 1
@@ -57,17 +58,24 @@ class RunConfig:
         at_least("--repeats", self.repeats, 1)
         at_least("--warmup", self.warmup, 0)
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
-                         ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings)):
+                         ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings),
+                         ("--draft-policy", self.draft_policies)):
             if not xs:
                 raise HarnessError(f"nothing to run: {name} is empty")
-        for g, n in itertools.product(self.gammas, self.max_new_tokens):
-            GenerationSettings(SamplingParams(), g, n)  # validates every value of the grid up front
+        for g, n, p in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies):
+            GenerationSettings(SamplingParams(), g, n, draft_policy=p)  # validates every value of the grid up front
 
-    def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None) -> GenerationSettings:
-        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos)
+    def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
+                 policy: str = "fixed") -> GenerationSettings:
+        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy)
+
+    def speculative_settings(self) -> list[tuple[str, Optional[int]]]:
+        """(draft policy, gamma) of each speculative generation per prompt: every gamma for `fixed`,
+        one generation (gamma None) for a policy in which the library chooses the draft length."""
+        return [(p, g) for p in self.draft_policies for g in (self.gammas if p == "fixed" else [None])]
 
     def n_rows(self) -> int:
-        per_prompt = self.repeats * (1 + len(self.gammas)) * len(self.samplings) * len(self.max_new_tokens)
+        per_prompt = self.repeats * (1 + len(self.speculative_settings())) * len(self.samplings) * len(self.max_new_tokens)
         return len(self.runtimes) * len(self.pairs) * len(self.prompts) * per_prompt
 
 
@@ -87,7 +95,8 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
     identity = {"runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
                 "category": prompt.category, "repeat": repeat}
     row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
-                   text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline)
+                   text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
+                   verify_rule=rt.verify_rule(gen.sampling) if rt is not None else None)
     row["pair_label"] = label or pair.name
     return row
 
@@ -122,7 +131,8 @@ class Runner:
                 "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]),
                 "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in cfg.pairs],
                 "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
-                "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed, "ignore_eos": cfg.ignore_eos,
+                "max_new_tokens": cfg.max_new_tokens, "draft_policies": cfg.draft_policies, "seed": cfg.seed,
+                "ignore_eos": cfg.ignore_eos,
                 "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
                 "prompts": [asdict(p) for p in cfg.prompts],
             },
@@ -159,14 +169,17 @@ class Runner:
         c = self.cfg
         return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats))
 
-    def _keys(self, name: str, pair: PairSpec, s, n, p, rep) -> list[tuple[str, Optional[int], tuple]]:
+    def _keys(self, name: str, pair: PairSpec, s, n, p, rep) -> list[tuple[str, GenerationSettings, tuple]]:
+        """(mode, settings, row key) of the baseline and each speculative generation of one cell."""
         keys = []
-        for mode, gamma in [("baseline", None)] + [("speculative", g) for g in self.cfg.gammas]:
-            gen = self.cfg.settings(s, n, rep, gamma)
-            row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep, "gamma": gamma,
+        for mode, (policy, gamma) in [("baseline", ("fixed", None))] + [("speculative", x) for x in self.cfg.speculative_settings()]:
+            gen = self.cfg.settings(s, n, rep, gamma, policy)
+            spec = mode == "speculative"
+            row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
+                   "gamma": gen.fixed_gamma if spec else None, "draft_policy": policy if spec else None,
                    "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
                    "seed": gen.seed}
-            keys.append((mode, gamma, row_key(row)))
+            keys.append((mode, gen, row_key(row)))
         return keys
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
@@ -197,7 +210,7 @@ class Runner:
 
     def _load(self, name: str, pair: PairSpec) -> Runtime:
         cls = runtimes.get(name)
-        rt = cls(self.cfg.runtime)
+        rt = cls(self.cfg.runtime, workdir=self.out)
         _log(f"[{name}] loading {pair.name} ...")
         try:
             rt.load(pair)
@@ -216,17 +229,35 @@ class Runner:
                     f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
                     f"the {rt.context_length}-token context of {pair.name}; lower --max-new-tokens")
         first = encoded[c.prompts[0].id]
-        for s in c.samplings[:1] * c.warmup:
-            warm = GenerationSettings(s, c.gammas[0], min(WARMUP_TOKENS, c.max_new_tokens[0]), c.seed, c.ignore_eos)
-            rt.generate_baseline(first, warm)
-            rt.generate_speculative(first, warm)
+        unsupported = {pol: rt.supports(pol) for pol in c.draft_policies}
+        runnable = [pol for pol, why in unsupported.items() if not why]
+        try:
+            for s in c.samplings[:1] * c.warmup:
+                warm = GenerationSettings(s, c.gammas[0], min(WARMUP_TOKENS, c.max_new_tokens[0]), c.seed, c.ignore_eos,
+                                          runnable[0] if runnable else "fixed")
+                rt.generate_baseline(first, warm)
+                if runnable:
+                    rt.generate_speculative(first, warm)
+        except HarnessError:
+            raise
+        except Exception as e:  # a runtime that cannot generate at all (a server that dies at once) is skipped
+            raise _LoadFailed(name) from e
+        said: set[str] = set()
         for s, n, p, rep in self._cells():
             base = None
-            for mode, gamma, key in self._keys(name, pair, s, n, p, rep):
+            for mode, gen, key in self._keys(name, pair, s, n, p, rep):
                 if key in self.done:
                     base = self.done[key] if mode == "baseline" else base
                     continue
-                gen = c.settings(s, n, rep, gamma)
+                why = unsupported.get(gen.draft_policy) if mode == "speculative" else None
+                if why:  # one row says so; the other cells of this policy are not generated
+                    if gen.draft_policy not in said:
+                        said.add(gen.draft_policy)
+                        _log(f"[{tag}] --draft-policy {gen.draft_policy}: skipped: {why}")
+                        self._emit(generation_row(pair, rt, name, mode, p, rep, gen, None, error=f"skipped: {why}",
+                                                  settings=c.runtime, label=self.labels[pair.name]))
+                    self.bar.update(1)
+                    continue
                 row = self._generate(pair, rt, name, mode, p, rep, gen, encoded[p.id], base)
                 base = row if mode == "baseline" else base
                 self._emit(row)
@@ -270,7 +301,8 @@ def _mismatch_flag(m: Optional[dict]) -> str:
 
 
 def _progress(tag, p, gen, b, s) -> str:
-    where = f"[{tag}] {p.id} gamma {gen.gamma} T {gen.sampling.temperature:g} rep {gen.seed}"
+    drafting = f"gamma {gen.gamma}" if gen.fixed_gamma else gen.draft_policy
+    where = f"[{tag}] {p.id} {drafting} T {gen.sampling.temperature:g} rep {gen.seed}"
     if (b or {}).get("error") or s["error"]:
         return f"{where}: error: {(b or {}).get('error') or s['error']}"
     flag = "" if s["greedy_match"] in (None, True) else _mismatch_flag(s.get("mismatch"))

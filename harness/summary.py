@@ -20,6 +20,10 @@ def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
+    from reports.load import by_policy
+
+    measured = rows
+    rows = by_policy(rows)
     groups = metrics.summarize(rows)
     pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in rows)
     shown = [(k, h, w) for k, h, w in VARYING
@@ -40,10 +44,14 @@ def summary_lines(rows: list[dict]) -> list[str]:
         if s.get("greedy_match") is False:
             same = [r for r in rows if all(r.get(k) == s[k] for k in metrics.GROUP_FIELDS)]
             lines += [f"  !! {line}" for line in mismatch.runtime_lines(same, s["runtime"])]
-    across = mismatch.agreement_lines(mismatch.agreement(rows))
+    across = mismatch.agreement_lines(mismatch.agreement(measured))
     if across:
         lines += ["greedy baselines across runtimes:"] + [f"  {line}" for line in across]
-    lines += [f"{rt}: {err}" for rt, err in sorted({(r["runtime"], r["error"]) for r in rows if r.get("error")})]
+    lines += [f"{rt}: {err}" for rt, err in sorted({(r["runtime"], r["error"]) for r in measured if r.get("error")})]
+    rules = {r.get("verify_rule") for r in measured if r.get("mode") == "speculative" and not r.get("error")} - {None}
+    if len(rules) > 1:
+        lines.append(f"note: the runtimes accept drafts by different rules ({', '.join(sorted(rules))}): "
+                     "their alpha_hat measure different things (see verify_rule)")
     return lines
 
 

@@ -45,12 +45,13 @@ def check_gguf(path: Optional[str], role: str) -> str:
     return str(Path(path).expanduser())
 
 
-def load_model(path: str, role: str, n_gpu_layers: int = 0):
-    """A llama_model from a GGUF file, or one HarnessError line."""
+def load_model(path: str, role: str, n_gpu_layers: int = 0, vocab_only: bool = False):
+    """A llama_model from a GGUF file (vocab_only: its vocabulary and metadata), or one HarnessError line."""
     quiet_logs()
     llama_cpp.llama_backend_init()
     p = llama_cpp.llama_model_default_params()
     p.n_gpu_layers = n_gpu_layers
+    p.vocab_only = vocab_only
     model = llama_cpp.llama_model_load_from_file(path.encode(), p)
     if not model:
         raise HarnessError(f"llama.cpp could not load the {role} GGUF file {path} (corrupt, or an architecture this build does not know)")

@@ -41,6 +41,11 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
     notes += [f"{c['label']}: c measured unavailable (no per-round draft or target step times)"
               for c in spec if c["c_measured"] is None]
     notes += [f"error rows: {e}" for e in tables.errors(rows)]
+    rules = sorted({r.get("verify_rule") for r in rows if r.get("mode") == "speculative" and not r.get("error")} - {None})
+    if len(rules) > 1:
+        notes.append(f"The runtimes accept drafts by different rules ({', '.join(rules)}; the rows' verify_rule): "
+                     "greedy-match at temperature 0 is one rule for all, but at temperature > 0 Leviathan's ratio test "
+                     "and sample-match accept at different rates, so their alpha_hat are not comparable.")
     if spec:
         notes.append("Ceilings assume i.i.d. acceptance and a verify pass costing one target step; real acceptance "
                      "varies by position and content, so a measured speedup can exceed the c-FLOPs ceiling.")
@@ -69,7 +74,8 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     sources = [str(s) for s in loaded.sources]
     expls, comparisons, lines, _ = _explain(rows, out)
     data["figures"] = run_figures(rows)
-    data["mismatches"], data["agreement"] = mismatch.mismatch_table(rows), mismatch.agreement(rows)
+    measured = [r for r in rows if "runtime_name" not in r]  # each row once (load.by_policy adds views)
+    data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
                                                      data["figures"], data["mismatches"], data["agreement"]))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),

@@ -70,7 +70,27 @@ def load(folders: list[Path]) -> Loaded:
     if not rows:
         raise HarnessError(f"no result rows in {', '.join(map(str, sources))}")
     _separate_pair_names(rows)
-    return Loaded(rows, sources, notes)
+    return Loaded(by_policy(rows), sources, notes)
+
+
+def by_policy(rows: list[dict]) -> list[dict]:
+    """Speculative rows of a draft policy other than `fixed` shown as a runtime of their own,
+    "RUNTIME [POLICY]", with copies of that runtime's baseline rows, so every table, plot and
+    explanation sets e.g. untuned llama-server beside llama-server at fixed gamma (its `gamma` is
+    the draft length the library used at most)."""
+    out, extra = [], []
+    policies: dict[tuple, set] = {}
+    for r in rows:
+        pol = r.get("draft_policy") or "fixed"
+        if r.get("mode") == "speculative" and pol != "fixed":
+            policies.setdefault((r["runtime"], r.get("source")), set()).add(pol)
+            r = {**r, "runtime": f"{r['runtime']} [{pol}]", "runtime_name": r["runtime"]}
+        out.append(r)
+    for r in rows:
+        if r.get("mode") == "baseline":
+            for pol in sorted(policies.get((r["runtime"], r.get("source")), ())):
+                extra.append({**r, "runtime": f"{r['runtime']} [{pol}]", "runtime_name": r["runtime"]})
+    return out + extra
 
 
 def _models(refs: Optional[dict]) -> tuple:

@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "hf": "runtimes.hf:HFRuntime",
     "llamacpp": "runtimes.llamacpp:LlamaCppRuntime",
     "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
+    "llama-server": "runtimes.llama_server:LlamaServerRuntime",
 }
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Optional
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from core.records import Generation
 from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
@@ -27,8 +28,9 @@ class Runtime(ABC):
 
     name: str = "?"
 
-    def __init__(self, settings: RuntimeSettings):
+    def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings
+        self.workdir = workdir  # the run folder, for what a runtime keeps beside the results (a server's log)
 
     @abstractmethod
     def load(self, pair: PairSpec) -> None:
@@ -56,6 +58,20 @@ class Runtime(ABC):
     def describe(self) -> dict:
         """Device, dtype, model files and library versions, for run.json."""
         return {}
+
+    def verify_rule(self, sampling: SamplingParams) -> str:
+        """The acceptance test of this runtime's rounds, a results field, so that alpha_hat is only
+        compared between rows of one rule: "greedy-match" at temperature 0 (the draft's token
+        equals the target's argmax: every rule is this one there), "leviathan" (min(1, p/q) then
+        the residual: Algorithm 1) or "sample-match" (the target samples with its own sampler and
+        accepts while its sample equals the draft's token)."""
+        return "greedy-match" if sampling.greedy else "leviathan"
+
+    def supports(self, draft_policy: str) -> Optional[str]:
+        """None when this runtime can run the draft policy (core/config.DRAFT_POLICIES), else why not."""
+        if draft_policy == "fixed":
+            return None
+        return f"{self.name} has no library default for drafting (its loop drafts a fixed gamma)"
 
     def reference(self) -> Optional[Model]:
         """The target as a loop.Model with its own cache (same library, weights and kernels), for

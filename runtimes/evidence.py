@@ -47,6 +47,15 @@ def one_token_logits(model: Model, prompt: list[int], out: list[int], j: int) ->
 
 
 @torch.inference_mode()
+def step_logits(model: Model, prompt: list[int], out: list[int]) -> torch.Tensor:
+    """The target's logits at every output position, one token per pass as a baseline computes
+    them (for a runtime whose own logits cannot be read, e.g. a server). -> [len(out), V]"""
+    feed_prompt(model, prompt)
+    rows = [model.forward([t], 1)[-1].float().clone() for t in [prompt[-1]] + out[:-1]]
+    return torch.stack(rows) if rows else torch.zeros(0, 1)
+
+
+@torch.inference_mode()
 def batched_logits(model: Model, prompt: list[int], out: list[int], j: int, start: int, drafted: int) -> torch.Tensor:
     """The logits for position j inside a verify pass over positions start..start+drafted: the cache
     holds prompt + out[:start-1], the batch is the newest token and `drafted` tokens after it

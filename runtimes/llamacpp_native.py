@@ -295,6 +295,9 @@ class LlamaCppNativeRuntime(Runtime):
     def describe(self) -> dict:
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
+    def verify_rule(self, sampling) -> str:
+        return "greedy-match" if sampling.greedy else "sample-match"
+
     def reference(self):
         """A context of our own (runtimes/llamacpp.py's LlamaKV) on the library's target model."""
         from runtimes.llamacpp import LlamaKV

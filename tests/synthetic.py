@@ -35,6 +35,9 @@ class FakeRuntime:
     def decode(self, ids):
         return ""
 
+    def verify_rule(self, sampling):
+        return "greedy-match" if sampling.greedy else "leviathan"
+
 
 def _generation(rounds: list[RoundRecord], prefill: float) -> Generation:
     tot = {k: sum(getattr(r, k) for r in rounds) for k in ("draft_s", "verify_s", "sampling_s", "unaccounted_s", "wall_s")}

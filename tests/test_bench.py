@@ -1,5 +1,6 @@
 """`harness bench` machinery on the tiny f32 GGUF (llama.cpp only: transformers cannot read the tiny
-GGUF's tokenizer): alternation order and medians, and figure 3's paths all decode the same count."""
+GGUF's tokenizer): alternation order and medians, figure 3's paths (llama-bench included) and figure
+7's two loops, all through the real libraries and binaries."""
 
 from __future__ import annotations
 
@@ -17,17 +18,45 @@ def test_alternate_warms_up_then_interleaves_and_takes_medians():
     assert med == {"a": 2, "b": 20}
 
 
-def test_figure_3_compares_our_llamacpp_loop_with_llama_cpp_pythons_paths(tiny_pair):
-    pytest.importorskip("llama_cpp")
+def test_figure_3_compares_our_llamacpp_loop_with_llama_bench_and_llama_cpp_pythons_paths(tiny_pair):
     from models.gguf_writer import ensure_tiny_gguf
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
     b = Bench(t_gguf, 8, 1, 2, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
     fig = b.fig3_llamacpp_paths()
     tps = fig.detail["tokens_per_s"]
-    assert set(tps) == {"llamacpp", "eval", "generate", "create_completion"}
+    assert set(tps) == {"llamacpp", "llamacpp_e2e", "llama-bench", "eval", "generate", "create_completion"}
     assert all(v > 0 for v in tps.values())
-    assert fig.value == pytest.approx(tps["llamacpp"] / max(v for k, v in tps.items() if k != "llamacpp"))
+    assert fig.value == pytest.approx(tps["llamacpp"] / tps["llama-bench"])  # decode against decode
+    assert fig.detail["ratio_to"]["eval"] == pytest.approx(tps["llamacpp_e2e"] / tps["eval"])  # end to end
+
+
+def test_figure_7_compares_our_loop_with_llama_server(tiny_pair):
+    from core.config import PairSpec
+    from models.gguf_writer import ensure_tiny_gguf
+
+    t, d = ensure_tiny_gguf("tiny", "f32")
+    pair = PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
+    b = Bench(t, 16, 1, 3, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
+    fig = b.fig7_loop_vs_server(pair)
+    tps = fig.detail["tokens_per_s"]
+    assert set(tps) == {"llamacpp", "llama-server"} and all(v > 0 for v in tps.values())
+    assert fig.value == pytest.approx(tps["llamacpp"] / tps["llama-server"])
+
+
+def test_pooled_self_draft_costs_for_a_runtime_that_times_no_round():
+    from core.records import Generation, Phases, RoundRecord
+    from harness.bench import pooled_self_draft_costs
+
+    def gen(n_rounds, drafted, draft_s, verify_s):
+        ph = Phases(wall_s=0.1 + draft_s + verify_s, prefill_s=0.1, draft_s=draft_s, verify_s=verify_s, sampling_s=None,
+                    unaccounted_s=0.0)
+        return Generation(list(range(8)), ph, [RoundRecord(drafted, drafted, 1, None, None, None, None, None)] * n_rounds)
+
+    base = [gen(8, 0, 0.0, 0.08)]  # T = 10 ms
+    d = pooled_self_draft_costs([gen(2, 4, 0.08, 0.04)], base, 4, 0.9)  # c = 80/8/10 = 1, v = 40/2/10 = 2
+    assert d["v"] == pytest.approx(2.0) and d["c"] == pytest.approx(1.0)
+    assert d["ceiling"] == pytest.approx(5 / 6) and d["ceiling_with_draft_cost"] == pytest.approx(5 / 6)
 
 
 def test_self_draft_costs_split_a_round_into_verify_and_draft_steps():

@@ -1,7 +1,8 @@
 """Every runtime's baseline carries target_entropy, the target's mean next-token entropy (nats, at
 temperature 1) over the generated tokens: the loop computes it for torch and llamacpp, hf from the
-logits `generate` returns, llamacpp-native from the library's logits. On the tiny pair all four run
-the same float32 weights, so the four values agree; speculative rows carry none."""
+logits `generate` returns, llamacpp-native from the library's logits, llama-server by recomputing them
+in-process with the same build. On the tiny pair all of them run the same float32 weights, so the
+values agree; speculative rows carry none."""
 
 from __future__ import annotations
 

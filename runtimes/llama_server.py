@@ -1,0 +1,320 @@
+"""The `llama-server` runtime: llama.cpp's own speculative loop (common/speculative.cpp as the
+server runs it), in the real `llama-server` process the harness starts, owns and stops.
+
+Servers (runtimes/server.py does the process): one per setting, since this server takes its draft
+settings only on the command line (its per-request `speculative.*` fields are compiled out):
+- baseline: `llama-server -m TARGET` (no draft), the same binary and file;
+- speculative, draft policy `fixed`: `-md DRAFT --spec-type draft-simple --spec-draft-n-max G
+  --spec-draft-n-min 0 --spec-draft-p-min 0` (exactly G drafts per round while tokens remain);
+- speculative, `library-default`: `-md DRAFT --spec-type draft-simple` and nothing else: what a
+  user who sets nothing gets (this build: n-max 3, n-min 0, p-min 0).
+Each has the run's threads (-t/-tb, and -td/-tbd for the draft), context, batch size, flash
+attention off and GPU layers, like the other llama.cpp runtimes; one slot, no prompt cache, and
+`cache_prompt: false`, so every request prefills. At most MAX_LIVE servers run at once (the least
+recently used is stopped); each is warmed up by one short request before its first measured one.
+A server that died is started again for the next generation (the failed one is an error row).
+
+What is measured, from the server's own numbers (a completion's `timings`, its log, /metrics):
+- wall_s: the HTTP request, timed by the harness; prefill_s: `prompt_ms` (the target's prompt;
+  the draft processes the same batches inside the server, booked in the server's decode time);
+- draft_s: the draft's drafting calls, llama.cpp's own counter (`dur(b,g,a)` of its speculative
+  statistics, cumulative per server: the difference around the request);
+- verify_s: `predicted_ms` minus draft_s: the target's verify passes, its sampling, the draft's
+  re-evaluation of every verify batch (this build re-runs it: TAG_SPEC_AVOID_DRAFT_REEVAL) and the
+  server's loop; sampling_s: None (inside the server's decode); unaccounted_s: the rest of the
+  wall: HTTP, JSON and the server's queue. Baseline: verify_s = predicted_ms, draft_s = 0.
+- rounds: drafted and accepted per round from the server's per-round log lines (LLAMA_TRACE=1),
+  with the first token (sampled from the prompt) and rounds run without a draft (the last token)
+  as rounds with drafted 0; no per-round times (None: the server reports none). The counts are
+  checked against `draft_n`/`draft_n_accepted` and /metrics; per-position acceptance from the
+  /metrics counters before and after each request is kept in extra.server_metrics.
+- target_entropy and step margins of a baseline: recomputed after the request, outside its wall,
+  one token per pass by the same llama.cpp build in-process (the server returns no logits).
+- verify rule: the target samples each position with its own sampler and accepts while that
+  sample equals the draft's token, the draft proposing its argmax (draft-simple, top-k 10, top 1):
+  "greedy-match" at temperature 0, "sample-match" above it (not Leviathan's ratio test).
+What it does not do: tokenization inside the server (prompts are sent as the ids every llama.cpp
+runtime uses), streaming, or several slots.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional
+
+from core.config import GenerationSettings, PairSpec
+from core.errors import HarnessError
+from core.records import Generation, Phases, RoundRecord
+from models import llama_files
+from runtimes import evidence
+from runtimes import llama_common as lc
+from runtimes.base import Runtime
+from runtimes.server import ServerError, ServerProcess
+
+MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
+WARMUP_TOKENS = 8
+LOG_WAIT_S = 5.0  # the server logs a request's statistics just after answering it
+
+ROUND_LINE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
+DRAFT_STATS = re.compile(r"statistics\s+draft-simple:.*dur\(b,g,a\) = ([\d.]+), ([\d.]+), ([\d.]+) ms")
+REQUEST_DONE = re.compile(r"print_timing: .*total time")
+DRAFT_SETTINGS = re.compile(r"- n_max=(\d+), n_min=(\d+), p_min=([\d.]+)")  # logged by draft-simple at start
+METRIC = re.compile(r'^llamacpp:(spec_decode_\w+?)(?:\{position="(\d+)"\})? ([\d.eE+-]+)$', re.M)
+
+
+def _server_metrics(text: str) -> dict:
+    """/metrics text -> {drafts, draft_tokens, accepted, accepted_per_pos: [..]} (spec counters)."""
+    out = {"accepted_per_pos": {}}
+    names = {"spec_decode_num_drafts_total": "drafts", "spec_decode_num_draft_tokens_total": "draft_tokens",
+             "spec_decode_num_accepted_tokens_total": "accepted"}
+    for name, pos, value in METRIC.findall(text):
+        if pos:
+            out["accepted_per_pos"][int(pos)] = float(value)
+        elif name in names:
+            out[names[name]] = float(value)
+    return out
+
+
+def _metrics_delta(before: dict, after: dict) -> dict:
+    d = {k: int(after.get(k, 0) - before.get(k, 0)) for k in ("drafts", "draft_tokens", "accepted")}
+    pos = after["accepted_per_pos"]
+    d["accepted_per_pos"] = [int(pos[i] - before["accepted_per_pos"].get(i, 0)) for i in sorted(pos)]
+    return d
+
+
+class LlamaServerRuntime(Runtime):
+    name = "llama-server"
+
+    def load(self, pair: PairSpec) -> None:
+        self.binary = lc.find_binary("llama-server")
+        llama_files.quiet_logs()
+        self.paths = (llama_files.check_gguf(pair.target_gguf, "target"), llama_files.check_gguf(pair.draft_gguf, "draft"))
+        self._t_model = llama_files.load_model(self.paths[0], "target", vocab_only=True)
+        d_model = llama_files.load_model(self.paths[1], "draft", vocab_only=True)
+        import llama_cpp
+
+        self.vocab = llama_cpp.llama_model_get_vocab(self._t_model)
+        self.n_vocab = llama_files.check_vocabularies(self.vocab, llama_cpp.llama_model_get_vocab(d_model))
+        llama_cpp.llama_model_free(d_model)
+        self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(self.paths[0], "target"))
+        self.logs = Path(self.workdir) / "llama-server" if self.workdir else Path(tempfile.mkdtemp(prefix="llama-server-"))
+        self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
+        self._draft_total: dict[ServerProcess, float] = {}
+        self.started = 0
+        self.version = _version(self.binary)
+        self._reference = None
+        self._server(None)  # the target must load in this server: its own reason is the skip reason
+
+    # -- servers -------------------------------------------------------------------------------
+
+    def _argv(self, spec: Optional[tuple]) -> list[str]:
+        s = self.settings
+        t, tb = lc.n_threads(s)
+        nb = str(min(lc.N_BATCH, self.n_ctx))
+        argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", "1", "-t", str(t), "-tb", str(tb),
+                "-b", nb, "-ub", nb, "-fa", "off", "-ngl", str(s.n_gpu_layers), "--metrics", "--no-webui",
+                "--cache-ram", "0", "-lv", "4"]
+        if spec is not None:
+            policy, gamma = spec
+            argv += ["-md", self.paths[1], "--spec-type", "draft-simple", "-td", str(t), "-tbd", str(tb),
+                     "-ngld", str(s.n_gpu_layers)]
+            if policy == "fixed":
+                argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+        return argv
+
+    def _server(self, spec: Optional[tuple]) -> ServerProcess:
+        """The running server for a setting (None: baseline), started (and warmed up) if needed."""
+        srv = self.servers.get(spec)
+        if srv is not None and not srv.alive():
+            srv.stop()
+            del self.servers[spec]
+            srv = None
+        if srv is None:
+            while len(self.servers) >= MAX_LIVE:
+                _, old = self.servers.popitem(last=False)
+                old.stop()
+            self.started += 1
+            role = "baseline" if spec is None else f"{spec[0]}-gamma{spec[1]}" if spec[0] == "fixed" else spec[0]
+            srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "llama-server",
+                                env={"LLAMA_TRACE": "1"})
+            try:
+                srv.start()
+            except ServerError as e:
+                raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
+                                  f"{'' if spec is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
+            self.servers[spec] = srv
+            found = DRAFT_SETTINGS.search(srv.log_text())
+            srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else None
+            self._complete(srv, self._warmup_ids(), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
+        self.servers.move_to_end(spec)
+        return srv
+
+    def _warmup_ids(self) -> list[int]:
+        return self.encode("Hello")
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _body(self, ids: list[int], gen: GenerationSettings) -> dict:
+        s = gen.sampling
+        return {"prompt": ids, "n_predict": gen.max_new_tokens, "temperature": s.temperature, "top_k": s.top_k,
+                "top_p": s.top_p, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0, "presence_penalty": 0.0,
+                "frequency_penalty": 0.0, "dry_multiplier": 0.0, "xtc_probability": 0.0, "top_n_sigma": -1.0,
+                "samplers": ["top_k", "top_p", "temperature"], "seed": gen.seed, "ignore_eos": gen.ignore_eos,
+                "cache_prompt": False, "return_tokens": True, "stream": False, "n_probs": 0}
+
+    def _complete(self, srv: ServerProcess, ids: list[int], gen: GenerationSettings) -> tuple[dict, float, str]:
+        """One /completion -> (response, wall seconds, what the server logged for it)."""
+        mark = srv.log_mark()
+        t = time.perf_counter()
+        resp = srv.request("/completion", self._body(ids, gen))
+        wall = time.perf_counter() - t
+        if not isinstance(resp, dict) or "timings" not in resp:
+            raise ServerError(f"llama-server answered /completion without timings: {str(resp)[:200]}")
+        done = DRAFT_STATS if "-md" in srv.argv else REQUEST_DONE  # the last line it logs for a request
+        deadline = time.monotonic() + LOG_WAIT_S
+        log = srv.log_text(since=mark)
+        while not done.search(log) and time.monotonic() < deadline:
+            time.sleep(0.005)
+            log = srv.log_text(since=mark)
+        stats = DRAFT_STATS.findall(log)
+        if stats:  # llama.cpp's drafting time, cumulative per server -> this request's share
+            total = sum(float(x) for x in stats[-1])
+            resp["draft_ms"], self._draft_total[srv] = total - self._draft_total.get(srv, 0.0), total
+        return resp, wall, log
+
+    def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        srv = self._server(None)
+        resp, wall, _ = self._complete(srv, prompt_ids, gen)
+        tm = resp["timings"]
+        out = [int(t) for t in resp["tokens"]]
+        decode = tm["predicted_ms"] * 1e-3
+        phases = Phases(wall_s=wall, prefill_s=tm["prompt_ms"] * 1e-3, draft_s=0.0, verify_s=decode, sampling_s=None,
+                        unaccounted_s=wall - tm["prompt_ms"] * 1e-3 - decode)
+        rounds = [RoundRecord(0, 0, 1, None, None, None, None, None) for _ in out]
+        g = Generation(out, phases, rounds, notes=self._notes(False), extra={"timings": tm, "stop_type": resp.get("stop_type")})
+        with self.generating():  # after the request, outside its wall: the server returns no logits
+            g.keep_steps(evidence.step_logits(self.reference(), prompt_ids, out))
+        g.notes["target_entropy"] = "recomputed one token per pass in-process by the same llama.cpp build (the server returns no logits)"
+        return g
+
+    def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        spec = (gen.draft_policy, gen.gamma)
+        srv = self._server(spec)
+        before = _server_metrics(srv.request("/metrics"))
+        resp, wall, log = self._complete(srv, prompt_ids, gen)
+        after = _server_metrics(srv.request("/metrics"))
+        tm = resp["timings"]
+        out = [int(t) for t in resp["tokens"]]
+        if "draft_ms" not in resp:
+            raise ServerError("llama-server logged no speculative statistics for the request (run with -lv 4?)")
+        draft = resp["draft_ms"] * 1e-3
+        decode, prefill = tm["predicted_ms"] * 1e-3, tm["prompt_ms"] * 1e-3
+        phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=draft, verify_s=decode - draft, sampling_s=None,
+                        unaccounted_s=wall - prefill - decode)
+        logged = [(int(a), int(n)) for a, n in ROUND_LINE.findall(log)]
+        metrics_delta = _metrics_delta(before, after)
+        self._check_counts(logged, tm, metrics_delta)
+        return Generation(out, phases, self._rounds(logged, len(out)), notes=self._notes(True),
+                          draft_max=(srv.info["draft"] or {}).get("n_max"),
+                          extra={"timings": tm, "server_metrics": metrics_delta, "stop_type": resp.get("stop_type"),
+                                 "server_draft": srv.info["draft"]})
+
+    @staticmethod
+    def _rounds(logged: list[tuple[int, int]], n_out: int) -> list[RoundRecord]:
+        """The first token (from the prompt), one round per logged verification, then the steps the
+        server ran without a draft; emitted counts cut so they add up to the generated tokens."""
+        rounds = [RoundRecord(0, 0, 1, None, None, None, None, None)]
+        rounds += [RoundRecord(n, a, a + 1, None, None, None, None, None) for a, n in logged]
+        left = n_out - sum(r.emitted for r in rounds)
+        rounds += [RoundRecord(0, 0, 1, None, None, None, None, None) for _ in range(max(0, left))]
+        for r in reversed(rounds):  # an end-of-generation token or the length limit inside a round
+            if left >= 0:
+                break
+            cut = min(r.emitted, -left)
+            r.emitted -= cut
+            left += cut
+        return [r for r in rounds if r.emitted or r.drafted]
+
+    @staticmethod
+    def _check_counts(logged: list[tuple[int, int]], tm: dict, delta: dict) -> None:
+        """The per-round log lines must add up to the server's own totals (else this build logs differently)."""
+        drafted, accepted = sum(n for _, n in logged), sum(a for a, _ in logged)
+        if (drafted, accepted) != (tm.get("draft_n", 0), tm.get("draft_n_accepted", 0)) or len(logged) != delta["drafts"]:
+            raise ServerError(f"llama-server's per-round log ({len(logged)} rounds, {drafted} drafted, {accepted} accepted) "
+                              f"disagrees with its totals (draft_n {tm.get('draft_n')}, accepted {tm.get('draft_n_accepted')}, "
+                              f"{delta['drafts']} drafts in /metrics)")
+
+    def _notes(self, speculative: bool) -> dict:
+        notes = {"sampling_s": "inside llama-server's decode time (verify_s)",
+                 "rounds": "counts from the server's per-round log; it reports no per-round times",
+                 "unaccounted_s": "wall minus the server's prompt_ms and predicted_ms: HTTP, JSON, its queue"}
+        if speculative:
+            notes["draft_s"] = "llama.cpp's drafting counter (speculative statistics dur(b,g,a))"
+            notes["verify_s"] = ("predicted_ms minus draft_s: target verify passes, sampling, the draft's re-evaluation "
+                                 "of each verify batch, the server loop")
+        else:
+            notes["verify_s"] = "predicted_ms: the target's decode steps, sampling and the server loop"
+        return notes
+
+    def verify_rule(self, sampling) -> Optional[str]:
+        return "greedy-match" if sampling.greedy else "sample-match"
+
+    def supports(self, policy: str) -> Optional[str]:
+        return None  # fixed and library-default
+
+    # -- the rest of the interface -------------------------------------------------------------
+
+    def encode(self, prompt: str) -> list[int]:
+        return llama_files.encode_prompt(self._t_model, self.vocab, prompt)
+
+    def decode(self, ids: list[int]) -> str:
+        return llama_files.detokenize(self.vocab, ids)
+
+    @property
+    def context_length(self) -> int:
+        return self.n_ctx
+
+    def describe(self) -> dict:
+        return {**lc.describe(self.settings, self.paths, self.n_ctx), "binary": self.binary,
+                "server_version": self.version, "logs": str(self.logs)}
+
+    def reference(self):
+        """A context of our own (runtimes/llamacpp.py's LlamaKV) on the same target file, loaded by the
+        same libraries the server runs (scripts/setup.sh builds them once), for the mismatch evidence."""
+        from runtimes.llamacpp import LlamaKV
+
+        if self._reference is None:
+            self._ref_model = llama_files.load_model(self.paths[0], "target", self.settings.n_gpu_layers)
+            self._reference = LlamaKV(self._ref_model, lc.context_params(self.settings, self.n_ctx), self.n_vocab)
+        return self._reference
+
+    def generating(self):
+        return lc.single_threaded_torch()
+
+    def close(self) -> None:
+        for srv in getattr(self, "servers", {}).values():
+            srv.stop()
+        self.servers = OrderedDict()
+        import llama_cpp
+
+        if getattr(self, "_reference", None) is not None:
+            self._reference.close()
+            llama_cpp.llama_model_free(self._ref_model)
+            self._reference = None
+        if getattr(self, "_t_model", None) is not None:
+            llama_cpp.llama_model_free(self._t_model)
+            self._t_model = None
+
+
+def _version(binary: str) -> str:
+    import subprocess
+
+    try:
+        r = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+        return " ".join((r.stdout + r.stderr).split())[:200]
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"unknown ({e})"

@@ -1,0 +1,205 @@
+"""A server process the harness starts, owns and stops (llama-server; later vLLM's).
+
+What it owns: a free port on 127.0.0.1, the real binary started with its log in a file, the wait
+for its health endpoint, JSON requests to it, and stopping it: SIGTERM to its process group, then
+SIGKILL, on `stop()` (the runtime's close, reached on success, on error and on Ctrl-C through the
+caller's `finally`; harness/cli.py turns the harness's own SIGTERM into the same path), and on
+Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG).
+What it does not own: which binary or flags (the runtime), or what the responses mean.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 300.0  # a large model's load from disk; the tiny pairs are ready in about a second
+STOP_TIMEOUT_S = 10.0
+PORT_ATTEMPTS = 3
+LOG_PREFIX = re.compile(r"^[\d.]+ [A-Z] ")  # llama.cpp's "0.00.004.863 E " (time, level)
+LOG_ERROR = re.compile(r"^[\d.]+ E ")
+
+
+class ServerError(RuntimeError):
+    """The server could not start, or died: one line with its own reason (from its log)."""
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  # resolved before any fork
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: the kernel sends SIGTERM when the harness dies."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ServerProcess:
+    """One server: `start()` (free port, health), `request()`, `stop()`.
+
+    argv is the command without host and port; `is_bind_failure(log_text)` tells a port taken
+    between our check and the server's bind from other start failures (then another port is tried).
+    """
+
+    def __init__(self, argv: list[str], log_path: Path, name: str, env: Optional[dict] = None,
+                 health: str = "/health", bind_failure: tuple[str, ...] = ("couldn't bind", "address already in use")):
+        self.argv, self.log_path, self.name = list(argv), Path(log_path), name
+        self.env, self.health, self.bind_failure = env, health, bind_failure
+        self.proc: Optional[subprocess.Popen] = None
+        self.info: dict = {}  # what the runtime read of this server (e.g. its settings from the log)
+        self.port: Optional[int] = None
+        self._log = None
+        self._offset = 0
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def start(self, port: Optional[int] = None, timeout_s: float = READY_TIMEOUT_S) -> "ServerProcess":
+        """Start and wait until healthy. `port` None: a free one (another if it is taken meanwhile);
+        a given port that is in use is a ServerError naming it."""
+        if port is not None and port_in_use(port):
+            raise ServerError(f"port {port} on {HOST} is in use: pick another (or let the harness choose one)")
+        for attempt in range(PORT_ATTEMPTS):
+            self._spawn(port or free_port())
+            try:
+                self._wait_ready(timeout_s)
+                return self
+            except ServerError:
+                bound = self._bind_failed()
+                self.stop()
+                if not bound or port is not None or attempt == PORT_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self, port: int) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self._offset = self._log.tell()  # this start's part of the log
+        self._log.write(f"$ {' '.join(self.argv)} --host {HOST} --port {port}\n".encode())
+        self._log.flush()
+        env = {**os.environ, **(self.env or {})}
+        self.port = port
+        self.proc = subprocess.Popen(self.argv + ["--host", HOST, "--port", str(port)], stdout=self._log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"{self.name} exited (code {self.proc.returncode}) while starting: {self.reason()}")
+            try:
+                with urllib.request.urlopen(self.url(self.health), timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass  # not listening yet, or 503 while loading the model
+            time.sleep(0.05)
+        raise ServerError(f"{self.name} was not ready after {timeout_s:.0f} s; its log: {self.log_path}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S; idempotent."""
+        p, self.proc = self.proc, None
+        if p is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            except ProcessLookupError:
+                pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def url(self, path: str) -> str:
+        return f"http://{HOST}:{self.port}{path}"
+
+    def request(self, path: str, body: Optional[dict] = None, timeout_s: float = 3600.0) -> dict | str:
+        """GET (body None) or POST JSON; -> the parsed JSON, or the text of a non-JSON answer."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url(path), data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                raw = r.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")
+            try:
+                detail = json.loads(detail).get("error", {}).get("message", detail)
+            except (ValueError, AttributeError):
+                pass
+            raise ServerError(f"{self.name} answered {e.code} to {path}: {detail.strip()[:300]}") from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+            if not self.alive():
+                code = self.proc.returncode if self.proc is not None else "?"
+                raise ServerError(f"{self.name} died during a request (exit {code}): {self.reason()}") from None
+            raise ServerError(f"{self.name} did not answer {path}: {e}") from None
+        text = raw.decode(errors="replace")
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    # -- its log -----------------------------------------------------------------------------
+
+    def log_mark(self) -> int:
+        """Where the log ends now (for log_text(since=...))."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_text(self, since: Optional[int] = None) -> str:
+        """What the server wrote since `since` (a log_mark), else since its latest start."""
+        if self._log is not None:
+            self._log.flush()
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._offset if since is None else since)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def reason(self) -> str:
+        """The server's own first error line (else its last line), for a one-line message."""
+        lines = [ln.strip() for ln in self.log_text().splitlines() if ln.strip() and not ln.startswith("$ ")]
+        errors = [ln for ln in lines if LOG_ERROR.match(ln) or "error" in ln.lower()]
+        line = (errors or lines or ["no output"])[0]
+        return LOG_PREFIX.sub("", line)[:300] + f" (log: {self.log_path})"
+
+    def _bind_failed(self) -> bool:
+        text = self.log_text().lower()
+        return any(s in text for s in self.bind_failure)

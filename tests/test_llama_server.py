@@ -1,0 +1,320 @@
+"""The llama-server runtime: the real `llama-server` (built by scripts/setup.sh) started by the
+harness on the tiny f32 GGUF pair. Greedy equality with its own baseline and with our llamacpp
+loop (same weights), the round counts against the server's own totals and /metrics, the phase
+identity, sampling, the library-default policy, and the process life cycle: stopped on close,
+Ctrl-C, SIGTERM and kill -9 of the harness, a port in use, a server that cannot load a model, a
+server that dies in the middle of a sweep. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from models.gguf_writer import ensure_tiny_gguf
+from runtimes import llama_common as lc
+from runtimes import server as server_mod
+from runtimes.llama_server import LlamaServerRuntime
+from runtimes.server import ServerError, ServerProcess
+
+SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
+PROMPT = "The quick brown fox"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gen(n=40, gamma=4, s=SamplingParams(), seed=0, policy="fixed"):
+    return GenerationSettings(s, gamma, n, seed, ignore_eos=True, draft_policy=policy)
+
+
+def server_pids() -> set[int]:
+    """Every llama-server process on this machine (the tests own all of them)."""
+    out = subprocess.run(["pgrep", "-x", "llama-server"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+@pytest.fixture(scope="module")
+def pairs(tiny_pair):
+    t, d = ensure_tiny_gguf("tiny", "f32")
+    return (PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d)),
+            PairSpec("tiny+self", tiny_pair.target, tiny_pair.target, str(t), str(t)))
+
+
+@pytest.fixture(scope="module")
+def server(pairs, tmp_path_factory):
+    rt = LlamaServerRuntime(SETTINGS, workdir=tmp_path_factory.mktemp("run"))
+    rt.load(pairs[0])
+    yield rt
+    rt.close()
+
+
+@pytest.fixture(scope="module")
+def ids(server):
+    return server.encode(PROMPT)
+
+
+@pytest.fixture(scope="module")
+def ours(pairs):
+    from runtimes.llamacpp import LlamaCppRuntime
+
+    rt = LlamaCppRuntime(SETTINGS)
+    rt.load(pairs[0])
+    yield rt
+    rt.close()
+
+
+def test_binary_is_the_setup_build():
+    path = Path(lc.find_binary("llama-server"))
+    import llama_cpp
+
+    assert path.parent == Path(llama_cpp.__file__).parent / "lib"  # beside the libraries Python loads
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+def test_greedy_speculative_equals_its_baseline_and_our_loop(server, ours, ids, gamma):
+    base = server.generate_baseline(ids, gen(40))
+    assert len(base.token_ids) == 40 and len(base.rounds) == 40
+    assert ours.generate_baseline(ours.encode(PROMPT), gen(40)).token_ids == base.token_ids  # same weights
+    g = server.generate_speculative(ids, gen(40, gamma))
+    assert g.token_ids == base.token_ids
+    assert sum(r.emitted for r in g.rounds) == 40
+    assert all(r.drafted <= gamma for r in g.rounds)
+    assert 0 < sum(r.accepted for r in g.rounds) < sum(r.drafted for r in g.rounds)  # a real mix
+    assert g.extra["server_draft"] == {"n_max": gamma, "n_min": 0, "p_min": 0.0} and g.draft_max == gamma
+
+
+def test_round_counts_agree_with_the_servers_totals_and_metrics(server, ids):
+    g = server.generate_speculative(ids, gen(40, 4))
+    tm, m = g.extra["timings"], g.extra["server_metrics"]
+    drafted = [r for r in g.rounds if r.drafted]
+    assert sum(r.drafted for r in drafted) == tm["draft_n"] == m["draft_tokens"]
+    assert sum(r.accepted for r in drafted) == tm["draft_n_accepted"] == m["accepted"]
+    assert len(drafted) == m["drafts"]
+    # /metrics counts, per position i, the rounds that accepted more than i drafts
+    assert m["accepted_per_pos"] == [sum(1 for r in drafted if r.accepted > i) for i in range(4)]
+
+
+def test_phases_add_up_to_the_wall(server, ids):
+    for g in (server.generate_baseline(ids, gen(20)), server.generate_speculative(ids, gen(20, 4))):
+        p = g.phases
+        parts = [p.prefill_s, p.draft_s, p.verify_s, p.unaccounted_s]
+        assert all(x is not None and x >= 0 for x in parts), p
+        assert p.sampling_s is None and "sampling_s" in g.notes
+        assert abs(sum(parts) - p.wall_s) < 1e-6
+        assert p.prefill_s == pytest.approx(g.extra["timings"]["prompt_ms"] * 1e-3)
+        assert all(r.wall_s is None for r in g.rounds)  # the server times no round
+    assert p.draft_s > 0  # the speculative run: llama.cpp's drafting counter moved
+
+
+def test_self_draft_accepts_everything(pairs, ids, tmp_path):
+    rt = LlamaServerRuntime(SETTINGS, workdir=tmp_path)
+    rt.load(pairs[1])
+    try:
+        g = rt.generate_speculative(ids, gen(40, 4))
+        drafted = [r for r in g.rounds if r.drafted]
+        assert drafted and all(r.accepted == r.drafted for r in drafted)
+        assert g.token_ids == rt.generate_baseline(ids, gen(40)).token_ids
+    finally:
+        rt.close()
+
+
+def test_sampling_runs_at_every_length_and_names_its_rule(server, ids):
+    s = SamplingParams(temperature=0.8, top_p=0.9)
+    for n in (1, 2, 5):
+        g = server.generate_speculative(ids, gen(n, 4, s, seed=n))
+        assert len(g.token_ids) == n and sum(r.emitted for r in g.rounds) == n
+    assert server.verify_rule(s) == "sample-match"
+    assert server.verify_rule(SamplingParams()) == "greedy-match"
+
+
+def test_library_default_leaves_the_servers_draft_settings(server, ids):
+    g = server.generate_speculative(ids, gen(40, 8, policy="library-default"))
+    srv = server.servers[("library-default", 8)]
+    assert "--spec-draft-n-max" not in srv.argv and "--spec-draft-p-min" not in srv.argv
+    assert g.draft_max == g.extra["server_draft"]["n_max"] == 3  # this build's own default n-max, not our gamma 8
+    assert max(r.drafted for r in g.rounds) == 3
+    assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
+
+
+# ---- the process life cycle ----------------------------------------------------------------------
+
+
+def test_close_stops_every_server(pairs, ids, tmp_path):
+    before = server_pids()
+    rt = LlamaServerRuntime(SETTINGS, workdir=tmp_path)
+    rt.load(pairs[0])
+    rt.generate_speculative(ids, gen(8, 2))
+    mine = server_pids() - before
+    assert len(mine) == 2  # baseline and gamma 2
+    assert sorted(p.name for p in (tmp_path / "llama-server").iterdir()) == ["01-baseline.log", "02-fixed-gamma2.log"]
+    rt.close()
+    assert not (server_pids() & mine)
+
+
+def test_a_dead_server_is_started_again(server, ids):
+    server.generate_speculative(ids, gen(8, 4))
+    srv = server.servers[("fixed", 4)]
+    os.kill(srv.proc.pid, signal.SIGKILL)
+    srv.proc.wait()
+    with pytest.raises(ServerError, match="died during a request"):
+        srv.request("/completion", {"prompt": ids, "n_predict": 1})
+    g = server.generate_speculative(ids, gen(8, 4))  # a new server for the same setting
+    assert len(g.token_ids) == 8 and server.servers[("fixed", 4)] is not srv
+
+
+def _harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_for_server(before: set[int], timeout=120.0) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        mine = server_pids() - before
+        if mine:
+            return mine
+        time.sleep(0.1)
+    raise AssertionError("no llama-server started")
+
+
+def _gone(pids: set[int], timeout=15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not (server_pids() & pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_no_server_outlives_the_harness(tmp_path, sig, code):
+    """Ctrl-C, SIGTERM and kill -9 of a running sweep: the servers go with it, and the rows stay."""
+    before = server_pids()
+    out = tmp_path / "o"
+    p = _harness(["sweep", "--runtime", "llama-server", "--pair", "tiny", "--gamma", "1,2,3,4,5,6", "--prompts", "factual",
+                  "--max-new-tokens", "64", "--ignore-eos", "--repeats", "50", "--n-threads", "1", "--n-ctx", "512",
+                  "--out", str(out)], tmp_path)
+    mine = _wait_for_server(before)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ((out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size):
+        time.sleep(0.1)
+    os.kill(p.pid, sig)
+    p.wait(60)
+    assert p.returncode == code, p.stdout.read()
+    assert _gone(mine | (server_pids() - before)), "a llama-server outlived the harness"
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.endswith("}")]
+    assert rows and all(r["runtime"] == "llama-server" and not r["error"] for r in rows)
+
+
+@pytest.mark.slow
+def test_a_port_in_use(tmp_path, pairs):
+    argv = [lc.find_binary("llama-server"), "-m", pairs[0].target_gguf, "-c", "256", "-t", "1"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ServerError, match=f"port {port} .* in use"):  # a port the user chose
+            ServerProcess(argv, tmp_path / "a.log", "llama-server").start(port=port)
+        # a free port taken between our check and the server's bind: the server's bind fails, another port is tried
+        ports = iter([port, server_mod.free_port()])
+        orig = server_mod.free_port
+        server_mod.free_port = lambda: next(ports)
+        try:
+            srv = ServerProcess(argv, tmp_path / "b.log", "llama-server").start()
+        finally:
+            server_mod.free_port = orig
+        try:
+            assert srv.port != port and srv.alive()
+            assert "couldn't bind" in (tmp_path / "b.log").read_text()
+        finally:
+            srv.stop()
+
+
+def test_a_model_the_server_cannot_load_gives_its_own_reason(tmp_path, pairs):
+    data = Path(pairs[0].target_gguf).read_bytes()
+    bad = tmp_path / "cut.gguf"
+    bad.write_bytes(data[: len(data) // 2])
+    srv = ServerProcess([lc.find_binary("llama-server"), "-m", str(bad)], tmp_path / "s.log", "llama-server")
+    with pytest.raises(ServerError, match="not within the file bounds") as e:
+        srv.start()
+    assert "\n" not in str(e.value) and not srv.alive()
+
+
+@pytest.mark.slow
+def test_missing_binary_is_a_skipped_row_and_exit_2(tmp_path):
+    env = {**os.environ, "HARNESS_LLAMA_SERVER": str(tmp_path / "nothing")}
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", "llama-server", "--pair", "tiny",
+                        "--max-new-tokens", "4", "--prompts", "math", "--out", str(tmp_path / "o")], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "skipped: HARNESS_LLAMA_SERVER=" in r.stderr and "Traceback" not in r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["error"].startswith("skipped:")
+
+
+class DyingServer(LlamaServerRuntime):
+    """The real runtime; the real server is killed with SIGKILL in the middle of the second
+    speculative generation (a long one), as a crash would."""
+
+    n = 0
+
+    def generate_speculative(self, prompt_ids, gen):
+        DyingServer.n += 1
+        if DyingServer.n == 2:
+            srv = self._server((gen.draft_policy, gen.gamma))
+            threading.Timer(0.3, lambda: os.kill(srv.proc.pid, signal.SIGKILL)).start()
+            gen = GenerationSettings(gen.sampling, gen.gamma, 100_000, gen.seed, True, gen.draft_policy)
+        return super().generate_speculative(prompt_ids, gen)
+
+
+def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    import runtimes
+    from harness.prompts import load_prompts
+    from harness.runner import RunConfig, Runner
+    from models.presets import resolve_pair
+
+    monkeypatch.setitem(runtimes.REGISTRY, "dying", "tests.test_llama_server:DyingServer")
+    DyingServer.n = 0
+    cfg = RunConfig(["dying"], [resolve_pair("tiny")], load_prompts("math")[:3], [2], max_new_tokens=[8], warmup=0,
+                    runtime=RuntimeSettings(n_threads=1, n_ctx=200_000), out=tmp_path / "o")
+    rows = Runner(cfg).run()
+    spec = [r for r in rows if r["mode"] == "speculative"]
+    assert [bool(r["error"]) for r in spec] == [False, True, False]
+    assert "died during a request" in spec[1]["error"] or "did not answer" in spec[1]["error"]
+
+
+@pytest.mark.slow
+def test_library_default_beside_fixed_gamma_in_a_run_its_report_and_resume(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    out = tmp_path / "o"
+    args = ["run", "--runtime", "llama-server,llamacpp", "--pair", "tiny", "--draft-policy", "fixed,library-default",
+            "--max-new-tokens", "16", "--prompts", "math", "--warmup", "0", "--n-threads", "1", "--n-ctx", "512",
+            "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    lib = [r for r in rows if r["draft_policy"] == "library-default" and not r["error"]]
+    assert lib and all(r["runtime"] == "llama-server" and r["gamma"] == 3 for r in lib)
+    assert all(r["greedy_match"] and r["verify_rule"] == "greedy-match" for r in lib)
+    skipped = [r for r in rows if r["runtime"] == "llamacpp" and r["error"]]
+    assert len(skipped) == 1 and "no library default" in skipped[0]["error"]  # one row says so, the run goes on
+    assert "llama-server [library-default]" in res.output  # the summary shows it as a runtime of its own
+    report = (out / "report" / "report.md").read_text()
+    assert "llama-server [library-default]" in report
+    again = CliRunner().invoke(main, args + ["--resume"])
+    assert again.exit_code == 0, again.output
+    rows2 = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows2) == len(rows) + 1  # only the skipped row is tried again
