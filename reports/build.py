@@ -38,8 +38,11 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
                     and r["mode"] == "speculative"]
             notes += [f"{c['label']}: {line.removeprefix(c['runtime'] + ': ')}" for line in mismatch.runtime_lines(same, c["runtime"])]
     notes += [f"{c['label']}: no baseline rows with the same settings, so no speedup" for c in spec if c["speedup"] is None]
-    notes += [f"{c['label']}: c measured unavailable (no per-round draft or target step times)"
+    notes += [f"{c['label']}: c measured unavailable (no draft or target step times)"
               for c in spec if c["c_measured"] is None]
+    notes += [f"{c['label']}: c and verify cost from pooled phases (draft_s / drafted, verify_s / rounds over the "
+              "baseline's verify_s / tokens), not round medians: this runtime times no round"
+              for c in spec if c.get("costs_from") == "pooled phases"]
     notes += [f"error rows: {e}" for e in tables.errors(rows)]
     rules = sorted({r.get("verify_rule") for r in rows if r.get("mode") == "speculative" and not r.get("error")} - {None})
     if len(rules) > 1:

@@ -58,9 +58,10 @@ def _time_split(c: dict) -> str:
 
 def _ceiling_line(c: dict) -> str:
     if c["theory_speedup_measured"] is None or c["speedup"] is None:
-        return (f"**Ceiling:** unknown for {c['runtime']}: it needs per-round draft step times and a baseline "
-                "with per-step target times under the same settings, which these rows lack.")
-    line = (f"**Ceiling:** at alpha_hat {c['alpha_hat']:.2f}, gamma {c['gamma']} and measured c {c['c_measured']:.3f}, "
+        return (f"**Ceiling:** unknown for {c['runtime']}: it needs its draft and verify time and a baseline "
+                "with its target time under the same settings, which these rows lack.")
+    pooled = " (from pooled phases: this runtime times no round)" if c.get("costs_from") == "pooled phases" else ""
+    line = (f"**Ceiling:** at alpha_hat {c['alpha_hat']:.2f}, gamma {c['gamma']} and measured c {c['c_measured']:.3f}{pooled}, "
             f"Leviathan's formula allows {c['theory_speedup_measured']:.2f}x; measured {c['speedup']:.2f}x is "
             f"{100 * c['ceiling_fraction']:.0f}% of it")
     if c["ceiling_gap"] > 0:
