@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Optional
 
 from core.config import GenerationSettings, PairSpec
-from core.errors import HarnessError
 from core.records import Generation, Phases, RoundRecord
 from models import llama_files
 from runtimes import evidence
@@ -91,22 +90,31 @@ class LlamaServerRuntime(Runtime):
 
     def load(self, pair: PairSpec) -> None:
         self.binary = lc.find_binary("llama-server")
+        self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
+        self._t_model = self._reference = None
+        try:
+            self._load(pair)
+        except BaseException:
+            self.close()  # a server already started goes with the failure
+            raise
+
+    def _load(self, pair: PairSpec) -> None:
+        import llama_cpp
+
         llama_files.quiet_logs()
         self.paths = (llama_files.check_gguf(pair.target_gguf, "target"), llama_files.check_gguf(pair.draft_gguf, "draft"))
         self._t_model = llama_files.load_model(self.paths[0], "target", vocab_only=True)
         d_model = llama_files.load_model(self.paths[1], "draft", vocab_only=True)
-        import llama_cpp
-
-        self.vocab = llama_cpp.llama_model_get_vocab(self._t_model)
-        self.n_vocab = llama_files.check_vocabularies(self.vocab, llama_cpp.llama_model_get_vocab(d_model))
-        llama_cpp.llama_model_free(d_model)
+        try:
+            self.vocab = llama_cpp.llama_model_get_vocab(self._t_model)
+            self.n_vocab = llama_files.check_vocabularies(self.vocab, llama_cpp.llama_model_get_vocab(d_model))
+        finally:
+            llama_cpp.llama_model_free(d_model)
         self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(self.paths[0], "target"))
         self.logs = Path(self.workdir) / "llama-server" if self.workdir else Path(tempfile.mkdtemp(prefix="llama-server-"))
-        self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
         self._draft_total: dict[ServerProcess, float] = {}
         self.started = 0
         self.version = _version(self.binary)
-        self._reference = None
         self._server(None)  # the target must load in this server: its own reason is the skip reason
 
     # -- servers -------------------------------------------------------------------------------
@@ -115,13 +123,14 @@ class LlamaServerRuntime(Runtime):
         s = self.settings
         t, tb = lc.n_threads(s)
         nb = str(min(lc.N_BATCH, self.n_ctx))
+        ngl = "all" if s.n_gpu_layers < 0 else str(s.n_gpu_layers)  # our -1 = every layer
         argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", "1", "-t", str(t), "-tb", str(tb),
-                "-b", nb, "-ub", nb, "-fa", "off", "-ngl", str(s.n_gpu_layers), "--metrics", "--no-webui",
+                "-b", nb, "-ub", nb, "-fa", "off", "-ngl", ngl, "--metrics", "--no-webui",
                 "--cache-ram", "0", "-lv", "4"]
         if spec is not None:
             policy, gamma = spec
             argv += ["-md", self.paths[1], "--spec-type", "draft-simple", "-td", str(t), "-tbd", str(tb),
-                     "-ngld", str(s.n_gpu_layers)]
+                     "-ngld", ngl]
             if policy == "fixed":
                 argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
         return argv
@@ -138,7 +147,7 @@ class LlamaServerRuntime(Runtime):
                 _, old = self.servers.popitem(last=False)
                 old.stop()
             self.started += 1
-            role = "baseline" if spec is None else f"{spec[0]}-gamma{spec[1]}" if spec[0] == "fixed" else spec[0]
+            role = "baseline" if spec is None else f"fixed-gamma{spec[1]}" if spec[1] else spec[0]
             srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "llama-server",
                                 env={"LLAMA_TRACE": "1"})
             try:
@@ -202,8 +211,7 @@ class LlamaServerRuntime(Runtime):
         return g
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        spec = (gen.draft_policy, gen.gamma)
-        srv = self._server(spec)
+        srv = self._server((gen.draft_policy, gen.fixed_gamma))
         before = _server_metrics(srv.request("/metrics"))
         resp, wall, log = self._complete(srv, prompt_ids, gen)
         after = _server_metrics(srv.request("/metrics"))

@@ -65,8 +65,9 @@ def _die_with_parent() -> None:
 class ServerProcess:
     """One server: `start()` (free port, health), `request()`, `stop()`.
 
-    argv is the command without host and port; `is_bind_failure(log_text)` tells a port taken
-    between our check and the server's bind from other start failures (then another port is tried).
+    argv is the command without host and port; a log line holding one of `bind_failure` tells a port
+    taken between our check and the server's bind from other start failures (then another port is
+    tried).
     """
 
     def __init__(self, argv: list[str], log_path: Path, name: str, env: Optional[dict] = None,
@@ -114,7 +115,11 @@ class ServerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"{self.name} exited (code {self.proc.returncode}) while starting: {self.reason()}")
+                code = self.proc.returncode
+                if code == -signal.SIGILL:
+                    raise ServerError(f"{self.name} died of an illegal instruction: it was built for CPU features this "
+                                      "machine does not enable; rebuild with the flags of docs/llamacpp-build.md")
+                raise ServerError(f"{self.name} exited (code {code}) while starting: {self.reason()}")
             try:
                 with urllib.request.urlopen(self.url(self.health), timeout=5) as r:
                     if r.status == 200:

@@ -138,7 +138,7 @@ def test_sampling_runs_at_every_length_and_names_its_rule(server, ids):
 
 def test_library_default_leaves_the_servers_draft_settings(server, ids):
     g = server.generate_speculative(ids, gen(40, 8, policy="library-default"))
-    srv = server.servers[("library-default", 8)]
+    srv = server.servers[("library-default", None)]
     assert "--spec-draft-n-max" not in srv.argv and "--spec-draft-p-min" not in srv.argv
     assert g.draft_max == g.extra["server_draft"]["n_max"] == 3  # this build's own default n-max, not our gamma 8
     assert max(r.drafted for r in g.rounds) == 3
@@ -271,7 +271,7 @@ class DyingServer(LlamaServerRuntime):
     def generate_speculative(self, prompt_ids, gen):
         DyingServer.n += 1
         if DyingServer.n == 2:
-            srv = self._server((gen.draft_policy, gen.gamma))
+            srv = self._server((gen.draft_policy, gen.fixed_gamma))
             threading.Timer(0.3, lambda: os.kill(srv.proc.pid, signal.SIGKILL)).start()
             gen = GenerationSettings(gen.sampling, gen.gamma, 100_000, gen.seed, True, gen.draft_policy)
         return super().generate_speculative(prompt_ids, gen)
