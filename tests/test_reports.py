@@ -179,15 +179,29 @@ def test_headline_when_speculation_wins_and_when_it_cannot():
 def test_runtimes_that_hide_phases_or_rounds_and_failed_runs(tmp_path):
     rows = synthetic.rows_for("fast", (4,))
     hidden = []
-    for r in rows:  # a library runtime: no sampling/unaccounted split, no per-round records
-        h = dict(r, runtime="lib", sampling_s=None, unaccounted_s=None, rounds=[])
+    for r in rows:  # a library runtime: no draft/sampling/unaccounted split, no per-round records
+        h = dict(r, runtime="lib", draft_s=None, sampling_s=None, unaccounted_s=None, rounds=[])
         hidden.append(h)
     d = synthetic.write_run(tmp_path / "lib", hidden)
     md = write_report([d]).read_text()
-    assert "sampling, unaccounted not visible to this runtime" in md
+    assert "draft, sampling, unaccounted not visible to this runtime" in md
     assert "lib · spec γ=4: c measured unavailable" in md and "**Ceiling:** unknown for lib" in md
     drawn = {p.name for p in (d / "report").glob("*.png")}
     assert drawn == {"phases.png", "speedup_vs_gamma.png"}  # no rounds: no acceptance to draw
+
+    # a server: its phases show draft and verify, its rounds are counts without times -> c and v from
+    # the pooled phases
+    untimed = [dict(r, runtime="srv", rounds=[{**rd, **dict.fromkeys(("draft_s", "verify_s", "sampling_s", "unaccounted_s",
+                                                                        "wall_s"))} for rd in r["rounds"] or []])
+               for r in rows]
+    timed = synthetic.write_run(tmp_path / "server", untimed)
+    cell = next(c for c in tables.cells(untimed) if c["mode"] == "speculative")
+    assert cell["costs_from"] == "pooled phases" and cell["c_measured"] is not None
+    medians = next(c for c in tables.cells(rows) if c["mode"] == "speculative")
+    assert medians["costs_from"] == "round medians"
+    assert cell["c_measured"] == pytest.approx(medians["c_measured"], rel=0.1)  # uniform rounds: the same cost
+    md = write_report([timed]).read_text()
+    assert "(from pooled phases: this runtime times no round)" in md and "c and verify cost from pooled phases" in md
 
     failed = [dict(r, error="skipped: runtime 'x' needs y") for r in rows[:2]]
     d = synthetic.write_run(tmp_path / "failed", failed)
