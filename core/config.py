@@ -17,6 +17,24 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # How many tokens a round drafts: `fixed` = exactly gamma (while tokens remain); `library-default`
 # = whatever the runtime's library does when a user sets nothing (gamma is then not used).
 DRAFT_POLICIES = ("fixed", "library-default")
+# Who proposes the drafts: `model` (the pair's draft model) or `ngram[:N,K]` (prompt lookup: the
+# tokens after the latest earlier match of the last N..1 tokens, at most K; K default: gamma).
+NGRAM_MAX = 2  # Hugging Face's max_matching_ngram_size and llama-cpp-python's max_ngram_size default
+
+
+def parse_drafter(spec: str) -> tuple[str, int, Optional[int]]:
+    """'model' | 'ngram' | 'ngram:N' | 'ngram:N,K' -> (kind, N, K); HarnessError otherwise."""
+    kind, _, args = spec.partition(":")
+    if kind == "model" and not args:
+        return "model", 0, None
+    if kind == "ngram":
+        try:
+            nums = [int(a) for a in args.split(",")] if args else []
+        except ValueError:
+            nums = [0]
+        if len(nums) <= 2 and all(x >= 1 for x in nums):
+            return "ngram", (nums + [NGRAM_MAX])[0], (nums[1] if len(nums) == 2 else None)
+    raise HarnessError(f"--drafter must be model, ngram, ngram:N or ngram:N,K (N, K >= 1), got {spec!r}")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
@@ -70,12 +88,14 @@ class GenerationSettings:
     seed: int = 0
     ignore_eos: bool = False
     draft_policy: str = "fixed"
+    drafter: str = "model"
 
     def __post_init__(self):
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
         if self.draft_policy not in DRAFT_POLICIES:
             raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {self.draft_policy!r}")
+        parse_drafter(self.drafter)
 
     @property
     def fixed_gamma(self) -> Optional[int]:

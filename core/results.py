@@ -28,14 +28,14 @@ RUN = "run.json"
 HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as partial
 
 IDENTITY_FIELDS = ("runtime", "mode", "pair", "prompt_id", "category", "repeat")
-SETTING_FIELDS = ("gamma", "draft_policy", "verify_rule", "temperature", "top_p", "top_k", "seed", "max_new_tokens",
+SETTING_FIELDS = ("gamma", "draft_policy", "drafter", "verify_rule", "temperature", "top_p", "top_k", "seed", "max_new_tokens",
                   "device", "dtype")
 OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
-KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "temperature", "top_p",
-              "top_k", "max_new_tokens", "seed")
-KEY_DEFAULTS = {"draft_policy": "fixed"}  # rows written before the field existed
+KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "temperature",
+              "top_p", "top_k", "max_new_tokens", "seed")
+KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed
 
 
 def row_key(row: dict) -> tuple:
@@ -43,8 +43,9 @@ def row_key(row: dict) -> tuple:
     policy (otherwise it is the library's choice, known after the generation)."""
     spec = row.get("mode") == "speculative"
     values = {k: row.get(k) for k in KEY_FIELDS}
-    if spec and values["draft_policy"] is None:
-        values["draft_policy"] = KEY_DEFAULTS["draft_policy"]
+    for k, default in KEY_DEFAULTS.items():
+        if spec and values[k] is None:
+            values[k] = default
     if spec and values["draft_policy"] != "fixed":
         values["gamma"] = None
     return tuple(values.values())
@@ -62,6 +63,7 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
     row = {k: identity[k] for k in IDENTITY_FIELDS}
     gamma = gen.fixed_gamma or (g.draft_max if g is not None else None)
     row.update(gamma=gamma if spec else None, draft_policy=gen.draft_policy if spec else None,
+               drafter=gen.drafter if spec else None,
                verify_rule=verify_rule if spec else None, temperature=s.temperature, top_p=s.top_p,
                top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype)
     if g is None:  # an error row: every measured field is null

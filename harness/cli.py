@@ -67,6 +67,9 @@ def _common(f):
         click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
                      help="Comma list: fixed (gamma drafts per round), library-default (the runtime's library "
                           "as a user who sets nothing gets it; llama-server)."),
+        click.option("--drafter", "drafter_list", default=default_of(GenerationSettings, "drafter"), show_default=True,
+                     help="Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after the latest "
+                          "earlier match of the last N..1 tokens, at most K; N default 2, K default gamma)."),
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}."),
         click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
@@ -100,6 +103,17 @@ def _split(value: str, cast, flag: str) -> list:
         raise HarnessError(f"{flag} takes a comma list of numbers, got {value!r}") from None
 
 
+def _drafters(value: str) -> list[str]:
+    """'model,ngram:3,5' -> ['model', 'ngram:3,5']: a bare number continues the ngram before it."""
+    out: list[str] = []
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        if part.isdigit() and out and out[-1].startswith("ngram:"):
+            out[-1] += f",{part}"
+        else:
+            out.append(part)
+    return out
+
+
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     import runtimes
     from harness.console import library_output
@@ -119,8 +133,9 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
+    drafters = _drafters(o["drafter_list"])
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
-                    policies, settings, o["repeats"], o["warmup"], out, o["resume"])
+                    policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"])
     rows = run_all(cfg)
     print_summary(rows)
     click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")

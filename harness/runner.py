@@ -48,6 +48,7 @@ class RunConfig:
     seed: int = 0
     ignore_eos: bool = False
     draft_policies: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
+    drafters: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "drafter")])
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     repeats: int = 1
     warmup: int = 1
@@ -59,20 +60,21 @@ class RunConfig:
         at_least("--warmup", self.warmup, 0)
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
                          ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings),
-                         ("--draft-policy", self.draft_policies)):
+                         ("--draft-policy", self.draft_policies), ("--drafter", self.drafters)):
             if not xs:
                 raise HarnessError(f"nothing to run: {name} is empty")
-        for g, n, p in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies):
-            GenerationSettings(SamplingParams(), g, n, draft_policy=p)  # validates every value of the grid up front
+        for g, n, p, d in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters):
+            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d)  # validates the grid up front
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: str = "fixed") -> GenerationSettings:
-        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy)
+                 policy: str = "fixed", drafter: str = "model") -> GenerationSettings:
+        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter)
 
-    def speculative_settings(self) -> list[tuple[str, Optional[int]]]:
-        """(draft policy, gamma) of each speculative generation per prompt: every gamma for `fixed`,
-        one generation (gamma None) for a policy in which the library chooses the draft length."""
-        return [(p, g) for p in self.draft_policies for g in (self.gammas if p == "fixed" else [None])]
+    def speculative_settings(self) -> list[tuple[str, Optional[int], str]]:
+        """(draft policy, gamma, drafter) of each speculative generation per prompt: every gamma for
+        `fixed`, one generation (gamma None) for a policy in which the library chooses the length."""
+        return [(p, g, d) for d in self.drafters for p in self.draft_policies
+                for g in (self.gammas if p == "fixed" else [None])]
 
     def n_rows(self) -> int:
         per_prompt = self.repeats * (1 + len(self.speculative_settings())) * len(self.samplings) * len(self.max_new_tokens)
@@ -131,7 +133,8 @@ class Runner:
                 "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]),
                 "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in cfg.pairs],
                 "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
-                "max_new_tokens": cfg.max_new_tokens, "draft_policies": cfg.draft_policies, "seed": cfg.seed,
+                "max_new_tokens": cfg.max_new_tokens, "draft_policies": cfg.draft_policies,
+                "drafters": cfg.drafters, "seed": cfg.seed,
                 "ignore_eos": cfg.ignore_eos,
                 "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
                 "prompts": [asdict(p) for p in cfg.prompts],
@@ -172,11 +175,13 @@ class Runner:
     def _keys(self, name: str, pair: PairSpec, s, n, p, rep) -> list[tuple[str, GenerationSettings, tuple]]:
         """(mode, settings, row key) of the baseline and each speculative generation of one cell."""
         keys = []
-        for mode, (policy, gamma) in [("baseline", ("fixed", None))] + [("speculative", x) for x in self.cfg.speculative_settings()]:
-            gen = self.cfg.settings(s, n, rep, gamma, policy)
+        baseline = ("fixed", None, "model")
+        for mode, (policy, gamma, drafter) in [("baseline", baseline)] + [("speculative", x) for x in self.cfg.speculative_settings()]:
+            gen = self.cfg.settings(s, n, rep, gamma, policy, drafter)
             spec = mode == "speculative"
             row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
                    "gamma": gen.fixed_gamma if spec else None, "draft_policy": policy if spec else None,
+                   "drafter": drafter if spec else None,
                    "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
                    "seed": gen.seed}
             keys.append((mode, gen, row_key(row)))
@@ -229,31 +234,33 @@ class Runner:
                     f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
                     f"the {rt.context_length}-token context of {pair.name}; lower --max-new-tokens")
         first = encoded[c.prompts[0].id]
-        unsupported = {pol: rt.supports(pol) for pol in c.draft_policies}
-        runnable = [pol for pol, why in unsupported.items() if not why]
+        warm_n = min(WARMUP_TOKENS, c.max_new_tokens[0])
+        drafting = {(pol, d): GenerationSettings(c.samplings[0], c.gammas[0], warm_n, c.seed, c.ignore_eos, pol, d)
+                    for pol in c.draft_policies for d in c.drafters}
+        unsupported = {k: rt.supports(warm) for k, warm in drafting.items()}
         try:
-            for s in c.samplings[:1] * c.warmup:
-                warm = GenerationSettings(s, c.gammas[0], min(WARMUP_TOKENS, c.max_new_tokens[0]), c.seed, c.ignore_eos,
-                                          runnable[0] if runnable else "fixed")
-                rt.generate_baseline(first, warm)
-                if runnable:
-                    rt.generate_speculative(first, warm)
+            for _ in range(c.warmup):
+                rt.generate_baseline(first, next(iter(drafting.values())))
+                for k, warm in drafting.items():
+                    if not unsupported[k]:
+                        rt.generate_speculative(first, warm)
         except HarnessError:
             raise
         except Exception as e:  # a runtime that cannot generate at all (a server that dies at once) is skipped
             raise _LoadFailed(name) from e
-        said: set[str] = set()
+        said: set[tuple] = set()
         for s, n, p, rep in self._cells():
             base = None
             for mode, gen, key in self._keys(name, pair, s, n, p, rep):
                 if key in self.done:
                     base = self.done[key] if mode == "baseline" else base
                     continue
-                why = unsupported.get(gen.draft_policy) if mode == "speculative" else None
-                if why:  # one row says so; the other cells of this policy are not generated
-                    if gen.draft_policy not in said:
-                        said.add(gen.draft_policy)
-                        _log(f"[{tag}] --draft-policy {gen.draft_policy}: skipped: {why}")
+                how = (gen.draft_policy, gen.drafter)
+                why = unsupported.get(how) if mode == "speculative" else None
+                if why:  # one row says so; the other cells of this drafting are not generated
+                    if how not in said:
+                        said.add(how)
+                        _log(f"[{tag}] --draft-policy {gen.draft_policy} --drafter {gen.drafter}: skipped: {why}")
                         self._emit(generation_row(pair, rt, name, mode, p, rep, gen, None, error=f"skipped: {why}",
                                                   settings=c.runtime, label=self.labels[pair.name]))
                     self.bar.update(1)
@@ -301,7 +308,8 @@ def _mismatch_flag(m: Optional[dict]) -> str:
 
 
 def _progress(tag, p, gen, b, s) -> str:
-    drafting = f"gamma {gen.gamma}" if gen.fixed_gamma else gen.draft_policy
+    drafting = (f"gamma {gen.gamma}" if gen.fixed_gamma else gen.draft_policy) + \
+        ("" if gen.drafter == "model" else f" {gen.drafter}")
     where = f"[{tag}] {p.id} {drafting} T {gen.sampling.temperature:g} rep {gen.seed}"
     if (b or {}).get("error") or s["error"]:
         return f"{where}: error: {(b or {}).get('error') or s['error']}"

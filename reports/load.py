@@ -73,23 +73,31 @@ def load(folders: list[Path]) -> Loaded:
     return Loaded(by_policy(rows), sources, notes)
 
 
+def drafting(row: dict) -> Optional[str]:
+    """How a speculative row drafted, when not the default (fixed gamma, the draft model):
+    e.g. "library-default", "ngram:2,4"; None otherwise."""
+    parts = [x for x, default in ((row.get("draft_policy"), "fixed"), (row.get("drafter"), "model")) if x and x != default]
+    return ", ".join(parts) or None
+
+
 def by_policy(rows: list[dict]) -> list[dict]:
-    """Speculative rows of a draft policy other than `fixed` shown as a runtime of their own,
-    "RUNTIME [POLICY]", with copies of that runtime's baseline rows, so every table, plot and
-    explanation sets e.g. untuned llama-server beside llama-server at fixed gamma (its `gamma` is
-    the draft length the library used at most)."""
+    """Speculative rows that drafted otherwise than by default (a draft policy other than `fixed`,
+    a drafter other than the draft model) shown as a runtime of their own, "RUNTIME [HOW]", with
+    copies of that runtime's baseline rows, so every table, plot and explanation sets e.g.
+    untuned llama-server, or prompt lookup, beside the same runtime at fixed gamma (under
+    `library-default` its `gamma` is the draft length the library used at most)."""
     out, extra = [], []
-    policies: dict[tuple, set] = {}
+    ways: dict[tuple, set] = {}
     for r in rows:
-        pol = r.get("draft_policy") or "fixed"
-        if r.get("mode") == "speculative" and pol != "fixed":
-            policies.setdefault((r["runtime"], r.get("source")), set()).add(pol)
-            r = {**r, "runtime": f"{r['runtime']} [{pol}]", "runtime_name": r["runtime"]}
+        how = drafting(r) if r.get("mode") == "speculative" else None
+        if how:
+            ways.setdefault((r["runtime"], r.get("source")), set()).add(how)
+            r = {**r, "runtime": f"{r['runtime']} [{how}]", "runtime_name": r["runtime"]}
         out.append(r)
     for r in rows:
         if r.get("mode") == "baseline":
-            for pol in sorted(policies.get((r["runtime"], r.get("source")), ())):
-                extra.append({**r, "runtime": f"{r['runtime']} [{pol}]", "runtime_name": r["runtime"]})
+            for how in sorted(ways.get((r["runtime"], r.get("source")), ())):
+                extra.append({**r, "runtime": f"{r['runtime']} [{how}]", "runtime_name": r["runtime"]})
     return out + extra
 
 

@@ -17,10 +17,11 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Optional
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
 from core.records import Generation
 from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
+from runtimes.ngram import NgramDrafter
 
 
 class Runtime(ABC):
@@ -67,11 +68,14 @@ class Runtime(ABC):
         accepts while its sample equals the draft's token)."""
         return "greedy-match" if sampling.greedy else "leviathan"
 
-    def supports(self, draft_policy: str) -> Optional[str]:
-        """None when this runtime can run the draft policy (core/config.DRAFT_POLICIES), else why not."""
-        if draft_policy == "fixed":
-            return None
-        return f"{self.name} has no library default for drafting (its loop drafts a fixed gamma)"
+    def supports(self, gen: GenerationSettings) -> Optional[str]:
+        """None when this runtime can run the draft policy and drafter of `gen`
+        (core/config.DRAFT_POLICIES, parse_drafter), else why not: a "skipped" row says it."""
+        if gen.draft_policy != "fixed":
+            return f"{self.name} has no library default for drafting (its loop drafts a fixed gamma)"
+        if gen.drafter != "model":
+            return f"{self.name} drafts with the draft model only (--drafter {gen.drafter} runs in torch and llamacpp)"
+        return None
 
     def reference(self) -> Optional[Model]:
         """The target as a loop.Model with its own cache (same library, weights and kernels), for
@@ -105,8 +109,14 @@ class LoopRuntime(Runtime):
         """The stop rule (the tokenizer's EOS; llama.cpp runtimes: any end-of-generation token)."""
         return token == self.eos_id
 
-    def drafter(self) -> Drafter:
-        return DraftModel(self.draft)
+    def drafter(self, gen: GenerationSettings) -> Drafter:
+        kind, n, k = parse_drafter(gen.drafter)
+        return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft)
+
+    def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.draft_policy != "fixed":
+            return super().supports(gen)
+        return None  # the draft model and prompt lookup (runtimes/ngram.py)
 
     def reference(self) -> Model:
         return self.target  # between generations its cache is free: the next one resets it
@@ -117,4 +127,4 @@ class LoopRuntime(Runtime):
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         with self.generating():
-            return Loop(self.target, self.drafter(), self.is_eos).generate(prompt_ids, gen)
+            return Loop(self.target, self.drafter(gen), self.is_eos).generate(prompt_ids, gen)

@@ -271,7 +271,9 @@ class LlamaServerRuntime(Runtime):
     def verify_rule(self, sampling) -> Optional[str]:
         return "greedy-match" if sampling.greedy else "sample-match"
 
-    def supports(self, policy: str) -> Optional[str]:
+    def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.drafter != "model":
+            return f"{self.name} drafts with the draft model here (its --spec-type ngram-simple is not wired in yet)"
         return None  # fixed and library-default
 
     # -- the rest of the interface -------------------------------------------------------------

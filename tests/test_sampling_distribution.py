@@ -71,10 +71,11 @@ def chi_square_p(samples: list[tuple], probs: dict[tuple, float]) -> float:
     return float(chi2.sf(stat, len(obs) - 1))
 
 
-def speculative_samples(rt, s: SamplingParams, gamma: int) -> list[tuple]:
+def speculative_samples(rt, s: SamplingParams, gamma: int, drafter: str = "model") -> list[tuple]:
     out = []
     for seed in range(N):
-        g = rt.generate_speculative(PROMPT, GenerationSettings(s, gamma=gamma, max_new_tokens=3, seed=seed, ignore_eos=True))
+        g = rt.generate_speculative(PROMPT, GenerationSettings(s, gamma=gamma, max_new_tokens=3, seed=seed, ignore_eos=True,
+                                                               drafter=drafter))
         out.append(tuple(g.token_ids))
     return out
 
@@ -87,6 +88,18 @@ def test_speculative_sampling_matches_target_distribution(micro_rt):
     probs = exact_target_distribution(micro_rt.target.model, S)
     samples = speculative_samples(micro_rt, S, gamma=2)
     assert chi_square_p(samples, probs) > P_THRESHOLD
+
+
+@pytest.mark.slow
+def test_prompt_lookup_drafting_keeps_the_target_distribution(micro_rt):
+    """The n-gram drafter's q is a point mass on each proposed token (runtimes/ngram.py)."""
+    probs = exact_target_distribution(micro_rt.target.model, S)
+    samples = speculative_samples(micro_rt, S, gamma=2, drafter="ngram:1")
+    assert chi_square_p(samples, probs) > P_THRESHOLD
+    drafted = [r for seed in range(200) for r in micro_rt.generate_speculative(
+        PROMPT, GenerationSettings(S, gamma=2, max_new_tokens=3, seed=seed, ignore_eos=True, drafter="ngram:1")).rounds
+        if r.drafted]
+    assert len(drafted) > 50 and 0 < sum(r.accepted for r in drafted) < sum(r.drafted for r in drafted)  # exercised
 
 
 @pytest.mark.slow

@@ -1,0 +1,106 @@
+"""Prompt-lookup drafting (runtimes/ngram.py): the lookup against a brute-force search of the
+context, and the drafter in the shared loop of `torch` and `llamacpp` on the tiny pair: greedy
+lossless at every gamma, its rounds, its lookup booked as draft time, and runtimes without it
+skipped with their reason. Its sampling is checked in tests/test_sampling_distribution.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
+from core.errors import HarnessError
+from runtimes.ngram import lookup
+
+PROMPT = "one two three four, one two three four, one two three"
+
+
+def brute_force(seq: list[int], n: int, k: int) -> list[int]:
+    """Every earlier occurrence of every tail length m <= n: the longest m, then the latest one."""
+    found = [(m, start) for m in range(1, n + 1) for start in range(len(seq)) if m < len(seq)
+             and start + m <= len(seq) - 1 and seq[start:start + m] == seq[-m:]]
+    if not found:
+        return []
+    m, start = max(found)
+    return seq[start + m:start + m + k]
+
+
+def test_lookup_equals_a_brute_force_search():
+    rng = random.Random(0)
+    hits = 0
+    for _ in range(3000):
+        seq = [rng.randrange(rng.choice([2, 4, 9])) for _ in range(rng.randrange(1, 30))]
+        n, k = rng.randrange(1, 5), rng.randrange(1, 7)
+        got = lookup(seq, n, k)
+        assert got == brute_force(seq, n, k), (seq, n, k)
+        hits += bool(got)
+    assert 1000 < hits < 3000  # both outcomes tried
+
+
+def test_lookup_examples():
+    assert lookup([1, 2, 3, 9, 1, 2, 4, 1, 2], 2, 3) == [4, 1, 2]  # the latest earlier "1 2", not the first
+    assert lookup([1, 2, 3, 9, 7, 2], 2, 3) == [3, 9, 7]  # "7 2" never occurred: the last token alone
+    assert lookup([5, 6, 7], 2, 3) == [] and lookup([5], 2, 3) == []
+
+
+def test_drafter_spec():
+    assert parse_drafter("model") == ("model", 0, None)
+    assert parse_drafter("ngram") == ("ngram", 2, None) and parse_drafter("ngram:3,5") == ("ngram", 3, 5)
+    for bad in ("ngram:0", "ngram:a", "ngram:1,2,3", "lookup", "model:2"):
+        with pytest.raises(HarnessError, match="--drafter"):
+            parse_drafter(bad)
+
+
+@pytest.fixture(scope="module")
+def loop_runtimes(tiny_pair):
+    from models.gguf_writer import ensure_tiny_gguf
+    from runtimes.llamacpp import LlamaCppRuntime
+    from runtimes.pytorch import TorchRuntime
+
+    t, d = ensure_tiny_gguf("tiny", "f32")
+    pair = PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
+    out = {}
+    for name, cls in (("torch", TorchRuntime), ("llamacpp", LlamaCppRuntime)):
+        rt = cls(RuntimeSettings(device="cpu", n_threads=1, n_ctx=512))
+        rt.load(pair)
+        out[name] = rt
+    yield out
+    for rt in out.values():
+        rt.close()
+
+
+@pytest.mark.parametrize("name", ["torch", "llamacpp"])
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+def test_greedy_prompt_lookup_is_lossless(loop_runtimes, name, gamma):
+    rt = loop_runtimes[name]
+    ids = rt.encode(PROMPT)
+    gen = GenerationSettings(SamplingParams(), gamma, 40, ignore_eos=True, drafter="ngram")
+    base = rt.generate_baseline(ids, gen)
+    g = rt.generate_speculative(ids, gen)
+    assert g.token_ids == base.token_ids
+    assert sum(r.emitted for r in g.rounds) == 40 and all(r.drafted <= gamma for r in g.rounds)
+    drafted = [r for r in g.rounds if r.drafted]
+    assert drafted and g.phases.draft_s > 0  # the lookup found matches, and its time is draft time
+    assert "draft" not in g.extra.get("llama_perf", {})  # no draft model ran
+    capped = rt.generate_speculative(ids, GenerationSettings(SamplingParams(), gamma, 40, ignore_eos=True, drafter="ngram:2,1"))
+    assert capped.token_ids == base.token_ids and max(r.drafted for r in capped.rounds) == 1
+
+
+def test_runtimes_without_prompt_lookup_say_why(tmp_path):
+    from click.testing import CliRunner
+    import json
+
+    from harness.cli import main
+
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["run", "--runtime", "torch,llamacpp-native", "--pair", "tiny", "--drafter", "model,ngram:2,3",
+                                    "--max-new-tokens", "12", "--prompts", "math", "--warmup", "0", "--n-threads", "1",
+                                    "--n-ctx", "512", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    lookup_rows = [r for r in rows if r["drafter"] == "ngram:2,3" and not r["error"]]
+    assert lookup_rows and all(r["runtime"] == "torch" and r["greedy_match"] for r in lookup_rows)
+    skipped = [r for r in rows if r["error"]]
+    assert len(skipped) == 1 and skipped[0]["runtime"] == "llamacpp-native" and "draft model only" in skipped[0]["error"]
+    assert "torch [ngram:2,3]" in res.output and "torch [ngram:2,3]" in (out / "report" / "report.md").read_text()
