@@ -23,12 +23,14 @@ def summary_lines(rows: list[dict]) -> list[str]:
     from reports.load import by_policy
 
     measured = rows
-    rows = by_policy(rows)
-    groups = metrics.summarize(rows)
+    rows = by_policy(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
+    views = {r["runtime"] for r in rows if "runtime_name" in r}
+    groups = [g for g in metrics.summarize(rows) if not (g["mode"] == "baseline" and g["runtime"] in views)]
+    width = max([16] + [len(g["runtime"]) + 2 for g in groups])
     pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in rows)
     shown = [(k, h, w) for k, h, w in VARYING
              if len({g[k] for g in groups if k != "gamma" or g["mode"] == "speculative"}) > 1]
-    head = (f"{'runtime':<16}{'mode':<12}" + "".join(f"{h:>{w}}" for _, h, w in shown)
+    head = (f"{'runtime':<{width}}{'mode':<12}" + "".join(f"{h:>{w}}" for _, h, w in shown)
             + f"{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}"
             + "".join(f"{p[:-2]:>18}" for p in PHASES) + f"{'wall':>9}")
     lines = [f"pair {name}: {label}" for name, label in pairs] + [head, "-" * len(head)]
@@ -36,7 +38,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
         wall = s["wall_s"]
         phases = "".join(_cell(None, 18) if s[p] is None else f"{s[p]:>9.3f}s ({100 * s[p] / wall:4.1f}%)" for p in PHASES)
         lines.append(
-            f"{s['runtime']:<16}{s['mode']:<12}" + "".join(_cell(s[k], w) for k, _, w in shown)
+            f"{s['runtime']:<{width}}{s['mode']:<12}" + "".join(_cell(s[k], w) for k, _, w in shown)
             + _cell(s["tokens_per_s"], 8, ".1f") + _cell(s.get("speedup"), 9, ".2f", "x")
             + _cell(s.get("acceptance_rate"), 8, ".2f") + _cell(s.get("alpha_hat"), 8, ".2f")
             + _cell(s.get("mean_accepted_len"), 6, ".2f") + phases + f"{wall:>8.2f}s"
