@@ -2,7 +2,8 @@
 
 For each runtime and pair: load once, warm up, then for every setting (temperature x top_p x
 max_new_tokens), prompt and repeat, generate target-only (baseline) once and speculatively for
-each gamma, with the same seed, appending one results row per generation as soon as it is
+each drafter x draft policy x gamma (one generation for a policy whose library picks the length;
+a combination the runtime cannot run is one "skipped" row), with the same seed, appending one results row per generation as soon as it is
 measured. A row's key (runtime, pair, mode, prompt, repeat, settings) identifies it: with
 `resume`, rows already written without error are not redone, so an interrupted sweep (Ctrl-C,
 kill -9) loses at most the generation in flight.
