@@ -235,14 +235,21 @@ class Bench:
         return Figure(3, "llamacpp baseline / llama-bench tg (decode tokens/s)", ratios.get("llama-bench"), ">= 0.95",
                       {"tokens_per_s": med, "ratio_to": ratios})
 
+    def load(self, name: str, pair: PairSpec):
+        """Runtime `name` loaded with `pair` (the caller closes it), or None when it is unavailable."""
+        try:
+            rt = runtimes.get(name)(self.settings)
+            rt.load(pair)
+            return rt
+        except RuntimeUnavailable as e:
+            self.log(f"  {name}: skipped ({e})")
+            return None
+
     def fig4_unaccounted(self, names: list[str], pair: PairSpec) -> Figure:
         detail = {}
         for name in names:
-            try:
-                rt = runtimes.get(name)(self.settings)
-                rt.load(pair)
-            except RuntimeUnavailable as e:
-                self.log(f"  {name}: skipped ({e})")
+            rt = self.load(name, pair)
+            if rt is None:
                 continue
             ids = rt.encode(PROMPT)
             shares = []
@@ -290,11 +297,8 @@ class Bench:
         detail, got = {}, {}
         loaded = []
         for name in ("llamacpp", "llama-server"):
-            try:
-                rt = runtimes.get(name)(self.settings)
-                rt.load(pair)
-            except RuntimeUnavailable as e:
-                self.log(f"  {name}: skipped ({e})")
+            rt = self.load(name, pair)
+            if rt is None:
                 continue
             loaded.append(rt)
             got[name] = self.decode_tps(rt, speculative=True)
