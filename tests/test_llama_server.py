@@ -38,8 +38,14 @@ def gen(n=40, gamma=4, s=SamplingParams(), seed=0, policy="fixed"):
 
 def server_pids() -> set[int]:
     """Every llama-server process on this machine (the tests own all of them)."""
-    out = subprocess.run(["pgrep", "-x", "llama-server"], capture_output=True, text=True).stdout
-    return {int(p) for p in out.split()}
+    pids = set()
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "llama-server":
+                pids.add(int(comm.parent.name))
+        except OSError:  # the process ended while we looked
+            pass
+    return pids
 
 
 @pytest.fixture(scope="module")
