@@ -102,7 +102,13 @@ def self_draft_costs(spec_rounds: list[dict], base_rounds: list[dict], gamma: in
     with the draft's measured cost too, (g+1)/(g c + v)."""
     from core import metrics
 
-    v, c = metrics.verify_cost_ratio(spec_rounds, base_rounds), metrics.c_measured(spec_rounds, base_rounds)
+    return ceilings(metrics.verify_cost_ratio(spec_rounds, base_rounds), metrics.c_measured(spec_rounds, base_rounds),
+                    gamma, speedup)
+
+
+def ceilings(v: Optional[float], c: Optional[float], gamma: int, speedup: float) -> dict:
+    """v, the verify-cost ceiling (g+1)/(g+v) and the speedup's share of it; with c also the
+    ceiling with the draft's cost, (g+1)/(g c + v). Empty without v."""
     if not v:
         return {}
     d = {"v": v, "ceiling": (gamma + 1) / (gamma + v)}
@@ -347,14 +353,8 @@ def pooled_self_draft_costs(spec: list, base: list, gamma: int, speedup: float) 
                  "n_drafted": sum(r.drafted for r in g.rounds)} for g in gs]
 
     costs = metrics.step_costs(metrics.pooled(rows(spec)), metrics.pooled(rows(base)))
-    if not costs["v"]:
-        return {}
-    d = {"v": costs["v"], "ceiling": (gamma + 1) / (gamma + costs["v"]), "pooled": True}
-    d["of_ceiling"] = speedup / d["ceiling"]
-    if costs["c"]:
-        d["c"] = costs["c"]
-        d["ceiling_with_draft_cost"] = (gamma + 1) / (gamma * costs["c"] + costs["v"])
-    return d
+    d = ceilings(costs["v"], costs["c"], gamma, speedup)
+    return {**d, "pooled": True} if d else d
 
 
 def llama_bench_tg(model: str, depth: int, n: int, settings: RuntimeSettings) -> Callable[[], float]:

@@ -10,7 +10,7 @@ import click
 
 from core import metrics
 from core.timing import PHASE_FIELDS as PHASES
-from reports import mismatch
+from reports import mismatch, tables
 VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
            ("max_new_tokens", "max_new", 9))
 
@@ -20,10 +20,10 @@ def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
-    from reports.load import by_policy
+    from reports.load import by_drafting
 
     measured = rows
-    rows = by_policy(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
+    rows = by_drafting(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
     views = {r["runtime"] for r in rows if "runtime_name" in r}
     groups = [g for g in metrics.summarize(rows) if not (g["mode"] == "baseline" and g["runtime"] in views)]
     width = max([16] + [len(g["runtime"]) + 2 for g in groups])
@@ -50,9 +50,9 @@ def summary_lines(rows: list[dict]) -> list[str]:
     if across:
         lines += ["greedy baselines across runtimes:"] + [f"  {line}" for line in across]
     lines += [f"{rt}: {err}" for rt, err in sorted({(r["runtime"], r["error"]) for r in measured if r.get("error")})]
-    rules = {r.get("verify_rule") for r in measured if r.get("mode") == "speculative" and not r.get("error")} - {None}
+    rules = tables.verify_rules(measured)
     if len(rules) > 1:
-        lines.append(f"note: the runtimes accept drafts by different rules ({', '.join(sorted(rules))}): "
+        lines.append(f"note: the runtimes accept drafts by different rules ({', '.join(rules)}): "
                      "their alpha_hat measure different things (see verify_rule)")
     return lines
 

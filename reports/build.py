@@ -44,7 +44,7 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
               "baseline's verify_s / tokens), not round medians: this runtime times no round"
               for c in spec if c.get("costs_from") == "pooled phases"]
     notes += [f"error rows: {e}" for e in tables.errors(rows)]
-    rules = sorted({r.get("verify_rule") for r in rows if r.get("mode") == "speculative" and not r.get("error")} - {None})
+    rules = tables.verify_rules(rows)
     if len(rules) > 1:
         notes.append(f"The runtimes accept drafts by different rules ({', '.join(rules)}; the rows' verify_rule): "
                      "greedy-match at temperature 0 is one rule for all, but at temperature > 0 Leviathan's ratio test "
@@ -77,7 +77,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     sources = [str(s) for s in loaded.sources]
     expls, comparisons, lines, _ = _explain(rows, out)
     data["figures"] = run_figures(rows)
-    measured = [r for r in rows if "runtime_name" not in r]  # each row once (load.by_policy adds views)
+    measured = [r for r in rows if "runtime_name" not in r]  # each row once (load.by_drafting adds views)
     data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
                                                      data["figures"], data["mismatches"], data["agreement"]))

@@ -70,7 +70,7 @@ def load(folders: list[Path]) -> Loaded:
     if not rows:
         raise HarnessError(f"no result rows in {', '.join(map(str, sources))}")
     _separate_pair_names(rows)
-    return Loaded(by_policy(rows), sources, notes)
+    return Loaded(by_drafting(rows), sources, notes)
 
 
 def drafting(row: dict) -> Optional[str]:
@@ -80,7 +80,7 @@ def drafting(row: dict) -> Optional[str]:
     return ", ".join(parts) or None
 
 
-def by_policy(rows: list[dict]) -> list[dict]:
+def by_drafting(rows: list[dict]) -> list[dict]:
     """Speculative rows that drafted otherwise than by default (a draft policy other than `fixed`,
     a drafter other than the draft model) shown as a runtime of their own, "RUNTIME [HOW]", with
     copies of that runtime's baseline rows, so every table, plot and explanation sets e.g.

@@ -160,6 +160,11 @@ def _spec_rounds(rows: list[dict]):
         yield group, group[0]["gamma"], _rounds(group)
 
 
+def verify_rules(rows: list[dict]) -> list[str]:
+    """The acceptance tests (verify_rule) of the measured speculative rows, sorted."""
+    return sorted({r.get("verify_rule") for r in rows if r.get("mode") == "speculative" and not r.get("error")} - {None})
+
+
 def errors(rows: list[dict]) -> list[str]:
     """Distinct error lines, one per runtime and message."""
     seen = dict.fromkeys(f"{r['runtime']} ({r['mode']}): {r['error']}" for r in rows if r.get("error"))

@@ -112,7 +112,6 @@ class LlamaServerRuntime(Runtime):
             llama_cpp.llama_model_free(d_model)
         self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(self.paths[0], "target"))
         self.logs = Path(self.workdir) / "llama-server" if self.workdir else Path(tempfile.mkdtemp(prefix="llama-server-"))
-        self._draft_total: dict[ServerProcess, float] = {}
         self.started = 0
         self.version = _version(self.binary)
         self._server(None)  # the target must load in this server: its own reason is the skip reason
@@ -192,7 +191,7 @@ class LlamaServerRuntime(Runtime):
         stats = DRAFT_STATS.findall(log)
         if stats:  # llama.cpp's drafting time, cumulative per server -> this request's share
             total = sum(float(x) for x in stats[-1])
-            resp["draft_ms"], self._draft_total[srv] = total - self._draft_total.get(srv, 0.0), total
+            resp["draft_ms"], srv.info["draft_ms"] = total - srv.info.get("draft_ms", 0.0), total
         return resp, wall, log
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
