@@ -29,6 +29,24 @@ def tiny_pair():
 
 
 @pytest.fixture(scope="session")
+def tiny_gguf(tiny_pair):
+    """The tiny pair with its f32 GGUF export, for the llama.cpp runtimes."""
+    from core.config import PairSpec
+    from models.gguf_writer import ensure_tiny_gguf
+
+    t, d = ensure_tiny_gguf("tiny", "f32")
+    return PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
+
+
+@pytest.fixture(scope="session")
+def tiny_self(tiny_gguf):
+    """The tiny target as its own draft (every draft is accepted)."""
+    from core.config import PairSpec
+
+    return PairSpec("tiny+self", tiny_gguf.target, tiny_gguf.target, tiny_gguf.target_gguf, tiny_gguf.target_gguf)
+
+
+@pytest.fixture(scope="session")
 def torch_rt(tiny_pair):
     from core.config import RuntimeSettings
     from runtimes.pytorch import TorchRuntime

@@ -31,13 +31,9 @@ def test_figure_3_compares_our_llamacpp_loop_with_llama_bench_and_llama_cpp_pyth
     assert fig.detail["ratio_to"]["eval"] == pytest.approx(tps["llamacpp_e2e"] / tps["eval"])  # end to end
 
 
-def test_figure_7_compares_our_loop_with_llama_server(tiny_pair):
-    from core.config import PairSpec
-    from models.gguf_writer import ensure_tiny_gguf
-
-    t, d = ensure_tiny_gguf("tiny", "f32")
-    pair = PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
-    b = Bench(t, 16, 1, 3, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
+def test_figure_7_compares_our_loop_with_llama_server(tiny_gguf):
+    pair = tiny_gguf
+    b = Bench(pair.target_gguf, 16, 1, 3, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
     fig = b.fig7_loop_vs_server(pair)
     tps = fig.detail["tokens_per_s"]
     assert set(tps) == {"llamacpp", "llama-server"} and all(v > 0 for v in tps.values())

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
-from models.gguf_writer import ensure_tiny_gguf
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from runtimes import llama_common as lc
 from runtimes import server as server_mod
 from runtimes.llama_server import LlamaServerRuntime
@@ -49,10 +48,8 @@ def server_pids() -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def pairs(tiny_pair):
-    t, d = ensure_tiny_gguf("tiny", "f32")
-    return (PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d)),
-            PairSpec("tiny+self", tiny_pair.target, tiny_pair.target, str(t), str(t)))
+def pairs(tiny_gguf, tiny_self):
+    return tiny_gguf, tiny_self
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import torch
 import llama_cpp  # noqa: F401  (a hard dependency: no importorskip, see the module docstring)
 
 from core import sampling
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from models import llama_files
 from models.gguf_writer import ensure_tiny_gguf, permute_qk
 from runtimes import llama_common as lc
@@ -29,17 +29,6 @@ SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
 
 def gen(n=40, gamma=4, s=GREEDY, seed=0):
     return GenerationSettings(s, gamma, n, seed, ignore_eos=True)
-
-
-@pytest.fixture(scope="session")
-def tiny_gguf(tiny_pair):
-    t, d = ensure_tiny_gguf("tiny", "f32")
-    return PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
-
-
-@pytest.fixture(scope="session")
-def tiny_self(tiny_gguf):
-    return PairSpec("tiny+self", tiny_gguf.target, tiny_gguf.target, tiny_gguf.target_gguf, tiny_gguf.target_gguf)
 
 
 @pytest.fixture(scope="session")

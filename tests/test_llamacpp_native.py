@@ -11,8 +11,6 @@ import pytest
 import llama_cpp  # noqa: F401  (a hard dependency)
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from models.gguf_writer import ensure_tiny_gguf
-from core.config import PairSpec
 from runtimes.llamacpp_native import LlamaCppNativeRuntime
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
@@ -23,10 +21,8 @@ def gen(n=40, gamma=4, s=SamplingParams(), seed=0):
 
 
 @pytest.fixture(scope="module")
-def pairs(tiny_pair):
-    t, d = ensure_tiny_gguf("tiny", "f32")
-    return (PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d)),
-            PairSpec("tiny+self", tiny_pair.target, tiny_pair.target, str(t), str(t)))
+def pairs(tiny_gguf, tiny_self):
+    return tiny_gguf, tiny_self
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams, parse_drafter
 from core.errors import HarnessError
 from runtimes.ngram import lookup
 
@@ -53,13 +53,11 @@ def test_drafter_spec():
 
 
 @pytest.fixture(scope="module")
-def loop_runtimes(tiny_pair):
-    from models.gguf_writer import ensure_tiny_gguf
+def loop_runtimes(tiny_gguf):
     from runtimes.llamacpp import LlamaCppRuntime
     from runtimes.pytorch import TorchRuntime
 
-    t, d = ensure_tiny_gguf("tiny", "f32")
-    pair = PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
+    pair = tiny_gguf
     out = {}
     for name, cls in (("torch", TorchRuntime), ("llamacpp", LlamaCppRuntime)):
         rt = cls(RuntimeSettings(device="cpu", n_threads=1, n_ctx=512))
