@@ -132,8 +132,24 @@ def test_grid_shares_one_baseline_across_gammas_and_records_entropy(tmp_path):
 
 
 def test_builtin_prompt_sets_and_user_jsonl(tmp_path):
-    assert set(BUILTIN) >= {"factual", "open-ended", "code", "rewrite", "math", "extractive"}
+    from harness.prompts import CATEGORIES
+
+    spec_bench = ["conversation", "translation", "summarization", "qa", "math-reasoning", "rag"]
+    assert list(CATEGORIES) == list(BUILTIN) == ["factual", "open-ended", "code", "rewrite", "math", "extractive", *spec_bench]
     assert all(len(v) >= 5 for v in BUILTIN.values())
+    texts = [t for v in BUILTIN.values() for t in v]
+    assert len(set(texts)) == len(texts)  # no prompt is measured twice under two names
+    got = load_prompts("spec-bench")
+    assert [(p.id, p.category, p.text) for p in got] == [
+        (f"{c}-{i + 1}", c, t) for c in spec_bench for i, t in enumerate(BUILTIN[c])]
+    assert [p.id for p in load_prompts("all")] == [f"{c}-{i + 1}" for c in BUILTIN for i in range(len(BUILTIN[c]))]
+    assert [p.id for p in load_prompts("math,spec-bench,math")] == [p.id for p in load_prompts("math")] + [p.id for p in got]
+    assert load_prompts("factual")[0].text.startswith("Summarize how photosynthesis works")  # ids of the first sets kept
+    # the long-input sets: summarization passages and rag documents the answer can copy from
+    assert all(len(t) > 1200 for c in ("summarization", "rag") for t in BUILTIN[c])
+    assert all(t.count("Document [") >= 2 for t in BUILTIN["rag"] if "```python" not in t)
+    assert sum("```python" in t for t in BUILTIN["rag"]) == 1
+    assert all(len(t) < 2800 for t in texts)  # about 700 SmolLM2 tokens at most
     f = tmp_path / "p.jsonl"
     f.write_text('{"id": "a", "category": "mine", "prompt": "Hello"}\n{"prompt": "World"}\n')
     ps = load_prompts(str(f))
@@ -143,3 +159,17 @@ def test_builtin_prompt_sets_and_user_jsonl(tmp_path):
 
     with pytest.raises(HarnessError, match='p.jsonl:1: expected a JSON object with a "prompt"'):
         load_prompts(str(f))
+    with pytest.raises(HarnessError, match="unknown prompt set .*spec-bench, or a .jsonl file"):
+        load_prompts("spec-bench-v2")
+
+
+def test_builtin_prompts_fit_smollm2_and_the_long_ones_are_long():
+    """Every built-in prompt is under 700 tokens of the default target's tokenizer (SmolLM2), and each
+    summarization and rag prompt is over 300: the long inputs prompt lookup can copy from."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from models.smollm2 import smollm2_gguf
+
+    m = llama_cpp.Llama(model_path=str(smollm2_gguf()), vocab_only=True, verbose=False)
+    n = {(c, i): len(m.tokenize(t.encode(), add_bos=False)) for c, ts in BUILTIN.items() for i, t in enumerate(ts)}
+    assert max(n.values()) < 700, max(n.items(), key=lambda kv: kv[1])
+    assert min(v for (c, _), v in n.items() if c in ("summarization", "rag")) > 300
