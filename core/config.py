@@ -14,9 +14,31 @@ from typing import ClassVar, Optional
 from core.errors import HarnessError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-# How many tokens a round drafts: `fixed` = exactly gamma (while tokens remain); `library-default`
-# = whatever the runtime's library does when a user sets nothing (gamma is then not used).
-DRAFT_POLICIES = ("fixed", "library-default")
+# How many tokens a round drafts, with gamma as the most (parse_policy below):
+# `fixed` = exactly gamma (while tokens remain); `confidence:P` = stop before the first position
+# whose draft distribution has top-1 probability < P (llama.cpp's --spec-draft-p-min; Hugging
+# Face's assistant_confidence_threshold also keeps that last token); `heuristic` = Hugging Face's
+# schedule: start at gamma, +2 after a round that accepted every draft, -1 otherwise (here at most
+# gamma, at least 1); `library-default` = whatever the runtime's library does when a user sets
+# nothing (gamma is then not used).
+DRAFT_POLICIES = ("fixed", "confidence:P", "heuristic", "library-default")
+LIBRARY_DEFAULT = "library-default"
+
+
+def parse_policy(spec: str) -> tuple[str, Optional[float]]:
+    """'fixed' | 'confidence:P' (0 < P < 1) | 'heuristic' | 'library-default' -> (kind, P or None)."""
+    kind, sep, arg = spec.partition(":")
+    if kind == "confidence" and sep:
+        try:
+            p = float(arg)
+        except ValueError:
+            p = -1.0
+        if 0 < p < 1:
+            return kind, p
+        raise HarnessError(f"--draft-policy confidence:P needs a probability 0 < P < 1 (e.g. confidence:0.4), got {spec!r}")
+    if spec in ("fixed", "heuristic", LIBRARY_DEFAULT):
+        return spec, None
+    raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {spec!r}")
 # Who proposes the drafts: `model` (the pair's draft model) or `ngram[:N,K]` (prompt lookup: the
 # tokens after the latest earlier match of the last N..1 tokens, at most K; K default: gamma).
 NGRAM_MAX = 2  # Hugging Face's max_matching_ngram_size and llama-cpp-python's max_ngram_size default
@@ -93,14 +115,19 @@ class GenerationSettings:
     def __post_init__(self):
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
-        if self.draft_policy not in DRAFT_POLICIES:
-            raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {self.draft_policy!r}")
+        parse_policy(self.draft_policy)
         parse_drafter(self.drafter)
 
     @property
-    def fixed_gamma(self) -> Optional[int]:
-        """gamma when every round drafts gamma tokens; None when the library decides."""
-        return self.gamma if self.draft_policy == "fixed" else None
+    def gamma_max(self) -> Optional[int]:
+        """The most drafts per round the harness asks for: gamma under every policy but
+        library-default (None: the library decides)."""
+        return None if self.draft_policy == LIBRARY_DEFAULT else self.gamma
+
+    @property
+    def confidence(self) -> Optional[float]:
+        """P of a confidence:P policy, else None."""
+        return parse_policy(self.draft_policy)[1]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from core import metrics
-from core.config import GenerationSettings
+from core.config import LIBRARY_DEFAULT, GenerationSettings
 from core.errors import HarnessError
 from core.records import Generation
 
@@ -39,14 +39,14 @@ KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows
 
 
 def row_key(row: dict) -> tuple:
-    """The identity of a generation. A speculative row's gamma is part of it only under the fixed
-    policy (otherwise it is the library's choice, known after the generation)."""
+    """The identity of a generation. A speculative row's gamma (the most drafts per round) is not
+    part of it under library-default (there it is the library's choice, known after the generation)."""
     spec = row.get("mode") == "speculative"
     values = {k: row.get(k) for k in KEY_FIELDS}
     for k, default in KEY_DEFAULTS.items():
         if spec and values[k] is None:
             values[k] = default
-    if spec and values["draft_policy"] != "fixed":
+    if spec and values["draft_policy"] == LIBRARY_DEFAULT:
         values["gamma"] = None
     return tuple(values.values())
 
@@ -61,7 +61,7 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
     mode, s = identity["mode"], gen.sampling
     spec = mode == "speculative"
     row = {k: identity[k] for k in IDENTITY_FIELDS}
-    gamma = gen.fixed_gamma or (g.draft_max if g is not None else None)
+    gamma = gen.gamma_max or (g.draft_max if g is not None else None)
     row.update(gamma=gamma if spec else None, draft_policy=gen.draft_policy if spec else None,
                drafter=gen.drafter if spec else None,
                verify_rule=verify_rule if spec else None, temperature=s.temperature, top_p=s.top_p,

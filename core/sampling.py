@@ -65,6 +65,12 @@ def draft_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[tor
     return int(sample(q, s, generator)[0]), q
 
 
+def top1_prob(logits: torch.Tensor, q: Optional[torch.Tensor]) -> float:
+    """The draft's confidence at one position: the top-1 probability of q [1, V], the distribution
+    its token is drawn from; when greedy (q None), of softmax(logits [1, V]) at temperature 1."""
+    return float(q.max()) if q is not None else float(logits.float().softmax(-1).max())
+
+
 def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
     """Greedy verification. draft_ids [g], target_logits [g+1, V] -> (n_accepted, next token)."""
     target_ids = target_logits.argmax(-1)  # [g+1]

@@ -65,13 +65,16 @@ def _common(f):
         click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
         click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off."),
         click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
-                     help="Comma list: fixed (gamma drafts per round), library-default (the runtime's library "
-                          "as a user who sets nothing gets it; llama-server)."),
+                     help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
+                          "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
+                          "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
+                          "library as a user who sets nothing gets it: hf, llama-server)."),
         click.option("--drafter", "drafter_list", default=default_of(GenerationSettings, "drafter"), show_default=True,
-                     help="Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after the latest "
-                          "earlier match of the last N..1 tokens, at most K; N default 2, K default gamma)."),
+                     help="Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an "
+                          "earlier match of the last N tokens, at most K; N default 2, K default gamma; ours in torch "
+                          "and llamacpp, the library's own in hf, llamacpp-native and llama-server)."),
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
-                     help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}."),
+                     help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL file of {id, category, prompt}."),
         click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
         click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int,
                      help="Warm-up generations per runtime and pair (not recorded)."),

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
+from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
 from core.errors import HarnessError, RuntimeUnavailable
 from core.metrics import SUSPECTED_BUG
 from core.machine import environment
@@ -73,9 +73,10 @@ class RunConfig:
 
     def speculative_settings(self) -> list[tuple[str, Optional[int], str]]:
         """(draft policy, gamma, drafter) of each speculative generation per prompt: every gamma for
-        `fixed`, one generation (gamma None) for a policy in which the library chooses the length."""
+        every policy in which gamma is the most drafts per round, one generation (gamma None) for
+        library-default, in which the library chooses the length."""
         return [(p, g, d) for d in self.drafters for p in self.draft_policies
-                for g in (self.gammas if p == "fixed" else [None])]
+                for g in (self.gammas if p != LIBRARY_DEFAULT else [None])]
 
     def n_rows(self) -> int:
         per_prompt = self.repeats * (1 + len(self.speculative_settings())) * len(self.samplings) * len(self.max_new_tokens)
@@ -99,7 +100,7 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
                 "category": prompt.category, "repeat": repeat}
     row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
-                   verify_rule=rt.verify_rule(gen.sampling) if rt is not None else None)
+                   verify_rule=rt.verify_rule(gen) if rt is not None else None)
     row["pair_label"] = label or pair.name
     return row
 
@@ -181,7 +182,7 @@ class Runner:
             gen = self.cfg.settings(s, n, rep, gamma, policy, drafter)
             spec = mode == "speculative"
             row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
-                   "gamma": gen.fixed_gamma if spec else None, "draft_policy": policy if spec else None,
+                   "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
                    "drafter": drafter if spec else None,
                    "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
                    "seed": gen.seed}
@@ -233,7 +234,9 @@ class Runner:
             if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
                 raise HarnessError(
                     f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
-                    f"the {rt.context_length}-token context of {pair.name}; lower --max-new-tokens")
+                    f"the {rt.context_length}-token context of {pair.name}; "
+                    + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
+                       else "choose shorter prompts (--prompts) or a model with a longer context"))
         first = encoded[c.prompts[0].id]
         warm_n = min(WARMUP_TOKENS, c.max_new_tokens[0])
         drafting = {(pol, d): GenerationSettings(c.samplings[0], c.gammas[0], warm_n, c.seed, c.ignore_eos, pol, d)
@@ -309,8 +312,9 @@ def _mismatch_flag(m: Optional[dict]) -> str:
 
 
 def _progress(tag, p, gen, b, s) -> str:
-    drafting = (f"gamma {gen.gamma}" if gen.fixed_gamma else gen.draft_policy) + \
-        ("" if gen.drafter == "model" else f" {gen.drafter}")
+    drafting = f"gamma {gen.gamma}" if gen.draft_policy == "fixed" else \
+        gen.draft_policy + (f" gamma {gen.gamma_max}" if gen.gamma_max else "")
+    drafting += "" if gen.drafter == "model" else f" {gen.drafter}"
     where = f"[{tag}] {p.id} {drafting} T {gen.sampling.temperature:g} rep {gen.seed}"
     if (b or {}).get("error") or s["error"]:
         return f"{where}: error: {(b or {}).get('error') or s['error']}"

@@ -7,7 +7,9 @@ or choose prompts.
 
 LoopRuntime absorbs what every runtime over the shared loop (runtimes/loop.py) would repeat:
 its load() sets `target` and `draft` (two loop.Model adapters) and `eos_id`; generation is then
-the loop with no drafter (baseline) or with the draft model as drafter (speculative).
+the loop with no drafter (baseline) or with a drafter (speculative): the draft model, stopping on
+confidence under `confidence:P`, or prompt lookup (runtimes/ngram.py); every policy but
+library-default (the loop is no library's).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Optional
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
+from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
 from core.records import Generation
 from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
@@ -60,19 +62,19 @@ class Runtime(ABC):
         """Device, dtype, model files and library versions, for run.json."""
         return {}
 
-    def verify_rule(self, sampling: SamplingParams) -> str:
+    def verify_rule(self, gen: GenerationSettings) -> str:
         """The acceptance test of this runtime's rounds, a results field, so that alpha_hat is only
         compared between rows of one rule: "greedy-match" at temperature 0 (the draft's token
         equals the target's argmax: every rule is this one there), "leviathan" (min(1, p/q) then
         the residual: Algorithm 1) or "sample-match" (the target samples with its own sampler and
         accepts while its sample equals the draft's token)."""
-        return "greedy-match" if sampling.greedy else "leviathan"
+        return "greedy-match" if gen.sampling.greedy else "leviathan"
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         """None when this runtime can run the draft policy and drafter of `gen`
         (core/config.DRAFT_POLICIES, parse_drafter), else why not: a "skipped" row says it."""
         if gen.draft_policy != "fixed":
-            return f"{self.name} has no library default for drafting (its loop drafts a fixed gamma)"
+            return f"{self.name} drafts a fixed gamma (--draft-policy {gen.draft_policy} runs in torch and llamacpp)"
         if gen.drafter != "model":
             return f"{self.name} drafts with the draft model only (--drafter {gen.drafter} runs in torch and llamacpp)"
         return None
@@ -111,12 +113,14 @@ class LoopRuntime(Runtime):
 
     def drafter(self, gen: GenerationSettings) -> Drafter:
         kind, n, k = parse_drafter(gen.drafter)
-        return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft)
+        return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft, gen.confidence)
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
-        if gen.draft_policy != "fixed":
-            return super().supports(gen)
-        return None  # the draft model and prompt lookup (runtimes/ngram.py)
+        if gen.draft_policy == LIBRARY_DEFAULT:
+            return f"{self.name} is the harness's own loop: it has no library default (use fixed, confidence:P or heuristic)"
+        if gen.confidence is not None and gen.drafter != "model":
+            return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"
+        return None
 
     def reference(self) -> Model:
         return self.target  # between generations its cache is free: the next one resets it

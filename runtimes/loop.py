@@ -16,6 +16,11 @@ One round, beside Leviathan et al. 2023, Algorithm 1:
 Target-only decoding (the baseline) is the same loop with no drafter: every round is one target
 step (k = 0). A round never drafts past max_new_tokens (g = tokens left - 1, as transformers).
 
+How many tokens a round may draft is the draft policy's (parse_policy in core/config.py): g is gamma,
+or DraftLength's heuristic schedule; a DraftModel with a confidence threshold stops before the
+first position whose distribution has top-1 probability under it. Both depend only on the
+sequence so far (accepted tokens), so Algorithm 1's guarantee holds for every position drafted.
+
 Two interfaces, each a few methods:
 - Model: a causal LM with its own KV cache, batch 1 (the torch and llama.cpp adapters, the test
   runtime's toy model): forward(ids, n_logits) feeds ids after its cache and returns the logits of
@@ -123,10 +128,12 @@ class Drafter(ABC):
 
 
 class DraftModel(Drafter):
-    """A draft model with its own KV cache, the drafter of Leviathan et al. (also --draft self)."""
+    """A draft model with its own KV cache, the drafter of Leviathan et al. (also --draft self).
+    With `confidence` P it stops before the first position whose top-1 probability is < P (the
+    token there is not proposed: llama.cpp's p_min; that pass is still draft time)."""
 
-    def __init__(self, model: Model):
-        self.model = model
+    def __init__(self, model: Model, confidence: Optional[float] = None):
+        self.model, self.confidence = model, confidence
 
     def reset(self, prompt: list[int]) -> None:
         feed_prompt(self.model, prompt)
@@ -143,6 +150,8 @@ class DraftModel(Drafter):
                 logits = self.model.forward(ids, 1)  # [1, V]
             with timer.phase("sampling"):
                 d, q = self.pick(logits, s, rng, i)
+                if self.confidence is not None and sampling.top1_prob(logits, q) < self.confidence:
+                    break
             tokens.append(d)
             if q is not None:
                 qs.append(q)
@@ -154,11 +163,30 @@ class DraftModel(Drafter):
         return sampling.draft_token(logits, s, rng)
 
     def accepted(self, seq: list[int], keep: int) -> None:
-        """The model holds prefix + x_1..x_{k-1}: cropped to keep after a rejection; after a full
-        accept it is one short and catches up at its next pass."""
+        """The model holds prefix + x_1..x_{k-1} (x_1..x_k when it stopped on confidence): cropped
+        to keep after a rejection; after a full accept it is at most one short and catches up at
+        its next pass."""
         self.model.crop(keep)
         if len(self.model) > len(seq) - 1:
             raise AssertionError(f"draft KV cache ahead of the sequence: {len(self.model)} of {len(seq)} tokens")
+
+
+class DraftLength:
+    """The most tokens the next round may draft: gamma, or with the `heuristic` policy Hugging
+    Face's schedule (num_assistant_tokens_schedule "heuristic"): start at gamma, +2 after a round
+    that accepted every draft, -1 after one that did not; here kept within 1..gamma."""
+
+    def __init__(self, gen: GenerationSettings):
+        self.gamma, self.n = gen.gamma, gen.gamma
+        self.heuristic = gen.draft_policy == "heuristic"
+
+    def next(self, left: int) -> int:
+        """left: tokens max_new_tokens still allows after this round's new token."""
+        return min(self.n, left)
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if self.heuristic and drafted:
+            self.n = min(self.gamma, self.n + 2) if accepted == drafted else max(1, self.n - 1)
 
 
 class RowStore:
@@ -209,9 +237,10 @@ class Loop:
         prefill_ns = self._prefill(timer, prompt)
         seq, out, rounds, done = list(prompt), [], [], False
         rows = RowStore(self.target, gen.max_new_tokens) if self.drafter is None else None
+        length = DraftLength(gen)
         while not done:
             timer.begin_round()
-            g = min(gen.gamma, gen.max_new_tokens - len(out) - 1) if self.drafter else 0
+            g = length.next(gen.max_new_tokens - len(out) - 1) if self.drafter else 0
             draft = self.drafter.propose(seq, g, s, rng, timer) if g > 0 else NO_DRAFT
             k = len(draft.tokens)
             with timer.phase("verify"):
@@ -227,6 +256,7 @@ class Loop:
             seq += draft.tokens[:n] + [t]
             self._rollback(seq, keep)
             self._check(seq)
+            length.update(k, n)
             rounds.append(RoundRecord.timed(timer.end_round(), k, n, emitted))
         total = timer.stop()
         result = Generation(token_ids=out, phases=Phases.timed(total), rounds=rounds,

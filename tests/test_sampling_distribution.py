@@ -71,11 +71,11 @@ def chi_square_p(samples: list[tuple], probs: dict[tuple, float]) -> float:
     return float(chi2.sf(stat, len(obs) - 1))
 
 
-def speculative_samples(rt, s: SamplingParams, gamma: int, drafter: str = "model") -> list[tuple]:
+def speculative_samples(rt, s: SamplingParams, gamma: int, drafter: str = "model", policy: str = "fixed") -> list[tuple]:
     out = []
     for seed in range(N):
         g = rt.generate_speculative(PROMPT, GenerationSettings(s, gamma=gamma, max_new_tokens=3, seed=seed, ignore_eos=True,
-                                                               drafter=drafter))
+                                                               drafter=drafter, draft_policy=policy))
         out.append(tuple(g.token_ids))
     return out
 
@@ -100,6 +100,25 @@ def test_prompt_lookup_drafting_keeps_the_target_distribution(micro_rt):
         PROMPT, GenerationSettings(S, gamma=2, max_new_tokens=3, seed=seed, ignore_eos=True, drafter="ngram:1")).rounds
         if r.drafted]
     assert len(drafted) > 50 and 0 < sum(r.accepted for r in drafted) < sum(r.drafted for r in drafted)  # exercised
+
+
+@pytest.mark.slow
+def test_confidence_stopping_keeps_the_target_distribution(micro_rt):
+    """Stopping depends on the draft's distribution at each position (runtimes/loop.py), which
+    depends only on the tokens before it: every drafted position keeps Algorithm 1's guarantee.
+    At 0.35 about 60 % of the micro draft's positions fall under the threshold."""
+    probs = exact_target_distribution(micro_rt.target.model, S)
+    samples = speculative_samples(micro_rt, S, gamma=2, policy="confidence:0.35")
+    assert chi_square_p(samples, probs) > P_THRESHOLD
+    cut = set()  # (drafts allowed, drafted) of rounds that could draft
+    for seed in range(200):
+        done = 0
+        for r in micro_rt.generate_speculative(PROMPT, GenerationSettings(
+                S, gamma=2, max_new_tokens=3, seed=seed, ignore_eos=True, draft_policy="confidence:0.35")).rounds:
+            allowed = min(2, 3 - done - 1)
+            cut |= {(allowed, r.drafted)} if allowed else set()
+            done += r.emitted
+    assert {(2, 1), (2, 2), (1, 0), (1, 1)} <= cut  # it stopped at each position, and ran through
 
 
 @pytest.mark.slow
