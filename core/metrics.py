@@ -22,6 +22,8 @@ SPEC_ONLY = (
     "mean_accepted_len",
     "per_position_acceptance",
     "accept_histogram",
+    "mean_drafted",
+    "drafted_histogram",
 )
 FIELDS = ("new_tokens", "tokens_per_s", "e2e_tokens_per_s", "n_rounds") + SPEC_ONLY
 
@@ -67,6 +69,21 @@ def accept_histogram(rounds: Sequence[dict], gamma: int) -> list[int]:
     for r in rounds:
         if r["drafted"] > 0:
             hist[min(r["accepted"], gamma)] += 1
+    return hist
+
+
+def mean_drafted(rounds: Sequence[dict]) -> Optional[float]:
+    """Draft tokens proposed per round: gamma under a fixed policy (less in a round cut at
+    max_new_tokens), the policy's choice under the others."""
+    return _div(sum(r["drafted"] for r in rounds), len(rounds))
+
+
+def drafted_histogram(rounds: Sequence[dict], gamma: int) -> list[int]:
+    """Counts of rounds that drafted 0, 1, ..., gamma tokens (0: the draft stopped at once, or a
+    round with no tokens left to draft)."""
+    hist = [0] * (gamma + 1)
+    for r in rounds:
+        hist[min(r["drafted"], gamma)] += 1
     return hist
 
 
@@ -138,6 +155,8 @@ def generation_metrics(phases: dict, rounds: Sequence[dict], new_tokens: int, sp
             mean_accepted_len=mean_accepted_len(rounds),
             per_position_acceptance=per_position_acceptance(rounds, gamma),
             accept_histogram=accept_histogram(rounds, gamma),
+            mean_drafted=mean_drafted(rounds),
+            drafted_histogram=drafted_histogram(rounds, gamma),
         )
     else:
         row.update(dict.fromkeys(SPEC_ONLY))
@@ -205,6 +224,7 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
             s["acceptance_rate"] = acceptance_rate(rounds)
             s["alpha_hat"] = alpha_hat(rounds)
             s["mean_accepted_len"] = mean_accepted_len(rounds)
+            s["mean_drafted"] = mean_drafted(rounds)
             base = groups.get(tuple(None if k == "gamma" else "baseline" if k == "mode" else s[k] for k in GROUP_FIELDS), [])
             s["speedup"] = speedup(
                 sum(r["wall_s"] for r in base), sum(r["new_tokens"] for r in base), wall, tokens

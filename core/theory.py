@@ -22,7 +22,7 @@ only carries such costs in once they are measured.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 from core.errors import HarnessError
 
@@ -77,6 +77,12 @@ def expected_tokens(alpha: float, gamma: int) -> float:
     if alpha == 1:
         return gamma + 1.0
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def expected_tokens_rounds(alpha: float, drafted: Sequence[int]) -> float:
+    """Eq. 1 round by round: the mean of (1 - a^(d+1)) / (1 - a) over rounds that drafted d
+    tokens each (d 0: one token), for policies whose rounds draft different lengths."""
+    return sum(expected_tokens(alpha, d) for d in drafted) / len(drafted)
 
 
 def expected_speedup(alpha: float, gamma: int, c: float) -> float:

@@ -1,7 +1,8 @@
 """`harness report`: read results, build the tables, draw the plots, write everything into one folder.
 
 Files written (all overwritten on each call): report.md (headline, tables, the explain section,
-plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv, figures.csv (each run
+plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
+drafted.csv (drafted per round), figures.csv (each run
 folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
 baselines across runtimes), explain.csv, report.json (all tables, headline, explanations and notes) and the
 PNG plots of plots.py, waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
@@ -52,7 +53,22 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
     if spec:
         notes.append("Ceilings assume i.i.d. acceptance and a verify pass costing one target step; real acceptance "
                      "varies by position and content, so a measured speedup can exceed the c-FLOPs ceiling.")
+    if any(r.get("mode") == "speculative" and (r.get("draft_policy") or "fixed", r.get("drafter") or "model") != ("fixed", "model")
+           for r in rows):
+        notes.append(VARIABLE_LENGTHS)
     return notes
+
+
+VARIABLE_LENGTHS = (
+    "Rounds of different lengths (the cells named RUNTIME [policy or drafter]): Leviathan's formula assumes every round "
+    "drafts gamma tokens, each accepted i.i.d. with alpha. It still prices exactly what such rounds cost once the mean "
+    "drafted length per round (drafted/round) replaces gamma, as the explain waterfall does, and Eq. 1 averaged over the "
+    "rounds' lengths gives their tokens per round under i.i.d. acceptance. It cannot predict the lengths themselves, nor "
+    "that they correlate with acceptance: confidence stopping cuts a round where the draft is unsure, which is also where "
+    "it tends to be wrong, so alpha_hat over the positions drafted rises above the fixed-gamma one; the heuristic schedule "
+    "follows recent acceptance; prompt lookup drafts only where the context repeats (c near 0, acceptance high or "
+    "nothing). The ceiling columns of such cells evaluate the formula at gamma = the most drafts per round: an upper "
+    "reference, not a prediction.")
 
 
 def _json_safe(records: list[dict]) -> list[dict]:
@@ -66,7 +82,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     rows = loaded.rows
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),
-            "positions": tables.positions(rows), "histogram": tables.histogram(rows)}
+            "positions": tables.positions(rows), "histogram": tables.histogram(rows), "drafted": tables.drafted(rows)}
     tables.add_theory(data["cells"], cflops)
     vary = tables.varying(data["cells"])
     for name in ("cells", "categories", "positions"):
@@ -82,7 +98,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
                                                      data["figures"], data["mismatches"], data["agreement"]))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
-                      ("histogram", "histogram.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
+                      ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
                       ("agreement", "agreement.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,

@@ -3,11 +3,17 @@
 For a speculative cell and the baseline rows of the same runtime and settings, in units of the
 target's one-token step T (core.metrics.step_costs, all ratios of sums):
 
-    measured = tau                        tokens per round from alpha_hat and gamma (Eq. 1):
-                                          the speedup if drafting and verifying were free
+    measured = tau                        tokens per round from alpha_hat and each round's drafted
+                                          length d (Eq. 1 per round, averaged): the speedup if
+                                          drafting and verifying were free
              x 1 / (g c + 1)              draft cost: Leviathan's E[speedup] (Theorem 3.8)
              x (g c + 1) / (g c + v)      verify cost: a pass over g + 1 tokens costs v steps, not 1
              x (g c + v) / (g c + v + o)  sampling and orchestration: o steps per round
+
+where g is the mean drafted length per round (n_drafted / n_rounds: gamma under a fixed policy
+except a last round cut at max_new_tokens; the policy's choice under confidence stopping, the
+heuristic schedule, prompt lookup or a library default), so the waterfall stays exact when
+rounds draft different lengths.
              x (1 + o_base)               the baseline's own sampling and orchestration per step
                                           (it slows the baseline, so it favours speculation)
              x prefill                    (baseline wall / decode) / (speculative wall / decode):
@@ -16,9 +22,8 @@ target's one-token step T (core.metrics.step_costs, all ratios of sums):
 
 Why the residual is not 1, split into what is known: the rounds' measured tokens per round
 differ from Eq. 1 at alpha_hat (acceptance is not i.i.d. across positions and prompts, and the
-last round of a generation is cut at max_new_tokens or EOS), and rounds drafted fewer than
-gamma tokens on average (the cut last round). What remains ("other") is 1 up to rounding when
-every phase is visible, since decode time is exactly T (n_drafted c + n_rounds (v + o)).
+last round of a generation is cut at max_new_tokens or EOS). What remains ("other") is 1 up to
+rounding when every phase is visible, since decode time is exactly T (n_drafted c + n_rounds (v + o)).
 A runtime that hides its draft or verify phase gets one combined cost factor in their place.
 
 What-if, from the same measured costs (core.theory.RoundCosts): the breakeven alpha at this
@@ -67,8 +72,9 @@ def _factor(key: str, factor: float, level: float, detail: str) -> dict:
     return {"key": key, "name": NAMES[key], "factor": factor, "level": level, "detail": detail}
 
 
-def _cost_factors(gamma: int, k: dict) -> list[tuple[str, float, str]]:
-    """(key, factor, detail) of the round's costs: draft, verify, overhead, or one combined."""
+def _cost_factors(gamma: float, k: dict) -> list[tuple[str, float, str]]:
+    """(key, factor, detail) of the round's costs at g = gamma drafted tokens per round: draft,
+    verify, overhead, or one combined."""
     c, v, o = k["c"], k["v"], k["o"]
     if c is None or v is None or o is None:
         hidden = "draft" if c is None else "verify"
@@ -85,13 +91,15 @@ def _prefill_factor(spec: dict, base: dict) -> float:
     return (base["wall_s"] / metrics.decode_s(base)) / (spec["wall_s"] / metrics.decode_s(spec))
 
 
-def _residual_parts(gamma: int, tau_model: float, k: dict, residual: float) -> dict:
+def _residual_parts(tau_model: float, k: dict, residual: float) -> dict:
     """The residual split into known parts; their product with `other` is the residual."""
     acceptance = k["tau"] / tau_model
-    short = 1.0
-    if None not in (k["c"], k["v"], k["o"]):
-        short = (gamma * k["c"] + k["v"] + k["o"]) / (k["gamma_eff"] * k["c"] + k["v"] + k["o"])
-    return {"acceptance": acceptance, "short_rounds": short, "other": residual / (acceptance * short)}
+    return {"acceptance": acceptance, "other": residual / acceptance}
+
+
+def drafted_lengths(spec_rows: list[dict]) -> list[int]:
+    """Each speculative round's drafted count, over the cell's generations."""
+    return [rd["drafted"] for r in spec_rows for rd in (r.get("rounds") or [])]
 
 
 def decompose(spec_rows: list[dict], base_rows: list[dict], gamma: int, alpha: Optional[float]) -> dict:
@@ -106,9 +114,10 @@ def decompose(spec_rows: list[dict], base_rows: list[dict], gamma: int, alpha: O
     why = _unavailable(base_rows, alpha, k, measured)
     if why:
         return {**out, "unavailable": why, "factors": [], "product": None, "residual": None, "residual_parts": None}
-    tau_model = theory.expected_tokens(alpha, gamma)
-    steps = [("tau", tau_model, f"alpha_hat {alpha:.3f}, gamma {gamma}: (1 - a^(g+1)) / (1 - a)")]
-    steps += _cost_factors(gamma, k)
+    tau_model = theory.expected_tokens_rounds(alpha, drafted_lengths(spec_rows))
+    g = k["gamma_eff"]
+    steps = [("tau", tau_model, f"alpha_hat {alpha:.3f}, {g:.2f} drafted per round: mean of (1 - a^(d+1)) / (1 - a)")]
+    steps += _cost_factors(g, k)
     steps += [("baseline", 1 + k["o_base"], f"o_base = {k['o_base']:.2f} target steps per baseline step: 1 + o_base"),
               ("prefill", _prefill_factor(spec, base), "(baseline wall / decode) / (speculative wall / decode)")]
     factors, level = [], 1.0
@@ -118,7 +127,7 @@ def decompose(spec_rows: list[dict], base_rows: list[dict], gamma: int, alpha: O
     residual = measured / level
     factors.append(_factor("residual", residual, measured, "measured / product of the factors above"))
     return {**out, "unavailable": None, "tau_model": tau_model, "factors": factors, "product": level,
-            "residual": residual, "residual_parts": _residual_parts(gamma, tau_model, k, residual)}
+            "residual": residual, "residual_parts": _residual_parts(tau_model, k, residual)}
 
 
 def _unavailable(base_rows: list[dict], alpha, k: dict, measured) -> Optional[str]:
@@ -143,9 +152,9 @@ def factor(expl: dict, key: str) -> Optional[float]:
 
 
 def losses(expl: dict) -> dict[str, float]:
-    """Factors below 1 that a user can act on; acceptance counts as tau / (gamma + 1), the share
-    of the gamma + 1 tokens a round could yield."""
-    out = {"acceptance": expl["tau_model"] / (expl["gamma"] + 1)}
+    """Factors below 1 that a user can act on; acceptance counts as tau / (g + 1), the share of
+    the g + 1 tokens a round drafting g could yield."""
+    out = {"acceptance": expl["tau_model"] / (expl["gamma_eff"] + 1)}
     out.update({f["key"]: f["factor"] for f in expl["factors"] if f["key"] not in ("tau", "residual", "baseline")})
     return {k: v for k, v in out.items() if v < 1}
 
@@ -155,21 +164,26 @@ def largest(expl: dict) -> Optional[tuple[str, float]]:
     return min(ls.items(), key=lambda kv: kv[1]) if ls else None
 
 
+def _n(x: float) -> str:
+    """A count that may be a mean: 5, 4.7, 3.25."""
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
 def _acceptance(e: dict, f: float) -> str:
-    a, g, tau = e["alpha_hat"], e["gamma"], e["tau_model"]
+    a, g, tau = e["alpha_hat"], e["gamma_eff"], e["tau_model"]
     return (f"Acceptance is the largest factor (x{f:.2f}): at alpha_hat {a:.2f} a round yields {tau:.2f} of the "
-            f"{g + 1} tokens it could, which caps this setting at {tau:.2f}x even with free drafting and "
+            f"{_n(g + 1)} tokens it could, which caps this setting at {tau:.2f}x even with free drafting and "
             "verification; a draft closer to the target or lower-entropy prompts would help more than a faster runtime.")
 
 
 def _draft(e: dict, f: float) -> str:
-    return (f"The draft's cost is the largest factor (x{f:.2f}): each of the {e['gamma']} draft tokens per round costs "
+    return (f"The draft's cost is the largest factor (x{f:.2f}): each of the {_n(e['gamma_eff'])} draft tokens per round costs "
             f"c = {e['c']:.2f} target steps; a cheaper draft (a smaller model, or a runtime with less fixed cost per "
             "call) or a smaller gamma would move it.")
 
 
 def _verify(e: dict, f: float) -> str:
-    return (f"Verification is the largest factor (x{f:.2f}): checking {e['gamma'] + 1} tokens in one target pass "
+    return (f"Verification is the largest factor (x{f:.2f}): checking {_n(e['gamma_eff'] + 1)} tokens in one target pass "
             f"costs v = {e['v']:.2f} one-token steps where the paper assumes 1; the target does not batch for free on "
             "this device, so a smaller gamma or hardware with idle parallelism (a GPU) would move it.")
 
@@ -213,9 +227,6 @@ def residual_sentence(expl: dict) -> Optional[str]:
     parts = [f"rounds yielded {expl['tau']:.2f} tokens, not the {expl['tau_model']:.2f} of the i.i.d. model at "
              f"alpha_hat (x{p['acceptance']:.3f}: acceptance varies by position and prompt, and each generation's "
              "last round is cut at max_new_tokens or EOS)"]
-    if abs(p["short_rounds"] - 1) > 1e-9:
-        parts.append(f"rounds drafted {expl['gamma_eff']:.2f} tokens on average, not {expl['gamma']} "
-                     f"(x{p['short_rounds']:.3f}: the last round drafts only what max_new_tokens leaves)")
     parts.append(f"x{p['other']:.3f} unexplained")
     head = "within" if abs(r - 1) <= RESIDUAL_TOLERANCE else "outside"
     return (f"Residual x{r:.3f} (measured / product, {head} {RESIDUAL_TOLERANCE:.0%}): " + "; ".join(parts) + ".")
@@ -236,11 +247,14 @@ def noise_sentence(expl: dict) -> Optional[str]:
 
 
 def what_if(expl: dict, costs: theory.RoundCosts, max_gamma: int = theory.MAX_GAMMA) -> dict:
-    """Breakeven alpha (this gamma, any gamma), best gamma, and the speedups there: the costed
-    model's, and the run's (measured x model(best) / model(now): prefill and residual held)."""
+    """Breakeven alpha (this gamma, any gamma), best fixed gamma, and the speedups there: the
+    costed model's, and the run's (measured x model(best) / model(now): prefill and residual
+    held). "now" is the model of the rounds as run (tau_model over their drafted lengths, costs at
+    the mean drafted length), so it also holds for policies whose rounds draft different lengths."""
     a, g = expl["alpha_hat"], expl["gamma"]
     best = theory.optimal_gamma(a, costs, max_gamma)
-    now, there = theory.costed_speedup(a, g, costs), theory.costed_speedup(a, best, costs)
+    now = expl["tau_model"] * (1 + costs.o_base) / costs.per_round(expl["gamma_eff"])
+    there = theory.costed_speedup(a, best, costs)
     anywhere = [b for b in (theory.breakeven_alpha(x, costs) for x in range(1, max_gamma + 1)) if b is not None]
     return {"breakeven_alpha": theory.breakeven_alpha(g, costs),
             "breakeven_alpha_any_gamma": min(anywhere) if anywhere else None,
@@ -265,12 +279,13 @@ def what_if_sentence(expl: dict) -> Optional[str]:
 
 
 def _round_costs(expl: dict, same: list[dict]) -> Optional[theory.RoundCosts]:
-    """RoundCosts of a cell: its c and o_base; v and o through the gammas measured in `same`."""
+    """RoundCosts of a cell: its c and o_base; v and o through the cells measured in `same`, each
+    at its mean drafted length per round (a verify pass checks that many drafts plus one)."""
     if expl["unavailable"] or None in (expl["c"], expl["v"], expl["o"]):
         return None
-    pts = [e for e in same if not e["unavailable"] and None not in (e["v"], e["o"])]
-    v = theory.piecewise_linear({e["gamma"]: e["v"] for e in pts}, anchor=1.0)
-    o = theory.piecewise_linear({e["gamma"]: e["o"] for e in pts})
+    pts = [e for e in same if not e["unavailable"] and None not in (e["v"], e["o"]) and e["gamma_eff"]]
+    v = theory.piecewise_linear({e["gamma_eff"]: e["v"] for e in pts}, anchor=1.0)
+    o = theory.piecewise_linear({e["gamma_eff"]: e["o"] for e in pts})
     return theory.RoundCosts(expl["c"], v, o, expl["o_base"])
 
 

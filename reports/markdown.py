@@ -129,7 +129,9 @@ SUMMARY_COLS = [
     ("label", "cell", "s"), ("n", "gens", ""), ("new_tokens", "tokens", ""), ("tokens_per_s", "tok/s", ".1f"),
     ("speedup", "speedup", ".2fx"), ("speedup_median", "median speedup", ".2fx"), ("speedup_iqr", "IQR", ".2f"),
     ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
-    ("mean_accepted_len", "tokens/round", ".2f"), ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
+    ("mean_accepted_len", "tokens/round", ".2f"), ("mean_drafted", "drafted/round", ".2f"),
+    ("drafted_text", "rounds by drafted length (length:rounds)", "s"),
+    ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
     ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"), ("theory_speedup_measured", "ceiling (c measured)", ".2fx"),
     ("ceiling_gap", "gap to ceiling", ".2fx"), ("verify_cost_ratio", "verify / target step", ".2f"),
 ]
@@ -207,15 +209,16 @@ WHAT_IF_COLS = [("label", "cell", "s"), ("alpha_hat", "alpha_hat", ".3f"), ("c",
                 ("model_speedup", "model now", ".2fx"), ("model_speedup_best", "model at best gamma", ".2fx"),
                 ("run_speedup_best", "run at best gamma", ".2fx")]
 EXPLAIN_TEXT = (
-    "Each factor multiplies: tau = (1 - a^(g+1)) / (1 - a) at alpha_hat is the speedup if drafting and verifying "
-    "were free; × 1/(g c + 1) prices the draft (Leviathan's E[speedup]); × (g c + 1)/(g c + v) a verify pass of "
+    "Each factor multiplies: tau = (1 - a^(d+1)) / (1 - a) at alpha_hat, averaged over the rounds' drafted "
+    "lengths d, is the speedup if drafting and verifying were free; g is the mean drafted length per round (gamma "
+    "under a fixed policy, less in a last round cut short; the policy's choice otherwise); × 1/(g c + 1) prices the draft (Leviathan's E[speedup]); × (g c + 1)/(g c + v) a verify pass of "
     "g + 1 tokens costing v target steps; × (g c + v)/(g c + v + o) the sampling and orchestration per round; "
     "× (1 + o_base) the baseline's own overhead per step, which slows the baseline alike; × prefill the prompt "
     "processing of both sides. c, v, o and o_base are pooled (sums over the cell's generations) in units of the "
     "baseline's mean target step, so the product differs from the measured speedup only by the residual, which "
-    "is split into the acceptance model's error and short last rounds. What-if: breakeven alpha and best gamma from "
+    "is the acceptance model's error (and noise). What-if: breakeven alpha and best fixed gamma from "
     "the same costs, assuming c, o and o_base independent of gamma and v linear in the batch from 1 at gamma 0 "
-    "through the v measured at each gamma run (extrapolated with the last slope); 'run at best gamma' scales the "
+    "through the v measured at each cell's mean drafted length (extrapolated with the last slope); 'run at best gamma' scales the "
     "measured speedup by the model's ratio, holding prefill and residual; a breakeven of '-' means no alpha reaches "
     "1.00x at that gamma."
 )

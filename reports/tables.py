@@ -65,8 +65,11 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     cell.update({p: s[p] for p in PHASES})
     cell.update(_phase_pcts(s))
     cell.update(tokens_per_s=s["tokens_per_s"], e2e_tokens_per_s=metrics.e2e_tokens_per_s(s["new_tokens"], s["wall_s"]))
-    for k in ("speedup", "acceptance_rate", "alpha_hat", "mean_accepted_len", "greedy_match"):
+    for k in ("speedup", "acceptance_rate", "alpha_hat", "mean_accepted_len", "mean_drafted", "greedy_match"):
         cell[k] = s.get(k)
+    cell["drafted_histogram"] = metrics.drafted_histogram(_rounds(spec), gamma) if spec and gamma else None
+    cell["drafted_text"] = " ".join(f"{d}:{n}" for d, n in reversed(list(enumerate(cell["drafted_histogram"]))) if n) \
+        if cell["drafted_histogram"] else None  # "length:rounds", longest first
     # spread over generations (prompts x repeats): median and interquartile range
     for k in ("tokens_per_s", "speedup"):
         q1, med, q3 = metrics.quartiles(r.get(k) for r in (spec or base))
@@ -151,6 +154,15 @@ def histogram(rows: list[dict]) -> list[dict]:
     for group, g, rounds in _spec_rounds(rows):
         for k, n in enumerate(metrics.accept_histogram(rounds, g)):
             out.append({**_settings(group[0]), "gamma": g, "accepted": k, "rounds": n})
+    return out
+
+
+def drafted(rows: list[dict]) -> list[dict]:
+    """Rounds that drafted 0..gamma tokens, long form: one row per (speculative cell, length)."""
+    out = []
+    for group, g, rounds in _spec_rounds(rows):
+        for k, n in enumerate(metrics.drafted_histogram(rounds, g)):
+            out.append({**_settings(group[0]), "gamma": g, "drafted": k, "rounds": n})
     return out
 
 

@@ -100,16 +100,45 @@ def test_residual_is_reported_and_split_into_its_known_parts():
     a = 19 / (19 + 9)  # 9 x 2 accepted + 1; 9 rejections (the short round accepts its one draft)
     assert e["alpha_hat"] == pytest.approx(a)
     tau_rounds = 29 / 10
+    tau_model = (9 * leviathan_tau(a, 4) + leviathan_tau(a, 1)) / 10  # Eq. 1 at each round's drafted length
+    assert e["tau_model"] == pytest.approx(tau_model)
+    g_eff = (9 * 4 + 1) / 10  # the draft factor prices the tokens drafted, not gamma x rounds
+    assert e["gamma_eff"] == pytest.approx(g_eff) and factors(e)["draft"] == pytest.approx(1 / (g_eff * 0.25 + 1))
     p = e["residual_parts"]
-    assert p["acceptance"] == pytest.approx(tau_rounds / leviathan_tau(a, 4))
-    g_eff = (9 * 4 + 1) / 10
-    assert p["short_rounds"] == pytest.approx((4 * 0.25 + 2.5) / (g_eff * 0.25 + 2.5))
+    assert p["acceptance"] == pytest.approx(tau_rounds / tau_model)
     assert p["other"] == pytest.approx(1.0)
-    assert e["residual"] == pytest.approx(p["acceptance"] * p["short_rounds"])
+    assert e["residual"] == pytest.approx(p["acceptance"])
     assert e["product"] * e["residual"] == pytest.approx(e["measured"])
     assert abs(e["residual"] - 1) > explain.RESIDUAL_TOLERANCE
     assert e["residual_text"].startswith(f"Residual x{e['residual']:.3f} (measured / product, outside 5%)")
-    assert "rounds drafted 3.70 tokens on average, not 4" in e["residual_text"]
+
+
+def test_rounds_of_different_lengths_keep_the_waterfall_exact():
+    """Confidence stopping, a heuristic schedule or prompt lookup: rounds draft 0..6 tokens. The
+    draft factor prices the tokens drafted (not gamma x rounds), tau is Eq. 1 at each round's
+    length, so with acceptance in Eq. 1's proportions per length nothing is left unexplained."""
+    lengths = [6, 2, 0, 3, 6, 1]
+    rounds = []
+    for d in lengths:  # every round accepts all but its last draft: alpha_hat < 1, no i.i.d. claim
+        k = max(d - 1, 0)
+        times = (d * 0.25 * T, 2.0 * T, 0.3 * T, 0.2 * T)
+        rounds.append(RoundRecord(d, k, k + 1, *times, sum(times)))
+    g = GenerationSettings(SamplingParams(0.0), 6, 64, 0, draft_policy="confidence:0.5")
+    pair = PairSpec("p")
+    n = sum(r.emitted for r in rounds)
+    b = generation_row(pair, synthetic.FakeRuntime(), "fast", "baseline", synthetic.FACTUAL, 0, g, gen(base_rounds(n), 0.0))
+    sp = generation_row(pair, synthetic.FakeRuntime(), "fast", "speculative", synthetic.FACTUAL, 0, g, gen(rounds, 0.0), baseline=b)
+    assert sp["mean_drafted"] == pytest.approx(18 / 6) and sp["drafted_histogram"] == [1, 1, 1, 1, 0, 0, 2]
+    (e,) = explain.explain([b, sp])
+    a = e["alpha_hat"]
+    assert a == pytest.approx(13 / (13 + 5))
+    assert e["gamma"] == 6 and e["gamma_eff"] == pytest.approx(3.0)
+    assert factors(e)["draft"] == pytest.approx(1 / (3.0 * 0.25 + 1))
+    assert e["tau_model"] == pytest.approx(sum(leviathan_tau(a, d) for d in lengths) / 6)
+    assert e["product"] * e["residual"] == pytest.approx(e["measured"])
+    assert e["residual_parts"]["acceptance"] == pytest.approx(e["tau"] / e["tau_model"])
+    assert e["residual_parts"]["other"] == pytest.approx(1.0)
+    assert e["what_if"]["model_speedup"] == pytest.approx(e["tau_model"] * 1.2 / (3.0 * 0.25 + 2.0 + 0.5))
 
 
 def test_a_runtime_that_hides_its_draft_phase_gets_one_cost_factor():
@@ -250,7 +279,7 @@ def test_real_run_of_the_tiny_pair_multiplies_back_to_its_speedup(tmp_path, tiny
     assert product == pytest.approx(e["product"])
     assert e["product"] * e["residual"] == pytest.approx(e["measured"], rel=1e-9)  # the identity
     p = e["residual_parts"]
-    assert p["acceptance"] * p["short_rounds"] * p["other"] == pytest.approx(e["residual"])
+    assert p["acceptance"] * p["other"] == pytest.approx(e["residual"])
     assert abs(e["residual"] - 1) <= 0.05 or abs(p["other"] - 1) < 1e-6  # within 5 %, or explained
     assert p["other"] == pytest.approx(1.0, abs=1e-6)  # every phase is visible in the torch runtime
     assert f"Residual x{e['residual']:.3f}" in res.output and "largest factor" in res.output

@@ -101,7 +101,7 @@ def test_report_files_and_pngs(report):
     from PIL import Image
 
     out = report.parent
-    expected = ["report.md", "summary.csv", "categories.csv", "positions.csv", "histogram.csv", "report.json",
+    expected = ["report.md", "summary.csv", "categories.csv", "positions.csv", "histogram.csv", "drafted.csv", "report.json",
                 "phases.png", "speedup_vs_gamma.png", "acceptance_vs_gamma.png", "per_position.png"]
     for name in expected:
         assert (out / name).stat().st_size > 0, name
@@ -123,7 +123,7 @@ def test_report_markdown_headline_and_tables(report):
     for png in ("phases.png", "speedup_vs_gamma.png", "acceptance_vs_gamma.png", "per_position.png"):
         assert f"]({png})" in md
     # per-generation speedups 1.217 (f1) and 0.431 (o1): median 0.82, IQR 0.75*0.786 - 0.25*0.786 = 0.39
-    assert "| fast · spec γ=4 | 2 | 20 | 51.3 | 0.64x | 0.82x | 0.39 | 0.135 | 0.368 | 1.54 | 0.200 | 0.1601 |" in md
+    assert "| fast · spec γ=4 | 2 | 20 | 51.3 | 0.64x | 0.82x | 0.39 | 0.135 | 0.368 | 1.54 | 4.00 | 4:13 | 0.200 | 0.1601 |" in md
     assert "c_flops for pair qwen-like: 0.1601" in md
 
 
