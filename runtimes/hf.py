@@ -1,9 +1,18 @@
 """The `hf` runtime: transformers' own assisted generation, measured with the harness's phases.
 
-What it does: speculative = `target.generate(..., assistant_model=draft)` with a fixed draft length
-(the assistant's generation_config gets num_assistant_tokens=gamma, schedule "constant" and
-assistant_confidence_threshold 0 for the duration of the call); baseline = the same `generate`
-without the assistant. Both use the same sampling settings (greedy, or temperature/top-p/top-k),
+What it does: speculative = `target.generate(..., assistant_model=draft)`, with the draft policy
+mapped to the assistant's generation_config for the duration of the call (ASSISTANT_CONFIG):
+`fixed` = num_assistant_tokens gamma, schedule "constant", assistant_confidence_threshold 0;
+`confidence:P` = the same with threshold P (transformers keeps the first token under P as the
+round's last draft, where the shared loop drops it); `heuristic` = schedule "heuristic" from
+gamma (transformers' schedule has no maximum: a round may draft more than gamma); and
+`library-default` = nothing set, what a user who sets nothing gets (transformers >= 4.45: 20
+tokens, stopped below 0.4; with scikit-learn installed the threshold also adapts). `--drafter
+ngram[:N,K]` = transformers' prompt lookup (`prompt_lookup_num_tokens` K or gamma,
+`max_matching_ngram_size` N; it takes the *first* earlier match, left to right, where
+runtimes/ngram.py takes the latest), no assistant; its lookup is booked as draft, and at T > 0
+it accepts while the target's own sample equals the draft (sample-match). Baseline = the same
+`generate` without the assistant. Both use the same sampling settings (greedy, or temperature/top-p/top-k),
 the same EOS rule as the `torch` runtime (the tokenizer's EOS, or none with ignore_eos) and
 `torch.manual_seed(seed)` before the call. What `generate` computes is not changed: the phases come
 from hooks and method wrappers that exist only during one call and are removed afterwards, also
@@ -41,8 +50,8 @@ round is one target pass (drafted 0). Differences from the `torch` runtime, all 
 The baseline asks `generate` for its raw logits (`output_logits`), so its rows carry
 target_entropy like every runtime's.
 
-What it does not do: batching, static caches/compilation, prompt lookup or other candidate
-generators. A missing seam in the installed transformers makes it unavailable (one line naming the
+What it does not do: batching, static caches/compilation, candidate generators other than the
+assistant and prompt lookup. A missing seam in the installed transformers makes it unavailable (one line naming the
 version) rather than report wrong numbers. Checked with transformers 4.56.2 and 5.24.0 (the tests
 pass on both, with the same rounds and phase sequence).
 """
@@ -56,7 +65,7 @@ from typing import Callable, Optional
 import torch
 from transformers import LogitsProcessorList, StoppingCriteriaList
 
-from core.config import GenerationSettings, PairSpec
+from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, parse_drafter, parse_policy
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases, RoundRecord
 from core.timing import NS, PhaseTimer, RoundTimes, device_sync
@@ -97,7 +106,9 @@ def missing_seams() -> list[str]:
         missing += [f"AssistedCandidateGenerator.{m}" for m in ("get_candidates", "update_candidate_strategy")
                     if not hasattr(gen_cls, m)]
     config = GenerationConfig()
-    missing += [f"GenerationConfig.{a}" for a in _assistant_config(1) if not hasattr(config, a)]
+    missing += [f"GenerationConfig.{a}" for a in ASSISTANT_CONFIG["fixed"](1, None) if not hasattr(config, a)]
+    if not hasattr(cg, "PromptLookupCandidateGenerator"):
+        missing.append("PromptLookupCandidateGenerator")
     return missing
 
 
@@ -110,10 +121,18 @@ def require_seams() -> None:
         )
 
 
-def _assistant_config(gamma: int) -> dict:
-    """A fixed draft length: gamma tokens every round, no confidence-based early stop."""
-    return {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
-            "assistant_confidence_threshold": 0.0}
+def _assistant(gamma: int, schedule: str, threshold: float) -> dict:
+    return {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": schedule,
+            "assistant_confidence_threshold": threshold}
+
+
+# draft policy kind -> (gamma, P) -> the assistant's generation_config for one call
+ASSISTANT_CONFIG = {
+    "fixed": lambda g, p: _assistant(g, "constant", 0.0),
+    "confidence": lambda g, p: _assistant(g, "constant", p),
+    "heuristic": lambda g, p: _assistant(g, "heuristic", 0.0),
+    LIBRARY_DEFAULT: lambda g, p: {},
+}
 
 
 def _unavailable(what: str) -> RuntimeUnavailable:
@@ -201,11 +220,14 @@ class PhaseCursor:
 class _Probe:
     """The events of one generate call -> phases (through a PhaseCursor) and round records."""
 
-    def __init__(self, sync, speculative: bool, gamma: int):
+    def __init__(self, sync, speculative: bool, config: Optional[dict] = None, lookup: bool = False):
         self.timer = PhaseTimer(sync)
         self.cursor = PhaseCursor(self.timer)
         self.patches = _Patches()
-        self.speculative, self.gamma = speculative, gamma
+        self.speculative = speculative
+        self.config = config or {}  # what the assistant's generation_config is set to ({}: the library's)
+        self.lookup = lookup  # prompt lookup: no assistant, the lookup itself is the draft phase
+        self.took: dict = {}  # the draft length settings the candidate generator actually took
         self.drafting = False  # inside get_candidates: forward passes are the assistant's
         self.prompted: set[str] = set()  # roles whose first (prompt) pass is done
         self.rounds: list[RoundRecord] = []
@@ -277,13 +299,22 @@ class _Probe:
     # the candidate generator
     def attach(self, generator):
         """Wrap the candidate generator transformers chose for this call (after _get_candidate_generator)."""
-        from transformers.generation.candidate_generator import AssistedCandidateGenerator
+        from transformers.generation import candidate_generator as cg
 
-        if type(generator) is not AssistedCandidateGenerator:
-            raise _unavailable(f"transformers chose {type(generator).__name__}, not AssistedCandidateGenerator")
-        n = getattr(generator, "num_assistant_tokens", None)
-        if n != self.gamma or getattr(generator, "assistant_confidence_threshold", 0):
-            raise _unavailable(f"the assistant did not take a fixed draft length {self.gamma} (got {n})")
+        expected = cg.PromptLookupCandidateGenerator if self.lookup else cg.AssistedCandidateGenerator
+        if type(generator) is not expected:
+            raise _unavailable(f"transformers chose {type(generator).__name__}, not {expected.__name__}")
+        if self.lookup:
+            self.took = {"num_output_tokens": generator.num_output_tokens,
+                         "max_matching_ngram_size": generator.max_matching_ngram_size}
+        else:
+            config = getattr(generator, "assistant_generation_config", None) or generator.assistant_model.generation_config
+            self.took = {"num_assistant_tokens": generator.num_assistant_tokens,
+                         "num_assistant_tokens_schedule": config.num_assistant_tokens_schedule,
+                         "assistant_confidence_threshold": generator.assistant_confidence_threshold}
+            wrong = {k: self.took[k] for k, v in self.config.items() if self.took[k] != v}
+            if wrong:
+                raise _unavailable(f"the assistant did not take the draft settings {self.config} (got {wrong})")
         self.generator_seen = True
         self.patches.wrap(generator, "get_candidates", before=self.candidates_start, after=self.candidates_end)
         self.patches.wrap(generator, "update_candidate_strategy", before=self.round_outcome)
@@ -293,6 +324,8 @@ class _Probe:
         self._open_round({"drafted": 0, "accepted": 0, "emitted": 0})
         self.start_len = input_ids.shape[-1]  # input_ids [1, S]
         self.drafting = True
+        if self.lookup:
+            self.cursor.switch("draft")  # no model runs: the lookup is the draft
 
     def candidates_end(self, result):
         self.drafting = False
@@ -333,8 +366,9 @@ def _instrumented(probe: _Probe, target, draft=None):
             p.wrap(m, "_get_logits_processor", after=probe.timed_processors)
             p.wrap(m, "_get_stopping_criteria", after=lambda sc: _TimedCriteria(sc, probe.criteria_called))
         if draft is not None:
-            for k, v in _assistant_config(probe.gamma).items():
+            for k, v in probe.config.items():
                 p.set(draft.generation_config, k, v)
+        if probe.speculative:
             p.wrap(target, "_get_candidate_generator", after=probe.attach)
         yield
     finally:
@@ -385,15 +419,20 @@ class HFRuntime(HFText, Runtime):
         return kw
 
     def _generate(self, prompt_ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
-        probe = _Probe(self.sync, speculative, gen.gamma)
+        kind, n, k = parse_drafter(gen.drafter)
+        lookup = speculative and kind == "ngram"
+        policy, p_min = parse_policy(gen.draft_policy)
+        probe = _Probe(self.sync, speculative, None if lookup else ASSISTANT_CONFIG[policy](gen.gamma, p_min), lookup)
         x = torch.tensor([prompt_ids], dtype=torch.long, device=self.target.device)  # [1, S]
         kw = dict(attention_mask=torch.ones_like(x), **self.generate_kwargs(gen))
-        if speculative:
+        if lookup:
+            kw.update(prompt_lookup_num_tokens=k or gen.gamma, max_matching_ngram_size=n)
+        elif speculative:
             kw["assistant_model"] = self.draft
         else:  # the raw logits of every step, for target_entropy (generate copies each step's row anyway)
             kw.update(output_logits=True, return_dict_in_generate=True)
         torch.manual_seed(gen.seed)
-        with _instrumented(probe, self.target, self.draft if speculative else None):
+        with _instrumented(probe, self.target, self.draft if speculative and not lookup else None):
             probe.start()
             try:
                 out = self.target.generate(x, **kw)
@@ -405,7 +444,12 @@ class HFRuntime(HFText, Runtime):
         token_ids = seqs[0, len(prompt_ids):].tolist()
         rounds = _reconcile(probe.rounds, len(token_ids))
         g = Generation(token_ids=token_ids, phases=Phases.timed(total), rounds=rounds, notes=dict(NOTES[speculative]))
-        if not speculative:
+        if speculative:
+            g.extra["draft_settings"] = probe.took
+            g.draft_max = probe.took.get("num_assistant_tokens", probe.took.get("num_output_tokens"))
+            if lookup:
+                g.notes["draft_s"] = "transformers' prompt lookup (PromptLookupCandidateGenerator.get_candidates)"
+        else:
             steps = torch.cat(out.logits)[: len(token_ids), : len(self.tokenizer)]  # [new, V]
             g.keep_steps(steps)
         return g
@@ -418,9 +462,22 @@ class HFRuntime(HFText, Runtime):
             self._reference = TorchKV(self.target, len(self.tokenizer), lean=False, sync=self.sync)
         return self._reference
 
+    def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if parse_drafter(gen.drafter)[0] == "ngram" and gen.draft_policy != "fixed":
+            return (f"transformers' prompt lookup drafts a fixed prompt_lookup_num_tokens (it has no default, no "
+                    f"confidence and no schedule): --draft-policy {gen.draft_policy} does not apply")
+        return None
+
+    def verify_rule(self, gen) -> str:
+        """Prompt lookup has no draft distribution: transformers then accepts while the target's
+        own sample equals the draft. The draft model's rounds use the ratio test."""
+        rule = super().verify_rule(gen)
+        return "sample-match" if rule == "leviathan" and parse_drafter(gen.drafter)[0] == "ngram" else rule
+
     def describe(self) -> dict:
         return {**self.hf.describe(),
-                "draft_length": "num_assistant_tokens=gamma, schedule constant, confidence threshold off"}
+                "draft_length": "per --draft-policy (runtimes/hf.py ASSISTANT_CONFIG); the rows' extra.draft_settings "
+                                "hold what the candidate generator took"}
 
     def close(self) -> None:
         device = self.hf.device if getattr(self, "hf", None) else ""

@@ -6,8 +6,16 @@ settings only on the command line (its per-request `speculative.*` fields are co
 - baseline: `llama-server -m TARGET` (no draft), the same binary and file;
 - speculative, draft policy `fixed`: `-md DRAFT --spec-type draft-simple --spec-draft-n-max G
   --spec-draft-n-min 0 --spec-draft-p-min 0` (exactly G drafts per round while tokens remain);
+- speculative, `confidence:P`: the same with `--spec-draft-p-min P` (the server stops drafting
+  before the first position whose top-1 probability is under P, as the shared loop does, but its
+  probability is renormalized over the draft sampler's top 10 candidates, so it stops less often);
 - speculative, `library-default`: `-md DRAFT --spec-type draft-simple` and nothing else: what a
-  user who sets nothing gets (this build: n-max 3, n-min 0, p-min 0).
+  user who sets nothing gets (this build: n-max 3, n-min 0, p-min 0);
+- `--drafter ngram[:N,K]`: no draft model, `--spec-type ngram-simple --spec-ngram-simple-size-n N
+  --spec-ngram-simple-size-m K` (K default gamma; under library-default only `--spec-type
+  ngram-simple`: n 12, m 48 in this build). llama.cpp's lookup matches exactly the last N tokens
+  (no shorter fallback), the latest earlier occurrence, and drafts nothing if fewer than N
+  tokens follow it. The heuristic schedule has no server equivalent (skipped).
 Each has the run's threads (-t/-tb, and -td/-tbd for the draft), context, batch size, flash
 attention off and GPU layers, like the other llama.cpp runtimes; one slot, no prompt cache, and
 `cache_prompt: false`, so every request prefills. At most MAX_LIVE servers run at once (the least
@@ -46,7 +54,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
 
-from core.config import GenerationSettings, PairSpec
+from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, parse_drafter, parse_policy
 from core.records import Generation, Phases, RoundRecord
 from models import llama_files
 from runtimes import evidence
@@ -59,9 +67,10 @@ WARMUP_TOKENS = 8
 LOG_WAIT_S = 5.0  # the server logs a request's statistics just after answering it
 
 ROUND_LINE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
-DRAFT_STATS = re.compile(r"statistics\s+draft-simple:.*dur\(b,g,a\) = ([\d.]+), ([\d.]+), ([\d.]+) ms")
+DRAFT_STATS = re.compile(r"statistics\s+[\w-]+:.*dur\(b,g,a\) = ([\d.]+), ([\d.]+), ([\d.]+) ms")
 REQUEST_DONE = re.compile(r"print_timing: .*total time")
 DRAFT_SETTINGS = re.compile(r"- n_max=(\d+), n_min=(\d+), p_min=([\d.]+)")  # logged by draft-simple at start
+NGRAM_SETTINGS = re.compile(r"- size_n=(\d+), size_m=(\d+), min_hits=(\d+)")  # logged by ngram-simple at start
 METRIC = re.compile(r'^llamacpp:(spec_decode_\w+?)(?:\{position="(\d+)"\})? ([\d.eE+-]+)$', re.M)
 
 
@@ -126,13 +135,25 @@ class LlamaServerRuntime(Runtime):
         argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", "1", "-t", str(t), "-tb", str(tb),
                 "-b", nb, "-ub", nb, "-fa", "off", "-ngl", ngl, "--metrics", "--no-webui",
                 "--cache-ram", "0", "-lv", "4"]
-        if spec is not None:
-            policy, gamma = spec
-            argv += ["-md", self.paths[1], "--spec-type", "draft-simple", "-td", str(t), "-tbd", str(tb),
-                     "-ngld", ngl]
-            if policy == "fixed":
-                argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+        if spec is None:
+            return argv
+        policy, gamma, drafter = spec
+        kind, n, k = parse_drafter(drafter)
+        if kind == "ngram":
+            argv += ["--spec-type", "ngram-simple"]
+            if policy != LIBRARY_DEFAULT:
+                argv += ["--spec-ngram-simple-size-n", str(n), "--spec-ngram-simple-size-m", str(k or gamma)]
+            return argv
+        argv += ["-md", self.paths[1], "--spec-type", "draft-simple", "-td", str(t), "-tbd", str(tb), "-ngld", ngl]
+        if policy != LIBRARY_DEFAULT:
+            p_min = parse_policy(policy)[1] or 0.0
+            argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min:g}"]
         return argv
+
+    @staticmethod
+    def setting(gen: GenerationSettings) -> tuple:
+        """What a speculative server is started for: (draft policy, most drafts, drafter)."""
+        return gen.draft_policy, gen.gamma_max, gen.drafter
 
     def _server(self, spec: Optional[tuple]) -> ServerProcess:
         """The running server for a setting (None: baseline), started (and warmed up) if needed."""
@@ -146,7 +167,7 @@ class LlamaServerRuntime(Runtime):
                 _, old = self.servers.popitem(last=False)
                 old.stop()
             self.started += 1
-            role = "baseline" if spec is None else f"fixed-gamma{spec[1]}" if spec[1] else spec[0]
+            role = "baseline" if spec is None else _role(*spec)
             srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "llama-server",
                                 env={"LLAMA_TRACE": "1"})
             try:
@@ -155,8 +176,10 @@ class LlamaServerRuntime(Runtime):
                 raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
                                   f"{'' if spec is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
             self.servers[spec] = srv
-            found = DRAFT_SETTINGS.search(srv.log_text())
-            srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else None
+            log = srv.log_text()
+            found, ngram = DRAFT_SETTINGS.search(log), NGRAM_SETTINGS.search(log)
+            srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else \
+                {"size_n": int(ngram[1]), "n_max": int(ngram[2]), "min_hits": int(ngram[3])} if ngram else None
             self._complete(srv, self._warmup_ids(), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
         self.servers.move_to_end(spec)
         return srv
@@ -182,7 +205,7 @@ class LlamaServerRuntime(Runtime):
         wall = time.perf_counter() - t
         if not isinstance(resp, dict) or "timings" not in resp:
             raise ServerError(f"llama-server answered /completion without timings: {str(resp)[:200]}")
-        done = DRAFT_STATS if "-md" in srv.argv else REQUEST_DONE  # the last line it logs for a request
+        done = DRAFT_STATS if "--spec-type" in srv.argv else REQUEST_DONE  # the last line it logs for a request
         deadline = time.monotonic() + LOG_WAIT_S
         log = srv.log_text(since=mark)
         while not done.search(log) and time.monotonic() < deadline:
@@ -210,7 +233,7 @@ class LlamaServerRuntime(Runtime):
         return g
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        srv = self._server((gen.draft_policy, gen.fixed_gamma))
+        srv = self._server(self.setting(gen))
         before = _server_metrics(srv.request("/metrics"))
         resp, wall, log = self._complete(srv, prompt_ids, gen)
         after = _server_metrics(srv.request("/metrics"))
@@ -267,13 +290,15 @@ class LlamaServerRuntime(Runtime):
             notes["verify_s"] = "predicted_ms: the target's decode steps, sampling and the server loop"
         return notes
 
-    def verify_rule(self, sampling) -> Optional[str]:
-        return "greedy-match" if sampling.greedy else "sample-match"
+    def verify_rule(self, gen) -> Optional[str]:
+        return "greedy-match" if gen.sampling.greedy else "sample-match"
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
-        if gen.drafter != "model":
-            return f"{self.name} drafts with the draft model here (its --spec-type ngram-simple is not wired in yet)"
-        return None  # fixed and library-default
+        if gen.draft_policy == "heuristic":
+            return "llama-server has no draft-length schedule (its drafts stop on n-max and p-min only)"
+        if gen.confidence is not None and gen.drafter != "model":
+            return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; ngram-simple has none"
+        return None  # fixed, confidence:P and library-default; the draft model or ngram-simple
 
     # -- the rest of the interface -------------------------------------------------------------
 
@@ -317,6 +342,12 @@ class LlamaServerRuntime(Runtime):
         if getattr(self, "_t_model", None) is not None:
             llama_cpp.llama_model_free(self._t_model)
             self._t_model = None
+
+
+def _role(policy: str, gamma: Optional[int], drafter: str) -> str:
+    """A server's setting in its log's name, e.g. fixed-gamma4, confidence0.5-gamma6-ngram1-3."""
+    parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else [])
+    return "-".join(parts).replace(":", "").replace(",", "-")
 
 
 def _version(binary: str) -> str:

@@ -10,7 +10,11 @@ Leviathan ratio test the `torch` and `llamacpp` runtimes use, so sampled accepta
 The library has no draft model of its own; `HarnessDraft` drives a second `Llama` on the draft
 GGUF (its `eval`, i.e. the library's convenience path), keeps its cache in step with what the
 target accepted (common prefix, then `n_tokens` truncation) and proposes up to gamma tokens,
-never past max_new_tokens (the library itself would not stop drafting there).
+never past max_new_tokens (the library itself would not stop drafting there). `--drafter
+ngram[:N,K]` is the library's own prompt lookup, `LlamaPromptLookupDecoding(max_ngram_size=N,
+num_pred_tokens=K or gamma)` (the *first* earlier match, left to right), through `LookupDraft`,
+which times it as draft and cuts it at max_new_tokens likewise. The library drafts a fixed
+length: no other draft policy.
 
 What is measured, and how (all from outside the library, nothing of its logic is replaced):
 - wall_s: around `Llama.generate`, until max_new_tokens or an end-of-generation token.
@@ -40,10 +44,10 @@ from typing import Optional
 import llama_cpp
 import numpy as np
 import torch
-from llama_cpp.llama_speculative import LlamaDraftModel
+from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 
 from core import sampling
-from core.config import GenerationSettings, PairSpec
+from core.config import GenerationSettings, PairSpec, parse_drafter
 from core.errors import HarnessError
 from core.records import Generation, Phases, RoundRecord
 from core.timing import PhaseTimer
@@ -141,6 +145,27 @@ class HarnessDraft(LlamaDraftModel):
         return [int(t) for t in input_ids[keep:]]
 
 
+class LookupDraft(LlamaDraftModel):
+    """The library's LlamaPromptLookupDecoding, its call booked as draft, one round per call."""
+
+    def __init__(self, n: int, k: int):
+        self.lookup = LlamaPromptLookupDecoding(max_ngram_size=n, num_pred_tokens=k)
+        self.run: Optional[_Run] = None
+
+    def prefill(self, run: _Run, prompt: list[int]) -> None:
+        self.run = run  # nothing to ingest
+
+    def __call__(self, input_ids: np.ndarray, /, **kwargs) -> np.ndarray:
+        run = self.run
+        run.close_round()
+        run.begin_round()
+        g = max(0, min(run.gen.gamma, run.gen.max_new_tokens - (len(input_ids) - run.prompt_len) - 1))
+        with run.timer.phase("draft"):
+            drafts = self.lookup(input_ids)[:g] if g else np.array([], dtype=np.intc)
+        run.open_round([int(t) for t in drafts])
+        return drafts
+
+
 class _Timed:
     """Wrap a Llama's bound eval/sample so the library's own loop books them to phases. In the
     baseline each eval's last logits row is copied, outside the clock, into a RowStore for
@@ -236,18 +261,21 @@ class LlamaCppNativeRuntime(Runtime):
         if not speculative:
             run.rows = RowStore(llm, gen.max_new_tokens)
         self.timed.run = run
-        llm.draft_model = self.drafter if speculative else None
+        kind, n, k = parse_drafter(gen.drafter)
+        lookup = speculative and kind == "ngram"
+        drafter = LookupDraft(n, k or gen.gamma) if lookup else self.drafter
+        llm.draft_model = drafter if speculative else None
         # Llama() forces logits_all when built with a draft model; without one (the plain loop a
         # user without a draft runs) it copies only the last row, as Llama(draft_model=None) would
         llm._logits_all = speculative
-        ctxs = [llm.ctx, self.draft_llm.ctx] if speculative else [llm.ctx]
+        ctxs = [llm.ctx, self.draft_llm.ctx] if speculative and not lookup else [llm.ctx]
         lc.reset_perf(*ctxs)
         llm.reset()  # no prefix reuse from the previous generation: every run prefills
         llm.set_seed(gen.seed)
         run.timer.start()
         if speculative:
             with run.timer.phase("prefill"):
-                self.drafter.prefill(run, prompt)
+                drafter.prefill(run, prompt)
         out: list[int] = []
         stream = llm.generate(prompt, top_k=s.top_k, top_p=s.top_p, min_p=0.0, typical_p=1.0,
                               temp=s.temperature, repeat_penalty=1.0, reset=False)
@@ -266,7 +294,7 @@ class LlamaCppNativeRuntime(Runtime):
         run.close_round()
         total = run.timer.stop()
         perf = {"target": lc.PerfCounters.read(llm.ctx).to_dict()}
-        if speculative:
+        if speculative and not lookup:
             perf["draft"] = lc.PerfCounters.read(self.draft_llm.ctx).to_dict()
         return self._result(out, run, total, perf, speculative)
 
@@ -277,6 +305,9 @@ class LlamaCppNativeRuntime(Runtime):
                         "into Llama.scores (logits_all is forced with a draft model); llama.cpp's decode ms in extra.llama_perf",
             "sampling_s": "the library's sampler chain (Llama.sample)" + (" plus the draft's token choice in Python" if speculative else ""),
         }
+        if speculative and run.gen.drafter != "model":
+            notes["draft_s"] = "the library's LlamaPromptLookupDecoding call"
+            notes["sampling_s"] = "the library's sampler chain (Llama.sample)"
         if speculative:
             notes["accepted"] = "the library accepts while its own sample equals the draft (not the ratio test)"
         if not run.gen.sampling.greedy and run.gen.sampling.top_p < 1 and run.gen.sampling.temperature != 1:
@@ -295,8 +326,14 @@ class LlamaCppNativeRuntime(Runtime):
     def describe(self) -> dict:
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
-    def verify_rule(self, sampling) -> str:
-        return "greedy-match" if sampling.greedy else "sample-match"
+    def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.draft_policy != "fixed":
+            return (f"llama-cpp-python's loop drafts what its draft model returns, a fixed length "
+                    f"(--draft-policy {gen.draft_policy} runs in torch, llamacpp, hf and llama-server)")
+        return None  # the draft model and the library's LlamaPromptLookupDecoding
+
+    def verify_rule(self, gen) -> str:
+        return "greedy-match" if gen.sampling.greedy else "sample-match"
 
     def reference(self):
         """A context of our own (runtimes/llamacpp.py's LlamaKV) on the library's target model."""

@@ -35,8 +35,8 @@ class FakeRuntime:
     def decode(self, ids):
         return ""
 
-    def verify_rule(self, sampling):
-        return "greedy-match" if sampling.greedy else "leviathan"
+    def verify_rule(self, gen):
+        return "greedy-match" if gen.sampling.greedy else "leviathan"
 
 
 def _generation(rounds: list[RoundRecord], prefill: float) -> Generation:

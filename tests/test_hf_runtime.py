@@ -240,3 +240,37 @@ def test_cursor_books_nested_calls_once(monkeypatch):
     total = timer.stop()  # t=50
     assert total.ns["verify"] == 10 and total.ns["sampling"] == 10
     assert total.wall_ns == 50 and total.unaccounted_ns == 30
+
+
+def test_library_default_is_transformers_own_and_confidence_maps_to_its_threshold(hf_rt):
+    """library-default sets nothing on the assistant: transformers' defaults (20 tokens, stopped
+    below 0.4) are what the candidate generator took, and the row's gamma is its 20."""
+    from core.results import make_row
+
+    ids = hf_rt.encode(PROMPTS[1])
+    lib = GenerationSettings(GREEDY, 4, 30, 0, True, "library-default")
+    g = hf_rt.generate_speculative(ids, lib)
+    assert g.extra["draft_settings"] == {"num_assistant_tokens": 20, "num_assistant_tokens_schedule": "constant",
+                                         "assistant_confidence_threshold": 0.4}
+    assert g.token_ids == hf_rt.generate_baseline(ids, lib).token_ids
+    assert max(r.drafted for r in g.rounds) > 4 and len({r.drafted for r in g.rounds}) > 2  # not our gamma 4
+    identity = {"runtime": "hf", "mode": "speculative", "pair": "tiny", "prompt_id": "p", "category": "c", "repeat": 0}
+    row = make_row(identity, lib, "cpu", "float32", g)
+    assert row["gamma"] == 20 and len(row["drafted_histogram"]) == 21 and row["mean_drafted"] < 20
+    conf = hf_rt.generate_speculative(ids, GenerationSettings(GREEDY, 6, 30, 0, True, "confidence:0.5"))
+    assert conf.extra["draft_settings"]["assistant_confidence_threshold"] == 0.5
+    assert hf_rt.draft.generation_config.assistant_confidence_threshold != 0.5  # restored after the call
+
+
+@pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
+def test_prompt_lookup_is_transformers_own(hf_rt, sampling):
+    ids = hf_rt.encode("one two three four, one two three four, one two three")
+    gen = GenerationSettings(sampling, 4, 30, 0, True, drafter="ngram:2,3")
+    g = hf_rt.generate_speculative(ids, gen)
+    assert g.extra["draft_settings"] == {"num_output_tokens": 3, "max_matching_ngram_size": 2}
+    assert sum(r.emitted for r in g.rounds) == len(g.token_ids) == 30
+    assert max(r.drafted for r in g.rounds) == 3 and g.phases.draft_s > 0  # the lookup is the draft phase
+    assert_identity(g, speculative=True)
+    assert hf_rt.verify_rule(gen) == ("greedy-match" if sampling.greedy else "sample-match")
+    if sampling.greedy:
+        assert g.token_ids == hf_rt.generate_baseline(ids, gen).token_ids

@@ -1,7 +1,7 @@
 """The llama-server runtime: the real `llama-server` (built by scripts/setup.sh) started by the
 harness on the tiny f32 GGUF pair. Greedy equality with its own baseline and with our llamacpp
 loop (same weights), the round counts against the server's own totals and /metrics, the phase
-identity, sampling, the library-default policy, and the process life cycle: stopped on close,
+identity, sampling, the library-default and confidence policies, ngram-simple lookup, and the process life cycle: stopped on close,
 Ctrl-C, SIGTERM and kill -9 of the harness, a port in use, a server that cannot load a model, a
 server that dies in the middle of a sweep. Nothing is mocked.
 """
@@ -31,8 +31,8 @@ PROMPT = "The quick brown fox"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def gen(n=40, gamma=4, s=SamplingParams(), seed=0, policy="fixed"):
-    return GenerationSettings(s, gamma, n, seed, ignore_eos=True, draft_policy=policy)
+def gen(n=40, gamma=4, s=SamplingParams(), seed=0, policy="fixed", drafter="model"):
+    return GenerationSettings(s, gamma, n, seed, ignore_eos=True, draft_policy=policy, drafter=drafter)
 
 
 def server_pids() -> set[int]:
@@ -135,17 +135,45 @@ def test_sampling_runs_at_every_length_and_names_its_rule(server, ids):
     for n in (1, 2, 5):
         g = server.generate_speculative(ids, gen(n, 4, s, seed=n))
         assert len(g.token_ids) == n and sum(r.emitted for r in g.rounds) == n
-    assert server.verify_rule(s) == "sample-match"
-    assert server.verify_rule(SamplingParams()) == "greedy-match"
+    assert server.verify_rule(gen(1, 4, s)) == "sample-match"
+    assert server.verify_rule(gen(1, 4)) == "greedy-match"
 
 
 def test_library_default_leaves_the_servers_draft_settings(server, ids):
     g = server.generate_speculative(ids, gen(40, 8, policy="library-default"))
-    srv = server.servers[("library-default", None)]
+    srv = server.servers[("library-default", None, "model")]
     assert "--spec-draft-n-max" not in srv.argv and "--spec-draft-p-min" not in srv.argv
     assert g.draft_max == g.extra["server_draft"]["n_max"] == 3  # this build's own default n-max, not our gamma 8
     assert max(r.drafted for r in g.rounds) == 3
     assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
+
+
+def test_confidence_maps_to_p_min(server, ids):
+    """--spec-draft-p-min P: the server drops the first draft whose probability is under P. Its
+    probability is the draft sampler's top-1 among its top 10 candidates (renormalized), not over
+    the whole vocabulary as in the shared loop, so the two stop at different rounds; greedy output
+    stays the target's."""
+    g = server.generate_speculative(ids, gen(40, 6, policy="confidence:0.9"))
+    srv = server.servers[("confidence:0.9", 6, "model")]
+    assert srv.argv[srv.argv.index("--spec-draft-p-min") + 1] == "0.9" and g.extra["server_draft"]["p_min"] == 0.9
+    assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
+    fixed = server.generate_speculative(ids, gen(40, 6))
+    assert sum(r.drafted for r in g.rounds) < sum(r.drafted for r in fixed.rounds)  # it stopped early
+    assert any(0 < r.drafted < 6 for r in g.rounds) and g.draft_max == 6
+    assert "schedule" in server.supports(gen(policy="heuristic"))
+
+
+@pytest.mark.parametrize("drafter, size_n, size_m", [("ngram", 2, 4), ("ngram:1,3", 1, 3)])
+def test_ngram_simple_is_the_servers_own_lookup(server, drafter, size_n, size_m):
+    ids = server.encode("one two three four, one two three four, one two three")
+    g = server.generate_speculative(ids, gen(40, 4, drafter=drafter))
+    srv = server.servers[("fixed", 4, drafter)]
+    assert "-md" not in srv.argv and srv.argv[srv.argv.index("--spec-type") + 1] == "ngram-simple"
+    assert g.extra["server_draft"] == {"size_n": size_n, "n_max": size_m, "min_hits": 1} and g.draft_max == size_m
+    assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
+    assert max(r.drafted for r in g.rounds) == size_m and sum(r.accepted for r in g.rounds) > 10
+    assert g.phases.draft_s is not None and g.phases.draft_s > 0  # llama.cpp's own lookup timer
+    assert server.supports(gen(policy="confidence:0.5", drafter=drafter))  # no probabilities to stop on
 
 
 # ---- the process life cycle ----------------------------------------------------------------------
@@ -165,13 +193,13 @@ def test_close_stops_every_server(pairs, ids, tmp_path):
 
 def test_a_dead_server_is_started_again(server, ids):
     server.generate_speculative(ids, gen(8, 4))
-    srv = server.servers[("fixed", 4)]
+    srv = server.servers[("fixed", 4, "model")]
     os.kill(srv.proc.pid, signal.SIGKILL)
     srv.proc.wait()
     with pytest.raises(ServerError, match="died during a request"):
         srv.request("/completion", {"prompt": ids, "n_predict": 1})
     g = server.generate_speculative(ids, gen(8, 4))  # a new server for the same setting
-    assert len(g.token_ids) == 8 and server.servers[("fixed", 4)] is not srv
+    assert len(g.token_ids) == 8 and server.servers[("fixed", 4, "model")] is not srv
 
 
 def _harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
@@ -274,7 +302,7 @@ class DyingServer(LlamaServerRuntime):
     def generate_speculative(self, prompt_ids, gen):
         DyingServer.n += 1
         if DyingServer.n == 2:
-            srv = self._server((gen.draft_policy, gen.fixed_gamma))
+            srv = self._server(self.setting(gen))
             threading.Timer(0.3, lambda: os.kill(srv.proc.pid, signal.SIGKILL)).start()
             gen = GenerationSettings(gen.sampling, gen.gamma, 100_000, gen.seed, True, gen.draft_policy)
         return super().generate_speculative(prompt_ids, gen)

@@ -1,7 +1,7 @@
 """Prompt-lookup drafting (runtimes/ngram.py): the lookup against a brute-force search of the
 context, and the drafter in the shared loop of `torch` and `llamacpp` on the tiny pair: greedy
 lossless at every gamma, its rounds, its lookup booked as draft time, and runtimes without it
-skipped with their reason. Its sampling is checked in tests/test_sampling_distribution.py."""
+skipped with their reason, and llamacpp-native's library lookup beside ours. Its sampling is checked in tests/test_sampling_distribution.py."""
 
 from __future__ import annotations
 
@@ -85,20 +85,28 @@ def test_greedy_prompt_lookup_is_lossless(loop_runtimes, name, gamma):
     assert capped.token_ids == base.token_ids and max(r.drafted for r in capped.rounds) == 1
 
 
-def test_runtimes_without_prompt_lookup_say_why(tmp_path):
+def test_each_runtimes_lookup_in_one_run_and_what_it_cannot_do_says_why(tmp_path):
+    """torch's lookup (ours) and llamacpp-native's (the library's LlamaPromptLookupDecoding) side by
+    side; llama-cpp-python's loop has no draft-length schedule, so its heuristic cell is one
+    skipped row with the reason, and the run goes on."""
     from click.testing import CliRunner
     import json
 
     from harness.cli import main
 
     out = tmp_path / "o"
-    res = CliRunner().invoke(main, ["run", "--runtime", "torch,llamacpp-native", "--pair", "tiny", "--drafter", "model,ngram:2,3",
-                                    "--max-new-tokens", "12", "--prompts", "math", "--warmup", "0", "--n-threads", "1",
-                                    "--n-ctx", "512", "--out", str(out)])
+    res = CliRunner().invoke(main, ["run", "--runtime", "torch,llamacpp-native", "--pair", "tiny", "--drafter", "ngram:2,3",
+                                    "--draft-policy", "fixed,heuristic", "--max-new-tokens", "12", "--prompts", "math",
+                                    "--warmup", "0", "--n-threads", "1", "--n-ctx", "512", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    lookup_rows = [r for r in rows if r["drafter"] == "ngram:2,3" and not r["error"]]
-    assert lookup_rows and all(r["runtime"] == "torch" and r["greedy_match"] for r in lookup_rows)
+    lookup = [r for r in rows if r["mode"] == "speculative" and not r["error"]]
+    assert {(r["runtime"], r["draft_policy"]) for r in lookup} == {
+        ("torch", "fixed"), ("torch", "heuristic"), ("llamacpp-native", "fixed")}
+    assert all(r["greedy_match"] and r["drafter"] == "ngram:2,3" for r in lookup)
     skipped = [r for r in rows if r["error"]]
-    assert len(skipped) == 1 and skipped[0]["runtime"] == "llamacpp-native" and "draft model only" in skipped[0]["error"]
-    assert "torch [ngram:2,3]" in res.output and "torch [ngram:2,3]" in (out / "report" / "report.md").read_text()
+    assert len(skipped) == 1 and skipped[0]["runtime"] == "llamacpp-native" and "fixed length" in skipped[0]["error"]
+    assert skipped[0]["error"].startswith("skipped: ")
+    report = (out / "report" / "report.md").read_text()
+    for view in ("torch [ngram:2,3]", "torch [heuristic, ngram:2,3]", "llamacpp-native [ngram:2,3]"):
+        assert view in res.output and view in report
