@@ -116,3 +116,20 @@ def test_cli_runs_all_runtimes_with_no_flags(tmp_path):
     for r in rows:
         if r["runtime"].startswith("llamacpp"):
             assert r["token_ids"] == torch_ids[r["prompt_id"]]  # same weights, same answer
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_generations_longer_than_one_batch(pairs, drafter):
+    """Prompt + output past n_batch (512) tokens: llama-cpp-python sizes Llama.scores by its
+    logits_all argument, which its speculative loop needs for every position."""
+    from runtimes.llamacpp_native import LlamaCppNativeRuntime
+
+    rt = LlamaCppNativeRuntime(RuntimeSettings(n_threads=1, n_ctx=1024))
+    rt.load(pairs[0])
+    try:
+        ids = rt.encode("one two three four, " * 30)
+        assert 512 < len(ids) + 40 < 1024
+        g = GenerationSettings(SamplingParams(), 4, 40, 0, ignore_eos=True, drafter=drafter)
+        assert rt.generate_speculative(ids, g).token_ids == rt.generate_baseline(ids, g).token_ids
+    finally:
+        rt.close()
