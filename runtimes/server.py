@@ -11,6 +11,7 @@ What it does not own: which binary or flags (the runtime), or what the responses
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import re
@@ -56,10 +57,13 @@ PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  # resolved before any fork
 
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: the kernel sends SIGTERM when the harness dies."""
+def _die_with_parent(parent: int) -> None:
+    """Runs in the child between fork and exec: the kernel sends SIGTERM when the harness dies.
+    A harness that died before the request was made sends nothing: then the child goes at once."""
     if _prctl is not None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
 
 
 class ServerProcess:
@@ -109,7 +113,7 @@ class ServerProcess:
         self.port = port
         self.proc = subprocess.Popen(self.argv + ["--host", HOST, "--port", str(port)], stdout=self._log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True, preexec_fn=functools.partial(_die_with_parent, os.getpid()))
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
