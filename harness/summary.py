@@ -1,5 +1,5 @@
 """The table `harness run` and `harness sweep` print: the pair's label, then per runtime, mode and
-setting, tokens/s, speedup, acceptance, alpha_hat, tau and the phase breakdown in seconds and
+setting, tokens/s, speedup, acceptance, alpha_hat, tau, drafts per round and the phase breakdown in seconds and
 percent of wall; under a row with greedy mismatches what they are (reports/mismatch.py), and
 whether the runtimes' greedy baselines agree. Numbers come from core.metrics.summarize; settings
 columns appear only when they vary."""
@@ -31,7 +31,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
     shown = [(k, h, w) for k, h, w in VARYING
              if len({g[k] for g in groups if k != "gamma" or g["mode"] == "speculative"}) > 1]
     head = (f"{'runtime':<{width}}{'mode':<12}" + "".join(f"{h:>{w}}" for _, h, w in shown)
-            + f"{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}"
+            + f"{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}{'draft/r':>8}"
             + "".join(f"{p[:-2]:>18}" for p in PHASES) + f"{'wall':>9}")
     lines = [f"pair {name}: {label}" for name, label in pairs] + [head, "-" * len(head)]
     for s in groups:
@@ -41,7 +41,8 @@ def summary_lines(rows: list[dict]) -> list[str]:
             f"{s['runtime']:<{width}}{s['mode']:<12}" + "".join(_cell(s[k], w) for k, _, w in shown)
             + _cell(s["tokens_per_s"], 8, ".1f") + _cell(s.get("speedup"), 9, ".2f", "x")
             + _cell(s.get("acceptance_rate"), 8, ".2f") + _cell(s.get("alpha_hat"), 8, ".2f")
-            + _cell(s.get("mean_accepted_len"), 6, ".2f") + phases + f"{wall:>8.2f}s"
+            + _cell(s.get("mean_accepted_len"), 6, ".2f") + _cell(s.get("mean_drafted"), 8, ".2f")
+            + phases + f"{wall:>8.2f}s"
         )
         if s.get("greedy_match") is False:
             same = [r for r in rows if all(r.get(k) == s[k] for k in metrics.GROUP_FIELDS)]

@@ -176,6 +176,14 @@ def test_ngram_simple_is_the_servers_own_lookup(server, drafter, size_n, size_m)
     assert server.supports(gen(policy="confidence:0.5", drafter=drafter))  # no probabilities to stop on
 
 
+def test_ngram_simple_untuned_is_the_servers_own_defaults(server, ids):
+    g = server.generate_speculative(ids, gen(24, 4, policy="library-default", drafter="ngram"))
+    srv = server.servers[("library-default", None, "ngram")]
+    assert "--spec-ngram-simple-size-n" not in srv.argv and "-md" not in srv.argv
+    assert g.extra["server_draft"] == {"size_n": 12, "n_max": 48, "min_hits": 1} and g.draft_max == 48
+    assert g.token_ids == server.generate_baseline(ids, gen(24)).token_ids
+
+
 # ---- the process life cycle ----------------------------------------------------------------------
 
 
