@@ -15,6 +15,7 @@ import torch
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams, parse_policy
 from core.errors import HarnessError
+from core.results import make_row
 from core.timing import PhaseTimer
 from runtimes.loop import DraftModel, Model, feed_prompt
 
@@ -141,6 +142,31 @@ def test_heuristic_schedule_follows_its_recurrence(runtimes, name):
     # the shared loop caps the schedule at gamma; transformers' own schedule has no maximum
     assert [r.drafted for r in rounds] == heuristic_lengths(rounds, 3, 40, cap=name != "hf")
     assert len({r.drafted for r in rounds}) >= 3  # it moved
+    row = make_row({"runtime": name, "mode": "speculative", "pair": "tiny", "prompt_id": "p", "category": "c", "repeat": 0},
+                   gen, "cpu", "float32", g)
+    longest = max(r.drafted for r in rounds)
+    assert row["gamma"] == 3 and row["drafted_histogram"] == [sum(r.drafted == k for r in rounds) for k in range(max(3, longest) + 1)]
+
+
+
+def test_transformers_heuristic_passes_gamma_and_the_row_counts_it(tiny_self):
+    """Self-drafting accepts everything: transformers' schedule grows 3, 5, 7, ... past gamma (ours
+    stays at gamma); the row's histogram reaches the longest round."""
+    from runtimes.hf import HFRuntime
+    from runtimes.pytorch import TorchRuntime
+
+    gen = GenerationSettings(GREEDY, 3, 40, ignore_eos=True, draft_policy="heuristic")
+    lengths = {}
+    for cls in (HFRuntime, TorchRuntime):
+        rt = cls(RuntimeSettings(device="cpu"))
+        rt.load(tiny_self)
+        g = rt.generate_speculative(rt.encode(PROMPT), gen)
+        lengths[cls.name] = [r.drafted for r in g.rounds]
+        row = make_row({"runtime": cls.name, "mode": "speculative", "pair": "s", "prompt_id": "p", "category": "c",
+                        "repeat": 0}, gen, "cpu", "float32", g)
+        assert len(row["drafted_histogram"]) == max(3, max(lengths[cls.name])) + 1
+        rt.close()
+    assert lengths["hf"][:4] == [3, 5, 7, 9] and set(lengths["torch"][:-2]) == {3}
 
 
 POLICIES = ["fixed", "confidence:0.5", "heuristic", "library-default"]
