@@ -4,7 +4,8 @@ What it owns: a free port on 127.0.0.1, the real binary started with its log in 
 for its health endpoint, JSON requests to it, and stopping it: SIGTERM to its process group, then
 SIGKILL, on `stop()` (the runtime's close, reached on success, on error and on Ctrl-C through the
 caller's `finally`; harness/cli.py turns the harness's own SIGTERM into the same path), and on
-Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG).
+Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG, with SIGKILL:
+llama-server loses a SIGTERM that arrives while it loads its models).
 What it does not own: which binary or flags (the runtime), or what the responses mean.
 """
 
@@ -58,10 +59,12 @@ _prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  
 
 
 def _die_with_parent(parent: int) -> None:
-    """Runs in the child between fork and exec: the kernel sends SIGTERM when the harness dies.
-    A harness that died before the request was made sends nothing: then the child goes at once."""
+    """Runs in the child between fork and exec: the kernel kills it when the harness dies (SIGKILL:
+    nothing of a server is worth a graceful stop once its harness is gone, and a SIGTERM during model
+    loading is lost). A harness that died before the request was made sends nothing: then the child
+    goes at once."""
     if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)
 

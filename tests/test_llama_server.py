@@ -211,8 +211,11 @@ def test_a_dead_server_is_started_again(server, ids):
 
 
 def _harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    """The harness as a user starts it from a terminal: Ctrl-C (SIGINT) acts even when these tests
+    run in a background job, which starts with SIGINT ignored."""
     return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_server(before: set[int], timeout=120.0) -> set[int]:
@@ -248,11 +251,32 @@ def test_no_server_outlives_the_harness(tmp_path, sig, code):
     while time.monotonic() < deadline and not ((out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size):
         time.sleep(0.1)
     os.kill(p.pid, sig)
-    p.wait(60)
+    try:
+        p.wait(60)
+    finally:
+        if p.poll() is None:  # a harness that did not stop must not go on starting servers for the next test
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
     assert p.returncode == code, p.stdout.read()
     assert _gone(mine | (server_pids() - before)), "a llama-server outlived the harness"
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.endswith("}")]
     assert rows and all(r["runtime"] == "llama-server" and not r["error"] for r in rows)
+
+
+@pytest.mark.slow
+def test_a_harness_killed_while_its_server_starts_leaves_no_server(tmp_path, pairs):
+    """kill -9 of the starting process 0-40 ms after it forks the server, i.e. around the fork, the
+    exec and the server's model loading (llama-server loses a SIGTERM then): none is left."""
+    code = ("import os, signal, sys, threading, time; from pathlib import Path; from runtimes.server import ServerProcess; "
+            "from runtimes import server; popen = server.subprocess.Popen; "
+            "server.subprocess.Popen = lambda *a, **k: (threading.Timer(float(sys.argv[1]), os.kill, "
+            "(os.getpid(), signal.SIGKILL)).start(), popen(*a, **k))[1]; "
+            "ServerProcess(sys.argv[2:], Path(%r), 'llama-server').start(); time.sleep(60)" % str(tmp_path / "s.log"))
+    argv = [lc.find_binary("llama-server"), "-m", pairs[0].target_gguf, "-c", "256", "-t", "1"]
+    for delay in (0.0, 0.002, 0.005, 0.01, 0.02, 0.04):
+        before = server_pids()
+        subprocess.run([sys.executable, "-c", code, str(delay), *argv], cwd=ROOT)
+        assert _gone(server_pids() - before, timeout=10), f"a llama-server outlived its harness (killed after {delay} s)"
 
 
 @pytest.mark.slow
