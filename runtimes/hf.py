@@ -52,8 +52,9 @@ target_entropy like every runtime's.
 
 What it does not do: batching, static caches/compilation, candidate generators other than the
 assistant and prompt lookup. A missing seam in the installed transformers makes it unavailable (one line naming the
-version) rather than report wrong numbers. Checked with transformers 4.56.2 and 5.24.0 (the tests
-pass on both, with the same rounds and phase sequence).
+version) rather than report wrong numbers. Checked with transformers 4.56.2 and 5.24.0 at fixed
+gamma (the tests passed on both, with the same rounds and phase sequence); the other draft
+policies and prompt lookup with 5.24.0.
 """
 
 from __future__ import annotations
