@@ -122,7 +122,7 @@ def costed_speedup(alpha: float, gamma: int, costs: RoundCosts) -> float:
     return expected_tokens(alpha, gamma) * (1 + costs.o_base) / costs.per_round(gamma)
 
 
-def piecewise_linear(points: dict[int, float], anchor: Optional[float] = None) -> Callable[[int], float]:
+def piecewise_linear(points: dict[float, float], anchor: Optional[float] = None) -> Callable[[float], float]:
     """gamma -> value through measured (gamma, value) points, linear in between.
 
     anchor is the value at gamma = 0 (a verify pass of one token is one target step: anchor 1).
