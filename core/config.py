@@ -111,10 +111,16 @@ class GenerationSettings:
     ignore_eos: bool = False
     draft_policy: str = "fixed"
     drafter: str = "model"
+    # Forced acceptance (calibration): draft position i is accepted with probability
+    # forced[min(i, len - 1)] whatever the tokens, so rounds follow Leviathan's i.i.d. model while
+    # every pass costs what it costs; the output is then not the target's (rows say `synthetic`).
+    forced: Optional[tuple[float, ...]] = None
 
     def __post_init__(self):
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
+        if self.forced is not None and not (self.forced and all(0 <= a <= 1 for a in self.forced)):
+            raise HarnessError(f"--alpha (forced acceptance) must be one or more rates in [0, 1], got {self.forced}")
         parse_policy(self.draft_policy)
         parse_drafter(self.drafter)
 

@@ -28,13 +28,13 @@ RUN = "run.json"
 HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as partial
 
 IDENTITY_FIELDS = ("runtime", "mode", "pair", "prompt_id", "category", "repeat")
-SETTING_FIELDS = ("gamma", "draft_policy", "drafter", "verify_rule", "temperature", "top_p", "top_k", "seed", "max_new_tokens",
+SETTING_FIELDS = ("gamma", "draft_policy", "drafter", "verify_rule", "synthetic", "forced_rates", "temperature", "top_p", "top_k", "seed", "max_new_tokens",
                   "device", "dtype")
 OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
-KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "temperature",
-              "top_p", "top_k", "max_new_tokens", "seed")
+KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "forced_rates",
+              "temperature", "top_p", "top_k", "max_new_tokens", "seed")
 KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed
 
 
@@ -48,6 +48,8 @@ def row_key(row: dict) -> tuple:
             values[k] = default
     if spec and values["draft_policy"] == LIBRARY_DEFAULT:
         values["gamma"] = None
+    if values["forced_rates"] is not None:
+        values["forced_rates"] = tuple(values["forced_rates"])
     return tuple(values.values())
 
 
@@ -64,7 +66,9 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
     gamma = gen.gamma_max or (g.draft_max if g is not None else None)
     row.update(gamma=gamma if spec else None, draft_policy=gen.draft_policy if spec else None,
                drafter=gen.drafter if spec else None,
-               verify_rule=verify_rule if spec else None, temperature=s.temperature, top_p=s.top_p,
+               verify_rule=("forced" if gen.forced else verify_rule) if spec else None,
+               synthetic=bool(spec and gen.forced),  # forced acceptance: not the target's output
+               forced_rates=list(gen.forced) if spec and gen.forced else None, temperature=s.temperature, top_p=s.top_p,
                top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype)
     if g is None:  # an error row: every measured field is null
         row.update(dict.fromkeys(MEASURED_FIELDS))
@@ -77,7 +81,7 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
     row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), spec, positions))
     greedy_match = speedup = None
     if mode == "speculative" and baseline is not None and not baseline.get("error"):
-        if s.greedy:
+        if s.greedy and not gen.forced:
             greedy_match = g.token_ids == baseline["token_ids"]
         speedup = metrics.speedup(baseline["wall_s"], baseline["new_tokens"], row["wall_s"], row["new_tokens"])
     row.update(token_ids=g.token_ids, text=text, greedy_match=greedy_match, speedup=speedup,

@@ -103,6 +103,21 @@ def accept_sampled(
     return k, int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
 
 
+def forced(rates: tuple[float, ...]):
+    """The accept rule of forced acceptance (calibration): draft position i (0-based) is accepted
+    with probability rates[min(i, len - 1)] whatever the tokens, until the first rejection; the
+    token after is the target's own choice there (argmax when greedy, a sample from p otherwise).
+    -> a function with verify's signature."""
+
+    def accept(draft_ids, q, target_logits, s, generator) -> tuple[int, int]:
+        n, k = 0, draft_ids.shape[0]
+        while n < k and float(torch.rand((), generator=generator)) < rates[min(n, len(rates) - 1)]:
+            n += 1
+        return n, next_token(target_logits[n], s, generator)
+
+    return accept
+
+
 def verify(
     draft_ids: torch.Tensor,  # [g]
     q: Optional[torch.Tensor],  # [g, V] or None when greedy

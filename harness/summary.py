@@ -22,7 +22,7 @@ def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
 def summary_lines(rows: list[dict]) -> list[str]:
     from reports.load import by_drafting
 
-    measured = rows
+    measured = rows = [r for r in rows if not r.get("synthetic")]  # forced acceptance: not a speedup of the pair
     rows = by_drafting(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
     views = {r["runtime"] for r in rows if "runtime_name" in r}
     groups = [g for g in metrics.summarize(rows) if not (g["mode"] == "baseline" and g["runtime"] in views)]

@@ -4,6 +4,8 @@ sweep folder holding run folders), each with the pair references of its run.json
 Each row gains `source` (its folder) and `pair_refs` (the target/draft paths or ids that
 run.json names, or None). Rows are later pooled by pair *name*; when folders use one name for
 different models (e.g. two "custom" pairs), the name gets "@folder" so they stay apart.
+Forced-acceptance rows (`synthetic`: the rounds follow the theory, the tokens are not the
+target's) are left out, with a note: they measure the machine, not the pair.
 What it does not do: aggregate or compute anything.
 """
 
@@ -62,6 +64,10 @@ def load(folders: list[Path]) -> Loaded:
             refs = pair_refs(f.parent)
             if refs is None:
                 notes.append(f"{f.parent}: no readable {RUN}; c_flops cannot be computed for its rows")
+            synthetic = [r for r in got if r.get("synthetic")]
+            if synthetic:  # forced acceptance: rounds follow the theory, the tokens are not the target's
+                notes.append(f"{f.parent}: {len(synthetic)} forced-acceptance rows (synthetic) left out")
+                got = [r for r in got if not r.get("synthetic")]
             for r in got:
                 r["source"] = str(f.parent)
                 r["pair_refs"] = (refs or {}).get(r["pair"])

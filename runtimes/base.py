@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
+from core import sampling
 from core.records import Generation
 from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
@@ -73,6 +74,8 @@ class Runtime(ABC):
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         """None when this runtime can run the draft policy and drafter of `gen`
         (core/config.DRAFT_POLICIES, parse_drafter), else why not: a "skipped" row says it."""
+        if gen.forced:
+            return f"{self.name} cannot force acceptance (its library decides each draft; forced acceptance runs in torch, llamacpp and llama-server)"
         if gen.draft_policy != "fixed":
             return f"{self.name} drafts a fixed gamma (--draft-policy {gen.draft_policy} runs in torch and llamacpp)"
         if gen.drafter != "model":
@@ -130,5 +133,6 @@ class LoopRuntime(Runtime):
             return Loop(self.target, None, self.is_eos).generate(prompt_ids, gen)
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        accept = sampling.forced(gen.forced) if gen.forced else sampling.verify
         with self.generating():
-            return Loop(self.target, self.drafter(gen), self.is_eos).generate(prompt_ids, gen)
+            return Loop(self.target, self.drafter(gen), self.is_eos, accept).generate(prompt_ids, gen)

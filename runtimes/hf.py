@@ -464,6 +464,8 @@ class HFRuntime(HFText, Runtime):
         return self._reference
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.forced:
+            return super().supports(gen)
         if parse_drafter(gen.drafter)[0] == "ngram" and gen.draft_policy != "fixed":
             return (f"transformers' prompt lookup drafts a fixed prompt_lookup_num_tokens (it has no default, no "
                     f"confidence and no schedule): --draft-policy {gen.draft_policy} does not apply")

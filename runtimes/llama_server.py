@@ -11,6 +11,10 @@ settings only on the command line (its per-request `speculative.*` fields are co
   probability is renormalized over the draft sampler's top 10 candidates, so it stops less often);
 - speculative, `library-default`: `-md DRAFT --spec-type draft-simple` and nothing else: what a
   user who sets nothing gets (this build: n-max 3, n-min 0, p-min 0);
+- forced acceptance (GenerationSettings.forced, for calibration): `--spec-synth-rates` with one
+  rate per position, unconditional (the product of our conditional rates up to it): the server
+  accepts drafts at random whatever the tokens (never an end-of-generation draft) and samples
+  the token after with the target's sampler;
 - `--drafter ngram[:N,K]`: no draft model, `--spec-type ngram-simple --spec-ngram-simple-size-n N
   --spec-ngram-simple-size-m K` (K default gamma; under library-default only `--spec-type
   ngram-simple`: n 12, m 48 in this build). llama.cpp's lookup matches exactly the last N tokens
@@ -47,6 +51,8 @@ runtime uses), streaming, or several slots.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 import tempfile
 import time
@@ -137,8 +143,11 @@ class LlamaServerRuntime(Runtime):
                 "--cache-ram", "0", "-lv", "4"]
         if spec is None:
             return argv
-        policy, gamma, drafter = spec
+        policy, gamma, drafter, forced = spec
         kind, n, k = parse_drafter(drafter)
+        if forced:  # the server takes P(position i accepted), unconditional: the products of ours
+            rates = list(itertools.accumulate((forced[min(i, len(forced) - 1)] for i in range(gamma)), operator.mul))
+            argv += ["--spec-synth-rates", ",".join(f"{r:.9g}" for r in rates)]
         if kind == "ngram":
             argv += ["--spec-type", "ngram-simple"]
             if policy != LIBRARY_DEFAULT:
@@ -152,8 +161,8 @@ class LlamaServerRuntime(Runtime):
 
     @staticmethod
     def setting(gen: GenerationSettings) -> tuple:
-        """What a speculative server is started for: (draft policy, most drafts, drafter)."""
-        return gen.draft_policy, gen.gamma_max, gen.drafter
+        """What a speculative server is started for: (draft policy, most drafts, drafter, forced rates)."""
+        return gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced
 
     def _server(self, spec: Optional[tuple]) -> ServerProcess:
         """The running server for a setting (None: baseline), started (and warmed up) if needed."""
@@ -294,6 +303,8 @@ class LlamaServerRuntime(Runtime):
         return "greedy-match" if gen.sampling.greedy else "sample-match"
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.forced and gen.draft_policy == LIBRARY_DEFAULT:
+            return "forced acceptance needs the server's number of draft positions: use a fixed gamma"
         if gen.draft_policy == "heuristic":
             return "llama-server has no draft-length schedule (its drafts stop on n-max and p-min only)"
         if gen.confidence is not None and gen.drafter != "model":
@@ -344,9 +355,10 @@ class LlamaServerRuntime(Runtime):
             self._t_model = None
 
 
-def _role(policy: str, gamma: Optional[int], drafter: str) -> str:
+def _role(policy: str, gamma: Optional[int], drafter: str, forced: Optional[tuple] = None) -> str:
     """A server's setting in its log's name, e.g. fixed-gamma4, confidence0.5-gamma6-ngram1-3."""
-    parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else [])
+    parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else []) \
+        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
     return "-".join(parts).replace(":", "").replace(",", "-")
 
 

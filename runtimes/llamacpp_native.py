@@ -330,6 +330,8 @@ class LlamaCppNativeRuntime(Runtime):
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.forced:
+            return super().supports(gen)
         if gen.draft_policy != "fixed":
             return (f"llama-cpp-python's loop drafts what its draft model returns, a fixed length "
                     f"(--draft-policy {gen.draft_policy} runs in torch, llamacpp, hf and llama-server)")
