@@ -21,6 +21,8 @@ from harness.prompts import DEFAULT_PROMPTS
 from harness.runner import RunConfig
 
 SWEEP_GAMMAS = "1,2,4,6,8"
+CALIBRATE_GAMMAS = "1,2,4,8"
+CALIBRATE_ALPHAS = "0,0.2,0.4,0.6,0.8,0.9,1"
 VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
 
 
@@ -229,6 +231,60 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 
     library_output(verbose)
     run_bench(BenchSettings(figures, model, tokens, repeats, gamma, device, n_threads, out), log=click.echo)
+
+
+@main.command()
+@click.option("--runtime", "runtime_spec", default="torch,llamacpp", show_default=True,
+              help="Comma list of runtimes that can force acceptance (torch, llamacpp, llama-server), or 'all'.")
+@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+@click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id.")
+@click.option("--draft", default=None, help="Draft model (path or id), or 'self'.")
+@click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes.")
+@click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'.")
+@click.option("--gamma", "gamma_list", default=CALIBRATE_GAMMAS, show_default=True, help="Comma list of draft lengths.")
+@click.option("--alpha", "alpha_list", default=CALIBRATE_ALPHAS, show_default=True,
+              help="Comma list of forced acceptance rates (each draft position accepted with this probability).")
+@click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
+              help="Prompt sets (the output is not the target's; the prompts set the context lengths).")
+@click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
+@click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int)
+@click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int)
+@click.option("--seed", default=default_of(GenerationSettings, "seed"), show_default=True, type=int)
+@click.option("--device", default=default_of(RuntimeSettings, "device"), show_default=True)
+@click.option("--dtype", default=default_of(RuntimeSettings, "dtype"), show_default=True)
+@click.option("--n-threads", default=None, type=int, help="CPU threads for torch and llama.cpp.")
+@click.option("--n-gpu-layers", default=default_of(RuntimeSettings, "n_gpu_layers"), show_default=True, type=int)
+@click.option("--n-ctx", default=None, type=int, help="llama.cpp context length.")
+@click.option("--run", "pair_run", default=None, type=click.Path(exists=True, path_type=Path),
+              help="A run folder of this pair (harness run): its alpha_hat is placed on the curves.")
+@click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/calibrate-<time>).")
+@click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone.")
+@VERBOSE
+def calibrate(runtime_spec, pair, target, draft, target_gguf, draft_gguf, gamma_list, alpha_list, prompt_spec,
+              max_new_tokens, repeats, warmup, seed, device, dtype, n_threads, n_gpu_layers, n_ctx, pair_run, out,
+              resume, verbose):
+    """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
+    beside Leviathan's curves and the cost model; resumable like a sweep."""
+    import runtimes
+    from harness.console import library_output
+    from harness.prompts import load_prompts
+    from harness.runner import run as run_all
+    from models.presets import resolve_pair
+    from reports.build import write_calibration
+
+    library_output(verbose)
+    if resume and not out:
+        raise HarnessError("--resume needs the --out folder of the calibration to continue")
+    alphas = _split(alpha_list, float, "--alpha")
+    out = out or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
+    settings = RuntimeSettings(device=device, dtype=dtype, n_threads=n_threads, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
+    cfg = RunConfig(runtimes.parse_names(runtime_spec), [resolve_pair(pair, target, draft, target_gguf, draft_gguf)],
+                    load_prompts(prompt_spec), _split(gamma_list, int, "--gamma"), [SamplingParams()], [max_new_tokens],
+                    seed, True, forced=[(a,) for a in alphas], runtime=settings, repeats=repeats, warmup=warmup,
+                    out=out, resume=resume)
+    run_all(cfg)  # skipped runtimes say so as they go
+    md, verdicts = write_calibration(out, pair_run)
+    click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")
 
 
 @main.command()

@@ -55,6 +55,7 @@ class RunConfig:
     warmup: int = 1
     out: Path = Path("runs/latest")
     resume: bool = False
+    forced: Optional[list[tuple]] = None  # forced acceptance rates per setting (harness calibrate); None: the models decide
 
     def __post_init__(self):
         at_least("--repeats", self.repeats, 1)
@@ -64,19 +65,22 @@ class RunConfig:
                          ("--draft-policy", self.draft_policies), ("--drafter", self.drafters)):
             if not xs:
                 raise HarnessError(f"nothing to run: {name} is empty")
-        for g, n, p, d in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters):
-            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d)  # validates the grid up front
+        for g, n, p, d, f in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
+                                               self.forced or [None]):
+            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f)  # validates the grid up front
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: str = "fixed", drafter: str = "model") -> GenerationSettings:
-        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter)
+                 policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None) -> GenerationSettings:
+        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
+                                  forced)
 
-    def speculative_settings(self) -> list[tuple[str, Optional[int], str]]:
-        """(draft policy, gamma, drafter) of each speculative generation per prompt: every gamma for
-        every policy in which gamma is the most drafts per round, one generation (gamma None) for
-        library-default, in which the library chooses the length."""
-        return [(p, g, d) for d in self.drafters for p in self.draft_policies
-                for g in (self.gammas if p != LIBRARY_DEFAULT else [None])]
+    def speculative_settings(self) -> list[tuple[str, Optional[int], str, Optional[tuple]]]:
+        """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
+        every gamma for every policy in which gamma is the most drafts per round, one generation
+        (gamma None) for library-default, in which the library chooses the length; each forced
+        acceptance setting when `forced` is given (harness calibrate)."""
+        return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
+                for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
 
     def n_rows(self) -> int:
         per_prompt = self.repeats * (1 + len(self.speculative_settings())) * len(self.samplings) * len(self.max_new_tokens)
@@ -177,13 +181,13 @@ class Runner:
     def _keys(self, name: str, pair: PairSpec, s, n, p, rep) -> list[tuple[str, GenerationSettings, tuple]]:
         """(mode, settings, row key) of the baseline and each speculative generation of one cell."""
         keys = []
-        baseline = ("fixed", None, "model")
-        for mode, (policy, gamma, drafter) in [("baseline", baseline)] + [("speculative", x) for x in self.cfg.speculative_settings()]:
-            gen = self.cfg.settings(s, n, rep, gamma, policy, drafter)
+        baseline = ("fixed", None, "model", None)
+        for mode, (policy, gamma, drafter, forced) in [("baseline", baseline)] + [("speculative", x) for x in self.cfg.speculative_settings()]:
+            gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced)
             spec = mode == "speculative"
             row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
                    "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
-                   "drafter": drafter if spec else None,
+                   "drafter": drafter if spec else None, "forced_rates": forced,
                    "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
                    "seed": gen.seed}
             keys.append((mode, gen, row_key(row)))
@@ -239,7 +243,8 @@ class Runner:
                        else "choose shorter prompts (--prompts) or a model with a longer context"))
         first = encoded[c.prompts[0].id]
         warm_n = min(WARMUP_TOKENS, c.max_new_tokens[0])
-        drafting = {(pol, d): GenerationSettings(c.samplings[0], c.gammas[0], warm_n, c.seed, c.ignore_eos, pol, d)
+        drafting = {(pol, d): GenerationSettings(c.samplings[0], c.gammas[0], warm_n, c.seed, c.ignore_eos, pol, d,
+                                                 c.forced[0] if c.forced else None)
                     for pol in c.draft_policies for d in c.drafters}
         unsupported = {k: rt.supports(warm) for k, warm in drafting.items()}
         try:
@@ -315,6 +320,7 @@ def _progress(tag, p, gen, b, s) -> str:
     drafting = f"gamma {gen.gamma}" if gen.draft_policy == "fixed" else \
         gen.draft_policy + (f" gamma {gen.gamma_max}" if gen.gamma_max else "")
     drafting += "" if gen.drafter == "model" else f" {gen.drafter}"
+    drafting += f" forced alpha {','.join(f'{a:g}' for a in gen.forced)}" if gen.forced else ""
     where = f"[{tag}] {p.id} {drafting} T {gen.sampling.temperature:g} rep {gen.seed}"
     if (b or {}).get("error") or s["error"]:
         return f"{where}: error: {(b or {}).get('error') or s['error']}"

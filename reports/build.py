@@ -140,6 +140,30 @@ def _flat(e: dict) -> dict:
     return row
 
 
+def write_calibration(run_dir: Path, pair_run: Optional[Path] = None) -> tuple[Path, list[str]]:
+    """`harness calibrate`'s report of the forced-acceptance rows in run_dir (reports/calibration.py):
+    calibration.md, calibration.csv and a PNG per runtime in run_dir/report; pair_run: a normal run
+    folder whose alpha_hat places the pair on the curves. -> (calibration.md, the verdicts)."""
+    from reports import calibration
+
+    rows = load([Path(run_dir)], forced=True).rows
+    pair_rows = load([Path(pair_run)]).rows if pair_run else None
+    es = calibration.entries(rows, CFlops(), pair_rows)
+    if not es:
+        raise HarnessError(f"no forced-acceptance rows with a baseline in {run_dir}: nothing to calibrate")
+    out = _out_dir([run_dir], None)
+    pngs = []
+    for runtime in dict.fromkeys(e["runtime"] for e in es):
+        name = f"calibration-{runtime}.png".replace(" ", "_")
+        if calibration.plot([e for e in es if e["runtime"] == runtime], out / name):
+            pngs.append(name)
+    (out / "calibration.md").write_text(calibration.markdown(es, pngs))
+    flat = [{k: (v if k != "points" else " ".join(f"{a:g}:{s:.3f}" for a, s in v)) for k, v in e.items() if k != "costs"}
+            for e in es]
+    tables.frame(flat, drop=()).to_csv(out / "calibration.csv", index=False)
+    return out / "calibration.md", [calibration.verdict(e) for e in es]
+
+
 def write_explain(dirs: list, out: Optional[Path] = None) -> tuple[str, Optional[Path]]:
     """`harness explain`: the explain section as text, and the waterfall PNG (in `out`, default
     first dir/report, with explain.csv and explain.json)."""

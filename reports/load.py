@@ -56,7 +56,9 @@ def pair_refs(run_dir: Path) -> Optional[dict[str, dict]]:
     return {p["name"]: p for p in pairs if isinstance(p, dict) and "name" in p} or None
 
 
-def load(folders: list[Path]) -> Loaded:
+def load(folders: list[Path], forced: bool = False) -> Loaded:
+    """The rows of every results file under `folders`; forced-acceptance rows only when `forced`
+    (harness calibrate), otherwise left out with a note."""
     rows, sources, notes = [], [], []
     for folder in folders:
         for f in results_files(folder):
@@ -65,7 +67,7 @@ def load(folders: list[Path]) -> Loaded:
             if refs is None:
                 notes.append(f"{f.parent}: no readable {RUN}; c_flops cannot be computed for its rows")
             synthetic = [r for r in got if r.get("synthetic")]
-            if synthetic:  # forced acceptance: rounds follow the theory, the tokens are not the target's
+            if synthetic and not forced:  # forced acceptance: rounds follow the theory, the tokens are not the target's
                 notes.append(f"{f.parent}: {len(synthetic)} forced-acceptance rows (synthetic) left out")
                 got = [r for r in got if not r.get("synthetic")]
             for r in got:
