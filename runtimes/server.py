@@ -28,7 +28,7 @@ from typing import Optional
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a large model's load from disk; the tiny pairs are ready in about a second
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 3.0  # SIGTERM, then SIGKILL: an idle llama-server stops in well under a second, one still loading may ignore it
 PORT_ATTEMPTS = 3
 LOG_PREFIX = re.compile(r"^[\d.]+ [A-Z] ")  # llama.cpp's "0.00.004.863 E " (time, level)
 LOG_ERROR = re.compile(r"^[\d.]+ E ")

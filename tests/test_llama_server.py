@@ -141,7 +141,7 @@ def test_sampling_runs_at_every_length_and_names_its_rule(server, ids):
 
 def test_library_default_leaves_the_servers_draft_settings(server, ids):
     g = server.generate_speculative(ids, gen(40, 8, policy="library-default"))
-    srv = server.servers[("library-default", None, "model")]
+    srv = server.servers[("library-default", None, "model", None)]
     assert "--spec-draft-n-max" not in srv.argv and "--spec-draft-p-min" not in srv.argv
     assert g.draft_max == g.extra["server_draft"]["n_max"] == 3  # this build's own default n-max, not our gamma 8
     assert max(r.drafted for r in g.rounds) == 3
@@ -154,7 +154,7 @@ def test_confidence_maps_to_p_min(server, ids):
     the whole vocabulary as in the shared loop, so the two stop at different rounds; greedy output
     stays the target's."""
     g = server.generate_speculative(ids, gen(40, 6, policy="confidence:0.9"))
-    srv = server.servers[("confidence:0.9", 6, "model")]
+    srv = server.servers[("confidence:0.9", 6, "model", None)]
     assert srv.argv[srv.argv.index("--spec-draft-p-min") + 1] == "0.9" and g.extra["server_draft"]["p_min"] == 0.9
     assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
     fixed = server.generate_speculative(ids, gen(40, 6))
@@ -167,7 +167,7 @@ def test_confidence_maps_to_p_min(server, ids):
 def test_ngram_simple_is_the_servers_own_lookup(server, drafter, size_n, size_m):
     ids = server.encode("one two three four, one two three four, one two three")
     g = server.generate_speculative(ids, gen(40, 4, drafter=drafter))
-    srv = server.servers[("fixed", 4, drafter)]
+    srv = server.servers[("fixed", 4, drafter, None)]
     assert "-md" not in srv.argv and srv.argv[srv.argv.index("--spec-type") + 1] == "ngram-simple"
     assert g.extra["server_draft"] == {"size_n": size_n, "n_max": size_m, "min_hits": 1} and g.draft_max == size_m
     assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
@@ -178,7 +178,7 @@ def test_ngram_simple_is_the_servers_own_lookup(server, drafter, size_n, size_m)
 
 def test_ngram_simple_untuned_is_the_servers_own_defaults(server, ids):
     g = server.generate_speculative(ids, gen(24, 4, policy="library-default", drafter="ngram"))
-    srv = server.servers[("library-default", None, "ngram")]
+    srv = server.servers[("library-default", None, "ngram", None)]
     assert "--spec-ngram-simple-size-n" not in srv.argv and "-md" not in srv.argv
     assert g.extra["server_draft"] == {"size_n": 12, "n_max": 48, "min_hits": 1} and g.draft_max == 48
     assert g.token_ids == server.generate_baseline(ids, gen(24)).token_ids
@@ -201,13 +201,13 @@ def test_close_stops_every_server(pairs, ids, tmp_path):
 
 def test_a_dead_server_is_started_again(server, ids):
     server.generate_speculative(ids, gen(8, 4))
-    srv = server.servers[("fixed", 4, "model")]
+    srv = server.servers[("fixed", 4, "model", None)]
     os.kill(srv.proc.pid, signal.SIGKILL)
     srv.proc.wait()
     with pytest.raises(ServerError, match="died during a request"):
         srv.request("/completion", {"prompt": ids, "n_predict": 1})
     g = server.generate_speculative(ids, gen(8, 4))  # a new server for the same setting
-    assert len(g.token_ids) == 8 and server.servers[("fixed", 4, "model")] is not srv
+    assert len(g.token_ids) == 8 and server.servers[("fixed", 4, "model", None)] is not srv
 
 
 def _harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
@@ -253,10 +253,10 @@ def test_no_server_outlives_the_harness(tmp_path, sig, code):
     os.kill(p.pid, sig)
     try:
         p.wait(60)
-    finally:
-        if p.poll() is None:  # a harness that did not stop must not go on starting servers for the next test
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+    except subprocess.TimeoutExpired:  # a harness that did not stop must not go on starting servers
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        pytest.fail(f"the harness did not stop within 60 s of signal {sig}; its output:\n{p.stdout.read()[-3000:]}")
     assert p.returncode == code, p.stdout.read()
     assert _gone(mine | (server_pids() - before)), "a llama-server outlived the harness"
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.endswith("}")]
