@@ -47,6 +47,18 @@ def tiny_self(tiny_gguf):
 
 
 @pytest.fixture(scope="session")
+def llama_rt(tiny_gguf):
+    """Our llama.cpp loop (runtimes/llamacpp.py) on the tiny f32 GGUF pair: one thread, 512 positions."""
+    from core.config import RuntimeSettings
+    from runtimes.llamacpp import LlamaCppRuntime
+
+    rt = LlamaCppRuntime(RuntimeSettings(n_threads=1, n_ctx=512))
+    rt.load(tiny_gguf)
+    yield rt
+    rt.close()
+
+
+@pytest.fixture(scope="session")
 def torch_rt(tiny_pair):
     from core.config import RuntimeSettings
     from runtimes.pytorch import TorchRuntime

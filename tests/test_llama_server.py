@@ -65,16 +65,6 @@ def ids(server):
     return server.encode(PROMPT)
 
 
-@pytest.fixture(scope="module")
-def ours(pairs):
-    from runtimes.llamacpp import LlamaCppRuntime
-
-    rt = LlamaCppRuntime(SETTINGS)
-    rt.load(pairs[0])
-    yield rt
-    rt.close()
-
-
 def test_binary_is_the_setup_build():
     path = Path(lc.find_binary("llama-server"))
     import llama_cpp
@@ -83,10 +73,10 @@ def test_binary_is_the_setup_build():
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
-def test_greedy_speculative_equals_its_baseline_and_our_loop(server, ours, ids, gamma):
+def test_greedy_speculative_equals_its_baseline_and_our_loop(server, llama_rt, ids, gamma):
     base = server.generate_baseline(ids, gen(40))
     assert len(base.token_ids) == 40 and len(base.rounds) == 40
-    assert ours.generate_baseline(ours.encode(PROMPT), gen(40)).token_ids == base.token_ids  # same weights
+    assert llama_rt.generate_baseline(llama_rt.encode(PROMPT), gen(40)).token_ids == base.token_ids  # same weights
     g = server.generate_speculative(ids, gen(40, gamma))
     assert g.token_ids == base.token_ids
     assert sum(r.emitted for r in g.rounds) == 40

@@ -32,14 +32,6 @@ def gen(n=40, gamma=4, s=GREEDY, seed=0):
 
 
 @pytest.fixture(scope="session")
-def llama_rt(tiny_gguf):
-    rt = LlamaCppRuntime(SETTINGS)
-    rt.load(tiny_gguf)
-    yield rt
-    rt.close()
-
-
-@pytest.fixture(scope="session")
 def llama_self(tiny_self):
     rt = LlamaCppRuntime(SETTINGS)
     rt.load(tiny_self)

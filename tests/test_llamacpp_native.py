@@ -33,16 +33,6 @@ def native(pairs):
     rt.close()
 
 
-@pytest.fixture(scope="module")
-def ours(pairs):
-    from runtimes.llamacpp import LlamaCppRuntime
-
-    rt = LlamaCppRuntime(SETTINGS)
-    rt.load(pairs[0])
-    yield rt
-    rt.close()
-
-
 def _identity(p):
     parts = [p.prefill_s, p.draft_s, p.verify_s, p.sampling_s, p.unaccounted_s]
     assert all(x is not None and x >= 0 for x in parts)
@@ -50,12 +40,12 @@ def _identity(p):
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
-def test_native_greedy_equals_our_loop(native, ours, gamma):
-    ids = ours.encode("The quick brown fox")
+def test_native_greedy_equals_our_loop(native, llama_rt, gamma):
+    ids = llama_rt.encode("The quick brown fox")
     assert native.encode("The quick brown fox") == ids
-    ref = ours.generate_baseline(ids, gen(40)).token_ids
+    ref = llama_rt.generate_baseline(ids, gen(40)).token_ids
     assert native.generate_baseline(ids, gen(40)).token_ids == ref
-    ours_spec = ours.generate_speculative(ids, gen(40, gamma))
+    ours_spec = llama_rt.generate_speculative(ids, gen(40, gamma))
     g = native.generate_speculative(ids, gen(40, gamma))
     assert g.token_ids == ref
     # rounds seen from outside: the first token (round 0, drafted 0), then one round per draft call
