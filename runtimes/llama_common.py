@@ -1,5 +1,6 @@
-"""What both llama.cpp runtimes share: context settings and threads, llama.cpp's perf counters,
-and their run.json entry.
+"""What the llama.cpp runtimes share: context settings and threads, llama.cpp's perf counters,
+their run.json entry, text through the target's vocabulary (LlamaText), and finding the built
+binaries.
 
 Both runtimes build their contexts from `context_params`, so `llamacpp` and `llamacpp-native`
 run with the same threads, batch size, context length and attention kernel. What it does not
@@ -17,8 +18,28 @@ import llama_cpp
 
 from core.config import RuntimeSettings
 from core.machine import physical_cores
+from models import llama_files
 
 N_BATCH = 512  # tokens per llama_decode call at most (prompts are fed in chunks of this)
+
+
+class LlamaText:
+    """encode/decode/context_length for runtimes over a llama.cpp vocabulary. Mix in before
+    Runtime; the runtime provides text_model (the target's llama_model), vocab and n_ctx."""
+
+    text_model = None
+    vocab = None
+    n_ctx = 0
+
+    def encode(self, prompt: str) -> list[int]:
+        return llama_files.encode_prompt(self.text_model, self.vocab, prompt)
+
+    def decode(self, ids: list[int]) -> str:
+        return llama_files.detokenize(self.vocab, ids)
+
+    @property
+    def context_length(self) -> int:
+        return self.n_ctx
 
 
 def n_threads(settings: RuntimeSettings) -> tuple[int, int]:

@@ -100,13 +100,13 @@ def _metrics_delta(before: dict, after: dict) -> dict:
     return d
 
 
-class LlamaServerRuntime(Runtime):
+class LlamaServerRuntime(lc.LlamaText, Runtime):
     name = "llama-server"
 
     def load(self, pair: PairSpec) -> None:
         self.binary = lc.find_binary("llama-server")
         self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
-        self._t_model = self._reference = None
+        self.text_model = self._reference = None
         try:
             self._load(pair)
         except BaseException:
@@ -118,10 +118,10 @@ class LlamaServerRuntime(Runtime):
 
         llama_files.quiet_logs()
         self.paths = (llama_files.check_gguf(pair.target_gguf, "target"), llama_files.check_gguf(pair.draft_gguf, "draft"))
-        self._t_model = llama_files.load_model(self.paths[0], "target", vocab_only=True)
+        self.text_model = llama_files.load_model(self.paths[0], "target", vocab_only=True)
         d_model = llama_files.load_model(self.paths[1], "draft", vocab_only=True)
         try:
-            self.vocab = llama_cpp.llama_model_get_vocab(self._t_model)
+            self.vocab = llama_cpp.llama_model_get_vocab(self.text_model)
             self.n_vocab = llama_files.check_vocabularies(self.vocab, llama_cpp.llama_model_get_vocab(d_model))
         finally:
             llama_cpp.llama_model_free(d_model)
@@ -313,16 +313,6 @@ class LlamaServerRuntime(Runtime):
 
     # -- the rest of the interface -------------------------------------------------------------
 
-    def encode(self, prompt: str) -> list[int]:
-        return llama_files.encode_prompt(self._t_model, self.vocab, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return llama_files.detokenize(self.vocab, ids)
-
-    @property
-    def context_length(self) -> int:
-        return self.n_ctx
-
     def describe(self) -> dict:
         return {**lc.describe(self.settings, self.paths, self.n_ctx), "binary": self.binary,
                 "server_version": self.version, "logs": str(self.logs)}
@@ -351,8 +341,8 @@ class LlamaServerRuntime(Runtime):
             llama_cpp.llama_model_free(self._ref_model)
             self._reference = None
         if getattr(self, "_t_model", None) is not None:
-            llama_cpp.llama_model_free(self._t_model)
-            self._t_model = None
+            llama_cpp.llama_model_free(self.text_model)
+            self.text_model = None
 
 
 def _role(policy: str, gamma: Optional[int], drafter: str, forced: Optional[tuple] = None) -> str:

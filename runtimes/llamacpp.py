@@ -105,7 +105,7 @@ class LlamaKV(Model):
             self.ctx = None
 
 
-class LlamaCppRuntime(LoopRuntime):
+class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
     name = "llamacpp"
 
     def load(self, pair: PairSpec) -> None:
@@ -140,15 +140,9 @@ class LlamaCppRuntime(LoopRuntime):
     def generating(self):
         return lc.single_threaded_torch()
 
-    def encode(self, prompt: str) -> list[int]:
-        return llama_files.encode_prompt(self.models[0], self.vocab, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return llama_files.detokenize(self.vocab, ids)
-
     @property
-    def context_length(self) -> int:
-        return self.n_ctx
+    def text_model(self):
+        return self.models[0]
 
     def describe(self) -> dict:
         return lc.describe(self.settings, self.paths, self.n_ctx)

@@ -201,7 +201,7 @@ class _Timed:
             return self.sample(*args, **kwargs)
 
 
-class LlamaCppNativeRuntime(Runtime):
+class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
     name = "llamacpp-native"
 
     def load(self, pair: PairSpec) -> None:
@@ -239,15 +239,9 @@ class LlamaCppNativeRuntime(Runtime):
         except ValueError as e:
             raise HarnessError(f"llama-cpp-python could not load {path}: {e}") from None
 
-    def encode(self, prompt: str) -> list[int]:
-        return llama_files.encode_prompt(self.target.model, self.vocab, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return llama_files.detokenize(self.vocab, ids)
-
     @property
-    def context_length(self) -> int:
-        return self.n_ctx
+    def text_model(self):
+        return self.target.model
 
     def generate_baseline(self, prompt_ids, gen):
         """The library's plain loop: Llama.generate without a draft model."""
