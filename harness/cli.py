@@ -56,15 +56,56 @@ def main():
     """Measure speculative decoding across runtimes: where the time goes, and how far from theory."""
 
 
+_rs = lambda name: default_of(RuntimeSettings, name)  # noqa: E731
+# option groups, each listed in --help order
+MODEL_OPTIONS = [
+    click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id."),
+    click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target."),
+    click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes."),
+    click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
+]
+REPEAT_OPTIONS = [
+    click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
+    click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int,
+                 help="Warm-up generations per runtime and pair (not recorded)."),
+    click.option("--seed", default=default_of(RunConfig, "seed"), show_default=True, type=int,
+                 help="Seed of repeat 0; repeat r uses seed + r."),
+]
+MACHINE_OPTIONS = [
+    click.option("--device", default=_rs("device"), show_default=True, help="auto, cpu, cuda or mps."),
+    click.option("--dtype", default=_rs("dtype"), show_default=True, help="auto, float32, float16 or bfloat16."),
+    click.option("--n-threads", default=_rs("n_threads"), type=int,
+                 help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; "
+                      "use 1 on a busy machine)."),
+    click.option("--n-gpu-layers", default=_rs("n_gpu_layers"), show_default=True, type=int,
+                 help="llama.cpp layers to offload (-1 = all)."),
+    click.option("--n-ctx", default=_rs("n_ctx"), type=int,
+                 help=f"llama.cpp context length (default: min(model's, {RuntimeSettings.N_CTX_CAP}))."),
+]
+OUT_OPTIONS = [
+    click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default: a new one under runs/)."),
+    click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
+    VERBOSE,
+]
+
+
+def _options(*groups):
+    """A decorator applying click options in the order given (click applies them bottom-up)."""
+    def apply(f):
+        for o in reversed([o for g in groups for o in g]):
+            f = o(f)
+        return f
+    return apply
+
+
+def _runtime_settings(o: dict) -> RuntimeSettings:
+    return RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
+                           n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
+
+
 def _common(f):
-    """Options shared by `run` and `sweep` (applied bottom-up, so listed here in reverse)."""
-    rs = lambda name: default_of(RuntimeSettings, name)  # noqa: E731
-    opts = [
-        click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'."),
-        click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id."),
-        click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target."),
-        click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes."),
-        click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
+    """Options shared by `run` and `sweep`."""
+    drafting = [
         click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off."),
         click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
                      help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
@@ -77,28 +118,10 @@ def _common(f):
                           "and llamacpp, the library's own in hf, llamacpp-native and llama-server)."),
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL file of {id, category, prompt}."),
-        click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
-        click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int,
-                     help="Warm-up generations per runtime and pair (not recorded)."),
-        click.option("--seed", default=default_of(RunConfig, "seed"), show_default=True, type=int,
-                     help="Seed of repeat 0; repeat r uses seed + r."),
-        click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens."),
-        click.option("--device", default=rs("device"), show_default=True, help="auto, cpu, cuda or mps."),
-        click.option("--dtype", default=rs("dtype"), show_default=True, help="auto, float32, float16 or bfloat16."),
-        click.option("--n-threads", default=rs("n_threads"), type=int,
-                     help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; "
-                          "use 1 on a busy machine)."),
-        click.option("--n-gpu-layers", default=rs("n_gpu_layers"), show_default=True, type=int,
-                     help="llama.cpp layers to offload (-1 = all)."),
-        click.option("--n-ctx", default=rs("n_ctx"), type=int,
-                     help=f"llama.cpp context length (default: min(model's, {RuntimeSettings.N_CTX_CAP}))."),
-        click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/<time>)."),
-        click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
-        VERBOSE,
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    runtime = [click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'.")]
+    eos = [click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")]
+    return _options(runtime, MODEL_OPTIONS, drafting, REPEAT_OPTIONS, eos, MACHINE_OPTIONS, OUT_OPTIONS)(f)
 
 
 def _split(value: str, cast, flag: str) -> list:
@@ -130,8 +153,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     names = runtimes.parse_names(o["runtime_spec"])
     library_output(o["verbose"])
     samplings = [SamplingParams(t, p, o["top_k"]) for t in temperatures for p in top_ps]
-    settings = RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
-                               n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
+    settings = _runtime_settings(o)
     prompts = load_prompts(o["prompt_spec"])
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the run to continue")
@@ -237,32 +259,17 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 @click.option("--runtime", "runtime_spec", default="torch,llamacpp", show_default=True,
               help="Comma list of runtimes that can force acceptance (torch, llamacpp, llama-server), or 'all'.")
 @click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
-@click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id.")
-@click.option("--draft", default=None, help="Draft model (path or id), or 'self'.")
-@click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes.")
-@click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'.")
+@_options(MODEL_OPTIONS)
 @click.option("--gamma", "gamma_list", default=CALIBRATE_GAMMAS, show_default=True, help="Comma list of draft lengths.")
 @click.option("--alpha", "alpha_list", default=CALIBRATE_ALPHAS, show_default=True,
               help="Comma list of forced acceptance rates (each draft position accepted with this probability).")
 @click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
               help="Prompt sets (the output is not the target's; the prompts set the context lengths).")
 @click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
-@click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int)
-@click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int)
-@click.option("--seed", default=default_of(GenerationSettings, "seed"), show_default=True, type=int)
-@click.option("--device", default=default_of(RuntimeSettings, "device"), show_default=True)
-@click.option("--dtype", default=default_of(RuntimeSettings, "dtype"), show_default=True)
-@click.option("--n-threads", default=None, type=int, help="CPU threads for torch and llama.cpp.")
-@click.option("--n-gpu-layers", default=default_of(RuntimeSettings, "n_gpu_layers"), show_default=True, type=int)
-@click.option("--n-ctx", default=None, type=int, help="llama.cpp context length.")
 @click.option("--run", "pair_run", default=None, type=click.Path(exists=True, path_type=Path),
               help="A run folder of this pair (harness run): its alpha_hat is placed on the curves.")
-@click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default runs/calibrate-<time>).")
-@click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone.")
-@VERBOSE
-def calibrate(runtime_spec, pair, target, draft, target_gguf, draft_gguf, gamma_list, alpha_list, prompt_spec,
-              max_new_tokens, repeats, warmup, seed, device, dtype, n_threads, n_gpu_layers, n_ctx, pair_run, out,
-              resume, verbose):
+@_options(REPEAT_OPTIONS, MACHINE_OPTIONS, OUT_OPTIONS)
+def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, **o):
     """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
     beside Leviathan's curves and the cost model; resumable like a sweep."""
     import runtimes
@@ -272,16 +279,16 @@ def calibrate(runtime_spec, pair, target, draft, target_gguf, draft_gguf, gamma_
     from models.presets import resolve_pair
     from reports.build import write_calibration
 
-    library_output(verbose)
-    if resume and not out:
+    library_output(o["verbose"])
+    if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the calibration to continue")
     alphas = _split(alpha_list, float, "--alpha")
-    out = out or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
-    settings = RuntimeSettings(device=device, dtype=dtype, n_threads=n_threads, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
-    cfg = RunConfig(runtimes.parse_names(runtime_spec), [resolve_pair(pair, target, draft, target_gguf, draft_gguf)],
+    out = o["out"] or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
+    cfg = RunConfig(runtimes.parse_names(runtime_spec),
+                    [resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])],
                     load_prompts(prompt_spec), _split(gamma_list, int, "--gamma"), [SamplingParams()], [max_new_tokens],
-                    seed, True, forced=[(a,) for a in alphas], runtime=settings, repeats=repeats, warmup=warmup,
-                    out=out, resume=resume)
+                    o["seed"], True, forced=[(a,) for a in alphas], runtime=_runtime_settings(o), repeats=o["repeats"],
+                    warmup=o["warmup"], out=out, resume=o["resume"])
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
     click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")
