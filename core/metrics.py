@@ -78,6 +78,12 @@ def mean_drafted(rounds: Sequence[dict]) -> Optional[float]:
     return _div(sum(r["drafted"] for r in rounds), len(rounds))
 
 
+def positions(rounds: Sequence[dict], gamma: Optional[int]) -> int:
+    """Draft positions to report: gamma, or the longest round drafted when a schedule passed it
+    (transformers' heuristic has no maximum)."""
+    return max([gamma or 0] + [r["drafted"] for r in rounds])
+
+
 def drafted_histogram(rounds: Sequence[dict], gamma: int) -> list[int]:
     """Counts of rounds that drafted 0, 1, ..., gamma tokens (0: the draft stopped at once, or a
     round with no tokens left to draft)."""

@@ -76,9 +76,8 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
         return row
     rounds = [r.to_dict() for r in g.rounds]
     row.update(g.phases.to_dict())
-    # per-position acceptance and the histograms up to the most drafted (HF's heuristic may pass gamma)
-    positions = max([gamma or 0] + [r["drafted"] for r in rounds])
-    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), spec, positions))
+    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), spec,
+                                          metrics.positions(rounds, gamma)))
     greedy_match = speedup = None
     if mode == "speculative" and baseline is not None and not baseline.get("error"):
         if s.greedy and not gen.forced:

@@ -67,7 +67,7 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     cell.update(tokens_per_s=s["tokens_per_s"], e2e_tokens_per_s=metrics.e2e_tokens_per_s(s["new_tokens"], s["wall_s"]))
     for k in ("speedup", "acceptance_rate", "alpha_hat", "mean_accepted_len", "mean_drafted", "greedy_match"):
         cell[k] = s.get(k)
-    longest = max([gamma or 0] + [rd["drafted"] for rd in _rounds(spec)])  # HF's heuristic may pass gamma
+    longest = metrics.positions(_rounds(spec), gamma)
     cell["drafted_histogram"] = metrics.drafted_histogram(_rounds(spec), longest) if spec and longest else None
     cell["drafted_text"] = " ".join(f"{d}:{n}" for d, n in reversed(list(enumerate(cell["drafted_histogram"]))) if n) \
         if cell["drafted_histogram"] else None  # "length:rounds", longest first
@@ -162,7 +162,7 @@ def drafted(rows: list[dict]) -> list[dict]:
     """Rounds that drafted 0..gamma tokens, long form: one row per (speculative cell, length)."""
     out = []
     for group, g, rounds in _spec_rounds(rows):
-        for k, n in enumerate(metrics.drafted_histogram(rounds, max([g or 0] + [r["drafted"] for r in rounds]))):
+        for k, n in enumerate(metrics.drafted_histogram(rounds, metrics.positions(rounds, g))):
             out.append({**_settings(group[0]), "gamma": g, "drafted": k, "rounds": n})
     return out
 
