@@ -19,7 +19,7 @@ from core.errors import HarnessError
 from reports import explain, markdown, mismatch, plots, tables
 from reports.ceiling import CFlops
 from reports.figures import run_figures
-from reports.load import REPORT_DIR, load
+from reports.load import REPORT_DIR, drafting, load
 
 WATERFALL = "waterfall.png"
 
@@ -53,8 +53,7 @@ def _notes(rows: list[dict], cells: list[dict], cflops: CFlops) -> list[str]:
     if spec:
         notes.append("Ceilings assume i.i.d. acceptance and a verify pass costing one target step; real acceptance "
                      "varies by position and content, so a measured speedup can exceed the c-FLOPs ceiling.")
-    if any(r.get("mode") == "speculative" and (r.get("draft_policy") or "fixed", r.get("drafter") or "model") != ("fixed", "model")
-           for r in rows):
+    if any(r.get("mode") == "speculative" and drafting(r) for r in rows):
         notes.append(VARIABLE_LENGTHS)
     return notes
 

@@ -31,8 +31,9 @@ ALPHAS = [i / 50 for i in range(51)]  # where the curves are drawn
 
 
 def _decode_rate(rows: list[dict]) -> Optional[float]:
-    d = sum(r["wall_s"] - (r["prefill_s"] or 0.0) for r in rows)
-    return sum(r["new_tokens"] for r in rows) / d if d > 0 else None
+    """Pooled tokens per second after prefill (core.metrics.tokens_per_s of the summed rows)."""
+    p = metrics.pooled(rows)
+    return metrics.tokens_per_s(p["new_tokens"], p["wall_s"], p["prefill_s"] or 0.0)
 
 
 def _crossing(points: list[tuple[float, float]]) -> Optional[float]:
@@ -95,8 +96,9 @@ def entries(rows: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[f
 def _pair_alpha(rows: Optional[list[dict]], runtime: str, gamma: int) -> Optional[float]:
     if not rows:
         return None
+    # reports/load.py names rows of other draft policies or drafters "RUNTIME [how]": these drafted as usual
     spec = [r for r in rows if r["runtime"] == runtime and r["mode"] == "speculative" and r.get("gamma") == gamma
-            and not r.get("error") and (r.get("draft_policy") or "fixed") == "fixed" and (r.get("drafter") or "model") == "model"]
+            and not r.get("error")]
     return metrics.alpha_hat([rd for r in spec for rd in r.get("rounds") or []]) if spec else None
 
 
@@ -162,9 +164,9 @@ def _pct(x: Optional[float]) -> str:
 
 def markdown(es: list[dict], plots: list[str]) -> str:
     out = ["# Calibration: speedup vs acceptance on this machine", ""]
-    head = "| runtime | gamma | " + " | ".join(f"alpha {a:g}" for a in sorted({a for e in es for a, _ in e["points"]})) + \
-        " | breakeven (measured) | cost model | c measured only | c FLOPs only | c | v | o | worst vs cost model |"
     alphas = sorted({a for e in es for a, _ in e["points"]})
+    head = "| runtime | gamma | " + " | ".join(f"alpha {a:g}" for a in alphas) + \
+        " | breakeven (measured) | cost model | c measured only | c FLOPs only | c | v | o | worst vs cost model |"
     out += [head, "|" + "---|" * (head.count("|") - 1)]
     f = lambda x, s=".2f": "-" if x is None else format(x, s)  # noqa: E731
     for e in es:
