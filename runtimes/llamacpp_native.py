@@ -85,6 +85,13 @@ class _Run:
         self.timer.begin_round()
         self.in_round = True
 
+    def draft_call(self, input_ids: np.ndarray) -> int:
+        """The library asks its draft model for a round: the previous round ends, this one starts.
+        -> how many drafts it may have: gamma, never past max_new_tokens (the library would draft on)."""
+        self.close_round()
+        self.begin_round()
+        return max(0, min(self.gen.gamma, self.gen.max_new_tokens - (len(input_ids) - self.prompt_len) - 1))
+
     def token_out(self, t: int) -> None:
         """A token the library yielded: the next draft position accepted, or the round's last."""
         i = self.emitted
@@ -114,10 +121,7 @@ class HarnessDraft(LlamaDraftModel):
     def __call__(self, input_ids: np.ndarray, /, **kwargs) -> np.ndarray:
         """input_ids [n]: prompt + every token the target has emitted -> drafts [g] (intc)."""
         run = self.run
-        run.close_round()
-        run.begin_round()
-        emitted = len(input_ids) - run.prompt_len
-        g = max(0, min(run.gen.gamma, run.gen.max_new_tokens - emitted - 1))
+        g = run.draft_call(input_ids)
         drafts: list[int] = []
         if g:
             ids = self._catch_up(input_ids)  # 1 token, or 2 after a fully accepted round
@@ -157,9 +161,7 @@ class LookupDraft(LlamaDraftModel):
 
     def __call__(self, input_ids: np.ndarray, /, **kwargs) -> np.ndarray:
         run = self.run
-        run.close_round()
-        run.begin_round()
-        g = max(0, min(run.gen.gamma, run.gen.max_new_tokens - (len(input_ids) - run.prompt_len) - 1))
+        g = run.draft_call(input_ids)
         with run.timer.phase("draft"):
             drafts = self.lookup(input_ids)[:g] if g else np.array([], dtype=np.intc)
         run.open_round([int(t) for t in drafts])
