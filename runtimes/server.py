@@ -58,11 +58,15 @@ PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  # resolved before any fork
 
 
+HELD = {signal.SIGINT, signal.SIGTERM}
+
+
 def _die_with_parent(parent: int) -> None:
     """Runs in the child between fork and exec: the kernel kills it when the harness dies (SIGKILL:
     nothing of a server is worth a graceful stop once its harness is gone, and a SIGTERM during model
     loading is lost). A harness that died before the request was made sends nothing: then the child
-    goes at once."""
+    goes at once. The signals the parent held over the fork are the server's to receive again."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     if _prctl is not None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
@@ -95,8 +99,8 @@ class ServerProcess:
         if port is not None and port_in_use(port):
             raise ServerError(f"port {port} on {HOST} is in use: pick another (or let the harness choose one)")
         for attempt in range(PORT_ATTEMPTS):
-            self._spawn(port or free_port())
             try:
+                self._spawn(port or free_port())
                 self._wait_ready(timeout_s)
                 return self
             except ServerError:
@@ -104,6 +108,9 @@ class ServerProcess:
                 self.stop()
                 if not bound or port is not None or attempt == PORT_ATTEMPTS - 1:
                     raise
+            except BaseException:  # Ctrl-C or SIGTERM while it starts: the caller holds no server to stop yet
+                self.stop()
+                raise
         raise AssertionError("unreachable")
 
     def _spawn(self, port: int) -> None:
@@ -114,9 +121,15 @@ class ServerProcess:
         self._log.flush()
         env = {**os.environ, **(self.env or {})}
         self.port = port
-        self.proc = subprocess.Popen(self.argv + ["--host", HOST, "--port", str(port)], stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                     start_new_session=True, preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+        # Ctrl-C and SIGTERM wait until the fork is over: raised inside Python's fork hooks (which a
+        # preexec_fn runs) the KeyboardInterrupt would be ignored, and the harness would go on
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        try:
+            self.proc = subprocess.Popen(self.argv + ["--host", HOST, "--port", str(port)], stdout=self._log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                         preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is raised here
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -270,6 +270,23 @@ def test_a_harness_killed_while_its_server_starts_leaves_no_server(tmp_path, pai
 
 
 @pytest.mark.slow
+def test_a_signal_during_the_servers_fork_is_not_lost(tmp_path, pairs):
+    """SIGTERM that arrives while the harness forks a server (here: from Python's own after-fork hook,
+    where a raised exception is ignored) still stops the harness, and takes the server with it."""
+    code = ("import os, signal, sys; from pathlib import Path; from runtimes.server import ServerProcess\n"
+            "def on_term(*a): raise KeyboardInterrupt\n"
+            "signal.signal(signal.SIGTERM, on_term)\n"
+            "os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
+            "try:\n    ServerProcess(sys.argv[1:], Path(%r), 'llama-server').start()\n"
+            "except KeyboardInterrupt:\n    sys.exit(143)\n" % str(tmp_path / "s.log"))
+    argv = [lc.find_binary("llama-server"), "-m", pairs[0].target_gguf, "-c", "256", "-t", "1"]
+    before = server_pids()
+    p = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, timeout=120)
+    assert p.returncode == 143, "the SIGTERM was lost: the server started as if nothing had happened"
+    assert _gone(server_pids() - before), "a llama-server outlived the harness"
+
+
+@pytest.mark.slow
 def test_a_port_in_use(tmp_path, pairs):
     argv = [lc.find_binary("llama-server"), "-m", pairs[0].target_gguf, "-c", "256", "-t", "1"]
     with socket.socket() as taken:
