@@ -171,6 +171,7 @@ class PairSpec:
     draft: Optional[str] = None
     target_gguf: Optional[str] = None
     draft_gguf: Optional[str] = None
+    synthetic: bool = False  # random weights in real shapes (models/synthetic.py): cost only, forced acceptance
 
     @property
     def self_draft(self) -> bool:

@@ -19,6 +19,7 @@ from core.errors import HarnessError
 from harness.bench import BenchSettings
 from harness.prompts import DEFAULT_PROMPTS
 from harness.runner import RunConfig
+from models.synthetic import shipped as shipped_shapes
 
 SWEEP_GAMMAS = "1,2,4,6,8"
 CALIBRATE_GAMMAS = "1,2,4,8"
@@ -149,6 +150,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     from harness.runner import run as run_all
     from harness.summary import print_summary
     from models.presets import resolve_pair
+    from models.synthetic import is_synthetic
 
     names = runtimes.parse_names(o["runtime_spec"])
     library_output(o["verbose"])
@@ -158,6 +160,10 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the run to continue")
     out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    for p in pairs:
+        if is_synthetic(p):
+            raise HarnessError(f"--pair {p}: a synthetic pair has random weights and measures cost only; "
+                               "run it with `harness calibrate` (forced acceptance)")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
     drafters = _drafters(o["drafter_list"])
@@ -258,7 +264,9 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 @main.command()
 @click.option("--runtime", "runtime_spec", default="torch,llamacpp", show_default=True,
               help="Comma list of runtimes that can force acceptance (torch, llamacpp, llama-server), or 'all'.")
-@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+@click.option("--pair", default=None,
+              help="Preset pair name (default: the embedded default pair), or synthetic:TARGET,DRAFT: random weights in "
+                   "real shapes, each a config.json, a model folder or a shipped shape: " + ", ".join(shipped_shapes()) + ".")
 @_options(MODEL_OPTIONS)
 @click.option("--gamma", "gamma_list", default=CALIBRATE_GAMMAS, show_default=True, help="Comma list of draft lengths.")
 @click.option("--alpha", "alpha_list", default=CALIBRATE_ALPHAS, show_default=True,
@@ -282,11 +290,11 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     library_output(o["verbose"])
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the calibration to continue")
-    alphas = _split(alpha_list, float, "--alpha")
+    alphas, gammas = _split(alpha_list, float, "--alpha"), _split(gamma_list, int, "--gamma")
+    names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)  # checked before a pair is built
     out = o["out"] or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
-    cfg = RunConfig(runtimes.parse_names(runtime_spec),
-                    [resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])],
-                    load_prompts(prompt_spec), _split(gamma_list, int, "--gamma"), [SamplingParams()], [max_new_tokens],
+    cfg = RunConfig(names, [resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])],
+                    prompts, gammas, [SamplingParams()], [max_new_tokens],
                     o["seed"], True, forced=[(a,) for a in alphas], runtime=_runtime_settings(o), repeats=o["repeats"],
                     warmup=o["warmup"], out=out, resume=o["resume"])
     run_all(cfg)  # skipped runtimes say so as they go

@@ -65,6 +65,9 @@ class RunConfig:
                          ("--draft-policy", self.draft_policies), ("--drafter", self.drafters)):
             if not xs:
                 raise HarnessError(f"nothing to run: {name} is empty")
+        if self.forced is None and any(p.synthetic for p in self.pairs):
+            raise HarnessError("a synthetic pair has random weights and measures cost only: force the acceptance "
+                               "(harness calibrate)")
         for g, n, p, d, f in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
                                                self.forced or [None]):
             GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f)  # validates the grid up front

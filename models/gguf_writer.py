@@ -57,27 +57,35 @@ def _check(model) -> None:
         raise HarnessError("RoPE scaling is not supported by this exporter; use llama.cpp's convert_hf_to_gguf.py")
 
 
-def _tensors(model, a) -> list[tuple[str, np.ndarray]]:
-    """(GGUF name, float32 array) for every weight of a LlamaForCausalLM of shape `a`, in llama.cpp's order."""
-    sd = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
-    out = [("token_embd.weight", sd["model.embed_tokens.weight"])]
+class _Float32:
+    """A state dict read one tensor at a time as float32 numpy (a model in float16 is not copied whole)."""
+
+    def __init__(self, model):
+        self.sd = model.state_dict()
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.sd[key].detach().float().cpu().numpy()
+
+
+def _tensors(model, a):
+    """(GGUF name, float32 array) for every weight of a LlamaForCausalLM of shape `a`, in llama.cpp's
+    order, each converted when it is reached."""
+    sd = _Float32(model)
+    yield "token_embd.weight", sd["model.embed_tokens.weight"]
     for i in range(a.layers):
         p = f"model.layers.{i}."
-        out += [
-            (f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"]),
-            (f"blk.{i}.attn_q.weight", permute_qk(sd[p + "self_attn.q_proj.weight"], a.heads)),
-            (f"blk.{i}.attn_k.weight", permute_qk(sd[p + "self_attn.k_proj.weight"], a.kv_heads)),
-            (f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"]),
-            (f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"]),
-            (f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"]),
-            (f"blk.{i}.ffn_gate.weight", sd[p + "mlp.gate_proj.weight"]),
-            (f"blk.{i}.ffn_up.weight", sd[p + "mlp.up_proj.weight"]),
-            (f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"]),
-        ]
-    out.append(("output_norm.weight", sd["model.norm.weight"]))
+        yield f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"]
+        yield f"blk.{i}.attn_q.weight", permute_qk(sd[p + "self_attn.q_proj.weight"], a.heads)
+        yield f"blk.{i}.attn_k.weight", permute_qk(sd[p + "self_attn.k_proj.weight"], a.kv_heads)
+        yield f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"]
+        yield f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"]
+        yield f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"]
+        yield f"blk.{i}.ffn_gate.weight", sd[p + "mlp.gate_proj.weight"]
+        yield f"blk.{i}.ffn_up.weight", sd[p + "mlp.up_proj.weight"]
+        yield f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"]
+    yield "output_norm.weight", sd["model.norm.weight"]
     if not model.config.tie_word_embeddings:
-        out.append(("output.weight", sd["lm_head.weight"]))
-    return out
+        yield "output.weight", sd["lm_head.weight"]
 
 
 def _add_tensor(writer, name: str, arr: np.ndarray, qtype: str, embed_qtype: Optional[str]) -> None:

@@ -18,6 +18,7 @@ from typing import Optional
 from core.config import PairSpec
 from core.errors import HarnessError
 from models.hub import local_pair
+from models.synthetic import is_synthetic, synthetic_pair
 
 SPLIT = r"(?:-(?P<part>\d{5})-of-(?P<parts>\d{5}))?"  # a split GGUF file's "-00001-of-00003"
 DEFAULT_PAIR = "smollm2-135m-distilled"
@@ -157,8 +158,9 @@ def resolve_pair(
     target_gguf: Optional[str] = None,
     draft_gguf: Optional[str] = None,
 ) -> PairSpec:
-    """--pair NAME[:QUANT] or --target/--draft (paths or ids) -> PairSpec. A Hub preset resolves to
-    the files already in the Hugging Face cache (models/hub.py), without asking the network."""
+    """--pair NAME[:QUANT], --pair synthetic:TARGET,DRAFT (models/synthetic.py) or --target/--draft
+    (paths or ids) -> PairSpec. A Hub preset resolves to the files already in the Hugging Face cache
+    (models/hub.py), without asking the network."""
     if pair and (target or target_gguf):
         raise HarnessError("give either --pair or --target/--target-gguf, not both")
     if target or target_gguf:
@@ -173,6 +175,10 @@ def resolve_pair(
         draft_gguf = draft_gguf or (draft if _is_gguf(draft) else None)
         target, draft = target or target_gguf, draft or draft_gguf
         spec = PairSpec("custom", target, draft, target_gguf, draft_gguf)
+    elif is_synthetic(pair):
+        if draft:
+            raise HarnessError("--draft with a synthetic pair: name both shapes in --pair synthetic:TARGET,DRAFT")
+        spec = synthetic_pair(pair)
     else:
         name, quant = split_pair_name(pair or DEFAULT_PAIR)
         if name not in PRESETS:
