@@ -189,6 +189,31 @@ def test_sampling_is_seeded(mlx_rt):
     assert base[0] == base[1]
 
 
+@pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
+def test_timing_off_changes_nothing(mlx_rt, monkeypatch, sampling):
+    """With phase timing off (harness bench's overhead figure) no mx.eval of ours runs: mlx-lm's own
+    asynchronous loop, with the same tokens and rounds."""
+    from core import timing
+
+    ids, gen = mlx_rt.encode(PROMPTS[0]), settings(gamma=3, n=16, sampling=sampling, seed=3)
+    on = [mlx_rt.generate_speculative(ids, gen), mlx_rt.generate_baseline(ids, gen)]
+    monkeypatch.setattr(timing, "ENABLED", False)
+    off = [mlx_rt.generate_speculative(ids, gen), mlx_rt.generate_baseline(ids, gen)]
+    for a, b in zip(on, off):
+        assert a.token_ids == b.token_ids and counts(a) == counts(b)
+        assert b.phases.wall_s > 0 and b.phases.verify_s == b.phases.sampling_s == 0
+
+
+def test_devices_mlx_does_not_have_are_skipped(mlx_lm, tiny_pair):
+    import mlx.core as mx
+
+    from runtimes.mlx import MlxRuntime
+
+    for device in ["cuda"] + ([] if mx.metal.is_available() else ["mps"]):
+        with pytest.raises(RuntimeUnavailable, match=f"--device {device}: MLX runs on"):
+            MlxRuntime(RuntimeSettings(device=device)).load(tiny_pair)
+
+
 def test_mismatch_evidence_through_mlx(mlx_rt):
     """The reference model (mlx-lm's forward with a cache of its own) recomputes a greedy mismatch."""
     ids = mlx_rt.encode(PROMPTS[0])
