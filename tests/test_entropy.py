@@ -14,6 +14,7 @@ import torch
 import runtimes
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from core.metrics import mean_entropy
+from tests.extras import installed
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def loaded():
     from models.presets import resolve_pair
 
     pair, out = resolve_pair("tiny"), {}
-    for name in runtimes.names():
+    for name in filter(installed, runtimes.names()):
         rt = runtimes.get(name)(RuntimeSettings(device="cpu", n_threads=1, n_ctx=256))
         rt.load(pair)
         out[name] = rt
