@@ -33,6 +33,7 @@ PRESETS: dict[str, dict] = {
     },
     "tiny": {"builtin": "tiny", "about": "4-layer byte-level Llama target, its first layer as draft (tests)"},
     "tiny-padded": {"builtin": "tiny-padded", "about": "tiny, with embedding matrices padded to different sizes"},
+    "tiny-hd32": {"builtin": "tiny-hd32", "about": "tiny, 128 wide (head size 32, which vLLM's CPU attention needs)"},
     # Hugging Face presets: a target and a draft, each an HF repo (torch, hf) and a GGUF repo whose
     # file names carry the quantization at {quant} (llama.cpp; matched case-insensitively, split
     # files "-00001-of-0000N" included). models/hub.py finds them in the cache, models/download.py

@@ -19,6 +19,7 @@ REGISTRY: dict[str, str] = {
     "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
     "llama-server": "runtimes.llama_server:LlamaServerRuntime",
     "mlx": "runtimes.mlx:MlxRuntime",
+    "vllm": "runtimes.vllm:VllmRuntime",
 }
 
 

