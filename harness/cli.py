@@ -120,7 +120,7 @@ def _common(f):
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL file of {id, category, prompt}."),
     ]
-    runtime = [click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all'.")]
+    runtime = [click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")]
     eos = [click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")]
     return _options(runtime, MODEL_OPTIONS, drafting, REPEAT_OPTIONS, eos, MACHINE_OPTIONS, OUT_OPTIONS)(f)
 

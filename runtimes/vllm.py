@@ -36,6 +36,8 @@ What is measured, from vLLM's own numbers in each response (`metrics`, with
 - verify rule: vLLM drafts the draft's argmax (draft_sample_method "greedy", its default), so its
   rejection sampler accepts draft x with probability p(x) and resamples from p without x: at
   temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
+Sampled generations are not reproducible by the request's seed with speculative decoding here (two
+identical requests diverged after 8 tokens): compare them in distribution, not token by token.
 What it does not do: the draft policies other than fixed (vLLM has num_speculative_tokens only),
 several sequences, streaming, or the target's logits (no entropy, no mismatch evidence).
 """

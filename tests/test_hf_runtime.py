@@ -3,6 +3,8 @@ the `torch` runtime, round counts, the phase identity, and that its hooks never 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
@@ -65,6 +67,9 @@ def test_registered():
 
     assert runtimes.parse_names("torch,hf") == ["torch", "hf"]
     assert runtimes.get("hf") is HFRuntime
+    everything = runtimes.parse_names("all")  # off Apple Silicon, mlx only when named
+    assert {"torch", "hf", "vllm", "llama-server"} <= set(everything) and ("mlx" in everything) == (sys.platform == "darwin")
+    assert runtimes.parse_names("mlx") == ["mlx"]
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 5])

