@@ -134,7 +134,7 @@ class VllmRuntime(Runtime):
         self.logs = Path(self.workdir) / "vllm" if self.workdir else Path(tempfile.mkdtemp(prefix="vllm-"))
         self.started = 0
         try:
-            self._server(None)  # the target must load in this engine: its own reason is the skip reason
+            self._server(None)  # the target must load in this engine: vLLM's own reason is the row's error
         except BaseException:
             self.close()
             raise
@@ -142,8 +142,9 @@ class VllmRuntime(Runtime):
     # -- engines -------------------------------------------------------------------------------
 
     def _dtype(self) -> str:
+        """--dtype auto: float32 on CPU (as `torch`, so greedy ids compare), vLLM's own choice on a GPU."""
         d = self.settings.dtype
-        return ("float32" if self.settings.device in ("auto", "cpu") else "auto") if d == "auto" else d
+        return ("float32" if self.on_cpu else "auto") if d == "auto" else d
 
     def _argv(self, spec: Optional[tuple]) -> list[str]:
         argv = [self.python, "-m", SERVE, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
@@ -188,7 +189,7 @@ class VllmRuntime(Runtime):
                 _, old = self.servers.popitem(last=False)
                 old.stop()
             self.started += 1
-            role = "baseline" if spec is None else "-".join(str(x) for x in spec if x is not None).replace(":", "")
+            role = "baseline" if spec is None else _role(*spec)
             srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "vllm", env=self._env(),
                                 bind_failure=("address already in use",))
             try:
@@ -310,6 +311,13 @@ class VllmRuntime(Runtime):
         for srv in getattr(self, "servers", {}).values():
             srv.stop()
         self.servers = OrderedDict()
+
+
+def _role(policy: str, gamma: int, drafter: str, forced: Optional[tuple]) -> str:
+    """An engine's setting in its log's name, e.g. fixed-gamma4-ngram2-3, fixed-gamma3-forced1."""
+    parts = [policy, f"gamma{gamma}"] + ([drafter] if drafter != "model" else []) \
+        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
+    return "-".join(parts).replace(":", "").replace(",", "-")
 
 
 def _version(python: str) -> str:
