@@ -5,7 +5,9 @@ for its health endpoint, JSON requests to it, and stopping it: SIGTERM to its pr
 SIGKILL, on `stop()` (the runtime's close, reached on success, on error and on Ctrl-C through the
 caller's `finally`; harness/cli.py turns the harness's own SIGTERM into the same path), and on
 Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG, with SIGKILL:
-llama-server loses a SIGTERM that arrives while it loads its models).
+llama-server loses a SIGTERM that arrives while it loads its models; and a watchdog process per
+server that kills the server's whole group then, since the server's own children, vLLM's engine
+and workers, outlive it otherwise).
 What it does not own: which binary or flags (the runtime), or what the responses mean, except
 `server_rounds`: the round records of a server that reports per-round counts and no times.
 """
@@ -62,6 +64,17 @@ _prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  
 
 
 HELD = {signal.SIGINT, signal.SIGTERM}
+# Kills a server's whole process group once the harness that started it is gone (kill -9): the
+# server itself has PR_SET_PDEATHSIG, but its own children (vLLM's engine and workers) do not.
+WATCHDOG = """import os, signal, sys, time
+harness, group = int(sys.argv[1]), int(sys.argv[2])
+while os.getppid() == harness:
+    time.sleep(0.2)
+try:
+    os.killpg(group, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+"""
 
 
 def _die_with_parent(parent: int) -> None:
@@ -93,6 +106,7 @@ class ServerProcess:
         self.port: Optional[int] = None
         self._log = None
         self._offset = 0
+        self._watchdog: Optional[subprocess.Popen] = None
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -133,6 +147,9 @@ class ServerProcess:
                                          preexec_fn=functools.partial(_die_with_parent, os.getpid()))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is raised here
+        self._watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.proc.pid)],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -156,17 +173,25 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S; idempotent."""
+        """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S to whatever of the
+        group is left (a server's own children too); idempotent."""
         p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
+        if p is not None:
             try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGTERM)
+                    try:
+                        p.wait(STOP_TIMEOUT_S)
+                    except subprocess.TimeoutExpired:
+                        pass
                 os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-            except ProcessLookupError:
+            except ProcessLookupError:  # the group is gone already
                 pass
+            p.wait()
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
         if self._log is not None:
             self._log.close()
             self._log = None

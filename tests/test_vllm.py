@@ -3,7 +3,7 @@ on the tiny pair of head size 32 (vLLM's CPU attention takes 32 and up): greedy 
 equal to its own baseline, per-step counts that add up to vLLM's /metrics counters and to the
 tokens, the phase identity, sampling (counted; not reproducible by its seed), prompt lookup, forced acceptance (skipped on CPU, where vLLM refuses it), a missing vLLM (a skipped
 row), an engine that cannot run the model (an error row with vLLM's own reason), and no engine
-process left after a run. Each engine takes 30-60 s to start here, so these tests are slow."""
+process left after a run or a kill -9 of the harness. Each engine takes 30-60 s to start here, so these tests are slow."""
 
 from __future__ import annotations
 
@@ -134,3 +134,29 @@ def test_an_engine_that_cannot_run_the_model_gives_vllms_own_reason(tmp_path):
     assert "Unsupported CPU attention configuration: head_dim=16" in rows[0]["error"]
     assert not engine_pids() - before
     assert os.path.getsize(out / "results.jsonl")
+
+
+def test_kill_9_of_the_harness_takes_every_engine_process_with_it(tmp_path):
+    """vLLM's server dies with the harness (PR_SET_PDEATHSIG), and its engine and worker processes,
+    which would outlive it, go with its process group (runtimes/server.py's watchdog)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    before = engine_pids()
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--runtime", "vllm", *ARGS, "--repeats", "50",
+                          "--out", str(out)], cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not ((out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size):
+        time.sleep(0.2)
+    mine = engine_pids() - before
+    assert len(mine) >= 3, "no vLLM server with its engine processes was running"  # server, engine core, worker
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and engine_pids() & mine:
+        time.sleep(0.2)
+    assert not engine_pids() & mine, "vLLM processes outlived a kill -9 of the harness"
