@@ -103,6 +103,23 @@ class Runtime(ABC):
         """Free models and contexts."""
 
 
+class TokenizerText:
+    """encode/decode/context_length for runtimes over a Hugging Face tokenizer. Mix in before
+    Runtime; the runtime sets self.tokenizer and self.context (most tokens) in load()."""
+
+    def encode(self, prompt: str) -> list[int]:
+        from models.loading import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @property
+    def context_length(self) -> int:
+        return self.context
+
+
 class LoopRuntime(Runtime):
     """A runtime whose generations run through runtimes/loop.py. load() sets target, draft, eos_id."""
 

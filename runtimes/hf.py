@@ -385,7 +385,7 @@ class HFRuntime(HFText, Runtime):
     def load(self, pair: PairSpec) -> None:
         require_seams()
         self.hf = HFPair(pair, self.settings)
-        self.target, self.draft, self.tokenizer = self.hf.target, self.hf.draft, self.hf.tokenizer
+        self.target, self.draft = self.hf.target, self.hf.draft
         rows = (self.target.config.vocab_size, self.draft.config.vocab_size)
         if rows[0] != rows[1]:
             raise RuntimeUnavailable(

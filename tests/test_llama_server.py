@@ -24,7 +24,7 @@ from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from runtimes import llama_common as lc
 from runtimes import server as server_mod
 from runtimes.llama_server import LlamaServerRuntime
-from runtimes.server import ServerError, ServerProcess
+from runtimes.server import ServerError, ServerProcess, setting
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
 PROMPT = "The quick brown fox"
@@ -341,7 +341,7 @@ class DyingServer(LlamaServerRuntime):
     def generate_speculative(self, prompt_ids, gen):
         DyingServer.n += 1
         if DyingServer.n == 2:
-            srv = self._server(self.setting(gen))
+            srv = self._server(setting(gen))
             threading.Timer(0.3, lambda: os.kill(srv.proc.pid, signal.SIGKILL)).start()
             gen = GenerationSettings(gen.sampling, gen.gamma, 100_000, gen.seed, True, gen.draft_policy)
         return super().generate_speculative(prompt_ids, gen)
