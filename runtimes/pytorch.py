@@ -14,6 +14,7 @@ What it does not do: batching (batch size 1 only), tree drafting, torch.compile.
 from __future__ import annotations
 
 import inspect
+from typing import Optional
 
 import torch
 
@@ -59,18 +60,25 @@ class HFForward:
 class TorchKV(Model):
     """A transformers causal LM with its own KV cache, as the shared loop's Model. [B=1]"""
 
-    def __init__(self, model, vocab: int, lean: bool = True, sync=None):
+    def __init__(self, model, vocab: int, lean: bool = True, sync=None, compiled: Optional[bool] = None):
         from runtimes import torch_llama
 
         self.model = model
         self.vocab = vocab  # compare over the tokenizer's ids only (embedding rows may be padded)
         self.sync = sync
         self.why_not_lean = "turned off" if not lean else torch_llama.unsupported_reason(model)
-        self.lean = None if self.why_not_lean else torch_llama.LlamaFast(model)
+        self.lean = None if self.why_not_lean else torch_llama.LlamaFast(model, compiled)
         self.impl = self.lean or HFForward(model)
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         return self.impl.forward(ids, n_logits)[:, : self.vocab]  # [n_logits, V]
+
+    def describe(self) -> str:
+        if self.lean is None:
+            return f"transformers ({self.why_not_lean})"
+        if self.lean.compiled:
+            return "lean llama (static cache, compiled one-token step)"
+        return f"lean llama (static cache; one-token step eager: {self.lean.why_not_compiled or 'compile failed'})"
 
     def crop(self, length: int) -> None:
         self.impl.crop(length)
@@ -99,8 +107,7 @@ class TorchRuntime(HFText, LoopRuntime):
 
     def describe(self) -> dict:
         return {**self.hf.describe(),
-                "forward": {role: "lean llama (static cache)" if kv.lean else f"transformers ({kv.why_not_lean})"
-                            for role, kv in (("target", self.target), ("draft", self.draft))}}
+                "forward": {role: kv.describe() for role, kv in (("target", self.target), ("draft", self.draft))}}
 
     def close(self) -> None:
         device = self.hf.device if getattr(self, "hf", None) else ""

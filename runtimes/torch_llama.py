@@ -7,36 +7,58 @@ module runs the model's own weights through:
 
     x = embed(ids)                                   # [1, S, H]
     for each layer:
-        q, k, v = split(rmsnorm(x) W_qkv^T)           # [1, heads, S, hd], RoPE from the model's own module
-        K[:, :, L:L+S], V[...] = k, v                 # static cache [1, kv_heads, capacity, hd]
+        q, k, v = split(rmsnorm(x) W_qkv^T)           # [S, heads, hd], RoPE from the model's own module
+        K[L:L+S, layer], V[...] = k, v                # static cache [capacity, layers, kv_heads, hd]
         x += sdpa(q, K[:L+S], V[:L+S], causal) W_o^T
         x += (silu(g) * u) W_down^T, (g, u) = split(rmsnorm(x) W_gu^T)
     logits = rmsnorm(x[-n_logits:]) W_head^T         # [n_logits, V]
 
-Cropping the cache moves its length back; nothing is copied. The cache doubles when full.
+Cropping the cache moves its length back; nothing is copied. The cache doubles when full; its
+positions are the outer dimension, so a view of the first L has strides that do not depend on
+the capacity (the compiled step below sees one shape family for every L).
 
-How the matrices are held (`Linear`): q|k|v and gate|up are concatenated once per model into one
-[out, in] matrix whose row blocks become the model's own projection weights (views: the model's
-forward keeps working on the same numbers, no second copy). On a CPU in float32 each matrix is in
-addition prepacked for oneDNN (`torch.ops.mkldnn._reorder_linear_weight`, what torch.compile's
-CPU freezing uses), which costs a second copy of the layer and head matrices in memory. Timed side
-by side in one process on the 2-core AMD EPYC here (SmolLM2-135M, float32), MKL's plain matmul
-(previously used, with the matrices stored transposed) is far from the memory bound and scales
-badly with the batch: one token 87 ms, five tokens 197 ms; prepacked oneDNN: 82 and 101 ms. That
-ratio is v, the verify batch's cost in one-token steps, which bounds every speculative speedup:
-(gamma + 1) / (gamma + v) for a perfect draft (`harness bench --figures 2`).
+Two paths, chosen per call:
+- one token after a cache of at least 2 (the baseline's step, each draft token): `one_token_step`,
+  compiled by torch.compile (inductor) into one graph of fused C++ loops, the cache length a
+  dynamic dimension, every matrix-vector product a reduction that reads its matrix once. A step is
+  memory bound: it must read every matrix, so what counts is the rate at which it streams them.
+  The matrices live in one buffer of transparent huge pages (`Arena`): with 4 KiB pages each page
+  of a matrix costs a TLB miss. Only where it pays (`compile_reason`): a CPU, float32, at least
+  COMPILE_MIN_BYTES of matrices (the compile takes about a minute the first time per shape, then
+  seconds from inductor's cache under $HARNESS_CACHE/inductor), a C++ compiler. If compiling fails
+  the process says so once and runs eager.
+- several tokens (prefill, the verify pass, a draft's two-token catch-up): eager, through `Linear`,
+  on a CPU in float32 prepacked for oneDNN (`torch.ops.mkldnn._reorder_linear_weight`, what
+  torch.compile's CPU freezing uses), which costs a second copy of the matrices in memory and keeps
+  the verify pass's cost low: MKL's plain matmul scales badly with the batch (one token 87 ms, five
+  197 ms on the 2-core AMD EPYC here, prepacked oneDNN 82 and 101 ms). That ratio is v, the verify
+  batch's cost in one-token steps, which bounds every speculative speedup.
+
+How the matrices are held: q|k|v and gate|up are concatenated once per model into one [out, in]
+block of the arena; each module's weight becomes a view of its rows (the model's own forward, and
+transformers' generate over it, keep working on the same numbers, no second plain copy).
+
+Measured on the 2-core AMD EPYC here (SmolLM2-135M-Instruct, float32, 2 threads, one process, side
+by side): MEASURED_LINE
 What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
 (`unsupported_reason` says why a model falls back to transformers' forward).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from models.shape import shape_from_config
+
+COMPILE_MIN_BYTES = 16 << 20  # smaller models' one-token step stays eager (tiny test models)
+HUGE_PAGE = 2 << 20
+ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 
 
 def unsupported_reason(model) -> Optional[str]:
@@ -58,12 +80,48 @@ def _onednn_usable(device: torch.device, dtype: torch.dtype) -> bool:
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
 
+def _hugepage_empty(numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised [numel] CPU tensor in anonymous memory advised for transparent huge pages
+    (2 MiB pages: the one-token step streams every matrix, and 4 KiB pages cost a TLB miss each),
+    starting on a 2 MiB boundary. Ordinary memory where the kernel has no MADV_HUGEPAGE."""
+    import mmap
+
+    size = numel * torch.empty((), dtype=dtype).element_size()
+    buf = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared memory gets no THP
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    raw = torch.frombuffer(buf, dtype=torch.uint8)  # keeps buf alive
+    skip = -raw.data_ptr() % HUGE_PAGE
+    return raw[skip : skip + size].view(dtype)
+
+
+class Arena:
+    """Consecutive blocks of one CPU buffer (huge pages) for a model's matrices; elsewhere each
+    block is its own tensor."""
+
+    def __init__(self, numel: int, device: torch.device, dtype: torch.dtype):
+        self.buf = _hugepage_empty(numel, dtype) if device.type == "cpu" else None
+        self.used, self.device, self.dtype = 0, device, dtype
+
+    def take(self, rows: int, cols: int) -> torch.Tensor:  # -> [rows, cols], contiguous
+        if self.buf is None:
+            return torch.empty(rows, cols, device=self.device, dtype=self.dtype)
+        block = self.buf[self.used : self.used + rows * cols].view(rows, cols)
+        self.used += -(-rows * cols // ALIGN) * ALIGN
+        return block
+
+
 class Linear:
-    """y = x W^T for one [out, in] matrix (no bias), prepacked for oneDNN when `packed`."""
+    """y = x W^T for one [out, in] matrix (no bias), prepacked for oneDNN when `packed`.
+    `weight` is the plain matrix (the one-token step's, and the model's own)."""
 
     def __init__(self, weight: torch.Tensor, packed: bool):
+        self.weight = weight.detach()
         self.packed = packed
-        self.w = torch.ops.mkldnn._reorder_linear_weight(weight.detach()) if packed else weight.detach()
+        self.w = torch.ops.mkldnn._reorder_linear_weight(self.weight) if packed else self.weight
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         if self.packed:
@@ -71,18 +129,27 @@ class Linear:
         return F.linear(x, self.w)
 
 
-def _fuse(linears, packed: bool) -> Linear:
-    """One Linear for nn.Linear layers that read the same input. Their weights are concatenated
-    into one [sum(out), in] matrix, and each module's weight becomes a view of its rows."""
-    if len(linears) == 1:
-        return Linear(linears[0].weight, packed)
-    w = torch.cat([lin.weight.detach() for lin in linears], 0)  # [sum(out), in]
+def _fuse(linears, packed: bool, arena: Arena) -> Linear:
+    """One Linear for nn.Linear layers that read the same input. Their weights are copied into
+    one [sum(out), in] block of the arena, and each module's weight becomes a view of its rows."""
+    ws = [lin.weight.detach() for lin in linears]
+    w = arena.take(sum(x.shape[0] for x in ws), ws[0].shape[1])  # [sum(out), in]
+    torch.cat(ws, 0, out=w)
     start = 0
     for lin in linears:
         n = lin.weight.shape[0]
         lin.weight.data = w[start : start + n]  # [n, in] view, contiguous
         start += n
     return Linear(w, packed)
+
+
+def _groups(model) -> list[list]:
+    """The nn.Linear groups that read one input: q|k|v, o, gate|up, down per layer; the head last."""
+    out = []
+    for layer in model.model.layers:
+        a, m = layer.self_attn, layer.mlp
+        out += [[a.q_proj, a.k_proj, a.v_proj], [a.o_proj], [m.gate_proj, m.up_proj], [m.down_proj]]
+    return out + [[model.lm_head]]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -98,10 +165,71 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + rotated * sin
 
 
-class LlamaFast:
-    """The model's weights with a static KV cache; `forward(ids, n_logits)` as KVModel's."""
+def _gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """[in] x [out, in] -> [out]: written as a reduction, so that inductor emits one fused,
+    vectorised loop that reads w once (its ATen matmul fallback for one row is MKL's GEMV)."""
+    return (w * x).sum(-1)
 
-    def __init__(self, model):
+
+def one_token_step(x, cos, sin, k_old, v_old, layers, head, norm, eps: float, nh: int, nkv: int, hd: int):
+    """The one-token forward that torch.compile turns into one graph of fused loops.
+
+    x [H] (the token's embedding); cos, sin [hd] (RoPE at its position L); k_old, v_old
+    [L, layers, nkv, hd] (the cache before it); layers: (w_in [H], w_qkv [(nh+2nkv) hd, H],
+    w_o [H, nh hd], w_post [H], w_gu [2I, H], w_down [H, I]) each; head [V, H]; norm [H].
+    -> logits [V], and the token's k, v [layers, nkv, hd] for the cache.
+    """
+    g = nh // nkv  # query heads per kv head: head h reads kv head h // g
+    ks, vs = [], []
+    for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(layers):
+        q, k, v = _gemv(_rms_norm(x, w_in, eps), w_qkv).view(-1, hd).split([nh, nkv, nkv], 0)  # [heads, hd]
+        q, k = _rope(q, cos, sin).view(nkv, g, hd) * hd**-0.5, _rope(k, cos, sin)
+        ks.append(k)
+        vs.append(v)
+        s_old = q @ k_old[:, i].permute(1, 2, 0)  # [nkv, g, L]
+        s_new = (q * k[:, None]).sum(-1, keepdim=True)  # [nkv, g, 1]
+        p = torch.cat([s_old, s_new], -1).softmax(-1)
+        att = p[..., :-1] @ v_old[:, i].transpose(0, 1) + p[..., -1:] * v[:, None]  # [nkv, g, hd]
+        x = x + _gemv(att.reshape(-1), w_o)
+        gate, up = _gemv(_rms_norm(x, w_post, eps), w_gu).chunk(2, -1)  # [I] each
+        x = x + _gemv(F.silu(gate) * up, w_down)
+    return _gemv(_rms_norm(x, norm, eps), head), torch.stack(ks), torch.stack(vs)
+
+
+_compiled = None  # torch.compile(one_token_step), made at first use
+_compile_failed: Optional[str] = None  # why torch.compile failed in this process, once it has
+_compiled_shapes: set = set()
+
+
+def compile_reason(model, dtype: torch.dtype, device: torch.device) -> Optional[str]:
+    """None when the one-token step of `model` runs compiled, else why not."""
+    if _compile_failed:
+        return f"torch.compile failed: {_compile_failed}"
+    if device.type != "cpu" or dtype != torch.float32:
+        return "compiled only on a CPU in float32"
+    size = sum(lin.weight.numel() * lin.weight.element_size() for g in _groups(model) for lin in g)
+    if size < COMPILE_MIN_BYTES:
+        return f"{size / 2**20:.1f} MiB of matrices: below {COMPILE_MIN_BYTES >> 20} MiB the compile does not pay"
+    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        return "no C++ compiler for torch.compile (install g++)"
+    return None
+
+
+def _step_fn():
+    global _compiled
+    if _compiled is None:
+        from models.loading import cache_root
+
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+        _compiled = torch.compile(one_token_step, dynamic=False)
+    return _compiled
+
+
+class LlamaFast:
+    """The model's weights with a static KV cache; `forward(ids, n_logits)` as KVModel's.
+    `compiled`: None decides by compile_reason(), False never compiles, True always tries."""
+
+    def __init__(self, model, compiled: Optional[bool] = None):
         a = shape_from_config(model.config)
         self.model = model
         self.eps, self.hd, self.nh, self.nkv = a.norm_eps, a.head_dim, a.heads, a.kv_heads
@@ -109,50 +237,63 @@ class LlamaFast:
         self.device, self.dtype = w.device, w.dtype
         if not hasattr(model, "_lean"):  # fused (and packed) once per model: a self-draft shares them
             packed = _onednn_usable(self.device, self.dtype)
-            model._lean = ([(layer.input_layernorm.weight,
-                             _fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj], packed),
-                             _fuse([layer.self_attn.o_proj], packed), layer.post_attention_layernorm.weight,
-                             _fuse([layer.mlp.gate_proj, layer.mlp.up_proj], packed), _fuse([layer.mlp.down_proj], packed))
-                            for layer in model.model.layers], _fuse([model.lm_head], packed))
+            groups = _groups(model)
+            arena = Arena(sum(-(-sum(lin.weight.numel() for lin in g) // ALIGN) * ALIGN for g in groups),
+                          self.device, self.dtype)
+            fused = [_fuse(g, packed, arena) for g in groups]
+            model._lean = ([(layer.input_layernorm.weight, *fused[4 * i : 4 * i + 2], layer.post_attention_layernorm.weight,
+                             *fused[4 * i + 2 : 4 * i + 4]) for i, layer in enumerate(model.model.layers)], fused[-1])
         self.layers, self.head = model._lean
-        self.k: Optional[torch.Tensor] = None  # [layers, 1, kv_heads, capacity, hd]
+        self.why_not_compiled = "turned off" if compiled is False else None if compiled else compile_reason(model, self.dtype, self.device)
+        self.k: Optional[torch.Tensor] = None  # [capacity, layers, kv_heads, hd]
         self.v: Optional[torch.Tensor] = None
         self.length = 0
 
+    @property
+    def compiled(self) -> bool:
+        return self.why_not_compiled is None and not _compile_failed
+
     def _reserve(self, need: int) -> None:
-        cap = 0 if self.k is None else self.k.shape[3]
+        cap = 0 if self.k is None else self.k.shape[0]
         if need <= cap:
             return
         new_cap = max(256, cap)
         while new_cap < need:
             new_cap *= 2
-        shape = (len(self.layers), 1, self.nkv, new_cap, self.hd)
+        shape = (new_cap, len(self.layers), self.nkv, self.hd)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         v = torch.zeros(shape, dtype=self.dtype, device=self.device)
         if self.k is not None:
-            k[:, :, :, : self.length] = self.k[:, :, :, : self.length]
-            v[:, :, :, : self.length] = self.v[:, :, :, : self.length]
+            k[: self.length] = self.k[: self.length]
+            v[: self.length] = self.v[: self.length]
         self.k, self.v = k, v
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
+        if len(ids) == 1 and self.length >= 2 and self.compiled:  # a cache of 0 or 1 would be specialised
+            return self._step(ids[0])
+        return self._forward(ids, n_logits)
+
+    def _forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         s, l0 = len(ids), self.length
-        self._reserve(l0 + s)
+        end = l0 + s
+        self._reserve(end)
         inner = self.model.model
         x = inner.embed_tokens(torch.tensor([ids], device=self.device))  # [1, S, H]
-        pos = torch.arange(l0, l0 + s, device=self.device)[None]  # [1, S]
+        pos = torch.arange(l0, end, device=self.device)[None]  # [1, S]
         cos, sin = inner.rotary_emb(x, pos)  # [1, S, hd]
-        cos, sin = cos[:, None], sin[:, None]  # [1, 1, S, hd]
+        cos, sin = cos[0, :, None], sin[0, :, None]  # [S, 1, hd]
         mask = None
         if s > 1:  # row i sees cache positions 0 .. l0 + i
-            mask = torch.arange(l0 + s, device=self.device)[None, :] <= pos[0, :, None]  # [S, l0+S]
-        end = l0 + s
+            mask = torch.arange(end, device=self.device)[None, :] <= pos[0, :, None]  # [S, l0+S]
         for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(self.layers):
             h = w_qkv(_rms_norm(x, w_in, self.eps))  # [1, S, (nh + 2 nkv) hd]
-            q, k, v = h.view(1, s, -1, self.hd).transpose(1, 2).split([self.nh, self.nkv, self.nkv], 1)
-            self.k[i, :, :, l0:end] = _rope(k, cos, sin)  # [1, nkv, S, hd]
-            self.v[i, :, :, l0:end] = v
-            att = F.scaled_dot_product_attention(_rope(q, cos, sin), self.k[i, :, :, :end], self.v[i, :, :, :end],
+            q, k, v = h.view(s, -1, self.hd).split([self.nh, self.nkv, self.nkv], 1)  # [S, heads, hd]
+            self.k[l0:end, i] = _rope(k, cos, sin)
+            self.v[l0:end, i] = v
+            att = F.scaled_dot_product_attention(_rope(q, cos, sin).transpose(0, 1)[None],  # [1, nh, S, hd]
+                                                 self.k[:end, i].transpose(0, 1)[None],  # [1, nkv, L+S, hd]
+                                                 self.v[:end, i].transpose(0, 1)[None],
                                                  attn_mask=mask, enable_gqa=True)  # [1, nh, S, hd]
             x = x + w_o(att.transpose(1, 2).reshape(1, s, -1))
             g, u = w_gu(_rms_norm(x, w_post, self.eps)).chunk(2, -1)  # [1, S, I] each
@@ -160,6 +301,35 @@ class LlamaFast:
         self.length = end
         x = _rms_norm(x[:, -n_logits:], inner.norm.weight, self.eps)  # [1, n_logits, H]
         return self.head(x)[0]  # [n_logits, V]
+
+    def _step(self, token: int) -> torch.Tensor:
+        """One token through the compiled graph -> [1, V]; its k, v written at position L."""
+        global _compile_failed
+        l0 = self.length
+        self._reserve(l0 + 1)
+        inner = self.model.model
+        x = inner.embed_tokens.weight[token]  # [H]
+        cos, sin = inner.rotary_emb(x[None, None], torch.tensor([[l0]], device=self.device))  # [1, 1, hd]
+        k_old, v_old = self.k[:l0], self.v[:l0]  # [L, layers, nkv, hd]
+        torch._dynamo.mark_dynamic(k_old, 0)
+        torch._dynamo.mark_dynamic(v_old, 0)
+        layers = tuple((w_in, qkv.weight, o.weight, w_post, gu.weight, down.weight)
+                       for w_in, qkv, o, w_post, gu, down in self.layers)
+        key = (x.shape[0], len(layers), self.head.weight.shape[0])
+        if key not in _compiled_shapes:
+            _compiled_shapes.add(key)
+            print(f"torch: compiling the one-token step ({len(layers)} layers, width {key[0]}): about a minute the "
+                  "first time, seconds once inductor has it cached", file=sys.stderr)
+        try:
+            logits, k, v = _step_fn()(x, cos[0, 0], sin[0, 0], k_old, v_old, layers, self.head.weight,
+                                      inner.norm.weight, self.eps, self.nh, self.nkv, self.hd)
+        except Exception as e:  # no working compiler, an inductor bug: this process runs eager from now on
+            _compile_failed = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            print(f"torch: {compile_reason(self.model, self.dtype, self.device)}; running the eager forward", file=sys.stderr)
+            return self._forward([token], 1)
+        self.k[l0], self.v[l0] = k, v
+        self.length = l0 + 1
+        return logits[None]
 
     def crop(self, length: int) -> None:
         self.length = min(self.length, length)

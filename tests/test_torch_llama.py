@@ -1,6 +1,7 @@
 """The torch runtime's lean Llama forward (runtimes/torch_llama.py) against transformers' own forward
-on the tiny pair: same logits through prefill, one-token steps, verify-sized batches, crops and a
-cache that has to grow; the model it fused still computes what it computed before."""
+on the tiny pair: same logits through prefill, one-token steps (eager and compiled), verify-sized
+batches, crops and a cache that has to grow; the model it fused still computes what it computed
+before; which models get the compiled step."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import random
 import pytest
 import torch
 
+from runtimes import torch_llama
 from runtimes.pytorch import TorchKV
-from runtimes.torch_llama import LlamaFast, Linear, unsupported_reason
+from runtimes.torch_llama import Linear, LlamaFast, unsupported_reason
 
 
 @pytest.fixture()
@@ -20,11 +22,12 @@ def model(tiny_pair):
     return AutoModelForCausalLM.from_pretrained(tiny_pair.target, dtype=torch.float32).eval()
 
 
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
 @torch.inference_mode()
-def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model):
+def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, compiled):
     ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
-    kv = TorchKV(model, 257)
-    assert kv.lean is not None
+    kv = TorchKV(model, 257, compiled=compiled)
+    assert kv.lean is not None and kv.lean.compiled == compiled
     rng = random.Random(0)
     seq: list[int] = []
     kv.reset()
@@ -40,7 +43,8 @@ def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model):
             kv.crop(keep)
             del seq[keep:]
         assert len(kv) == len(seq)
-    assert kv.lean.k.shape[3] >= len(seq) > 256
+    assert kv.lean.k.shape[0] >= len(seq) > 256
+    assert kv.lean.compiled == compiled  # the compiled step did not fail over to eager
 
 
 @torch.inference_mode()
@@ -94,3 +98,25 @@ def test_the_transformers_path_gives_the_same_logits_through_a_crop(model):
     slow.crop(6)
     assert len(lean) == len(slow) == 6
     assert torch.allclose(lean.forward([70, 71], 2), slow.forward([70, 71], 2), atol=1e-4)
+
+
+def test_the_matrices_live_in_one_aligned_arena_the_model_reads_too(model):
+    fast = LlamaFast(model)
+    mats = [lin.weight for layer in fast.layers for lin in (layer[1], layer[2], layer[4], layer[5])] + [fast.head.weight]
+    base = mats[0].untyped_storage().data_ptr()
+    assert all(m.untyped_storage().data_ptr() == base for m in mats)  # one buffer
+    assert mats[0].data_ptr() % torch_llama.HUGE_PAGE == 0
+    assert all(m.data_ptr() % (torch_llama.ALIGN * 4) == 0 for m in mats)
+    assert model.lm_head.weight.data_ptr() == fast.head.weight.data_ptr()
+    assert model.model.layers[0].mlp.down_proj.weight.data_ptr() == fast.layers[0][5].weight.data_ptr()
+
+
+def test_only_large_float32_cpu_models_compile_by_default(model, monkeypatch):
+    assert "below" in LlamaFast(model).why_not_compiled  # the tiny model: the compile would not pay
+    monkeypatch.setattr(torch_llama, "COMPILE_MIN_BYTES", 0)
+    assert LlamaFast(model).compiled
+    assert LlamaFast(model, compiled=False).why_not_compiled == "turned off"
+    other = type(model).from_pretrained(model.name_or_path, dtype=torch.bfloat16).eval()
+    assert "float32" in LlamaFast(other).why_not_compiled
+    monkeypatch.setattr(torch_llama.shutil, "which", lambda name: None)
+    assert "g++" in LlamaFast(model).why_not_compiled
