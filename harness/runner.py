@@ -36,6 +36,16 @@ if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConf
     from runtimes.base import Runtime
 
 WARMUP_TOKENS = 16
+LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
+
+
+def machine_limits(n_threads: Optional[int], remeasure: bool = False) -> dict:
+    """core.limits.machine_limits at the threads a run with --n-threads `n_threads` uses, cached
+    under $HARNESS_CACHE/limits (so every run folder on this machine shares one measurement)."""
+    from core import limits
+    from models.loading import cache_root
+
+    return limits.machine_limits(limits.threads_of(n_threads), cache_root() / LIMITS_DIR, remeasure)
 
 
 @dataclass
