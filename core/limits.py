@@ -1,8 +1,8 @@
 """This machine's limits, measured with torch on the CPU at a thread count: memory read bandwidth
 and the throughput of the matrix products the runtimes use (float32, and int8 for llama.cpp's
 quantized weights). A one-token step cannot be faster than reading its weights once at this
-bandwidth, and a batched pass cannot be cheaper than its arithmetic at this throughput; the
-report sets each runtime's measured steps against these bounds.
+bandwidth, and a batched pass cannot be cheaper than its arithmetic at this throughput;
+reports/roofline.py sets each runtime's measured steps against these bounds.
 
 - `read_gb_s`: the best of a few read-only reductions (torch.sum and torch.amax) over a
   READ_BUFFER_MIB float32 buffer, the best over both kernels. A high estimate of what a model's
