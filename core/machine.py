@@ -23,6 +23,18 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> str:
+    """The CPU's feature flags as /proc/cpuinfo lists them (its first "flags" line; "" elsewhere):
+    what a kernel may use, so part of what a measured limit depends on."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def physical_cores() -> int:
     """Physical cores this process may use (SMT siblings counted once), from Linux's CPU topology;
     elsewhere, or when it cannot be read, half the logical CPUs."""

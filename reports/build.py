@@ -4,9 +4,10 @@ Files written (all overwritten on each call): report.md (headline, tables, the e
 plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
 drafted.csv (drafted per round), figures.csv (each run
 folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
-baselines across runtimes), explain.csv, report.json (all tables, headline, explanations and notes) and the
+baselines across runtimes), explain.csv, roofline.csv (each step against this machine's limits,
+roofline.py), report.json (all tables, headline, explanations, the roofline and notes) and the
 PNG plots of plots.py, waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
-only. What it does not do: measure anything.
+only (its text ends with the roofline of the same cells). What it does not do: measure anything.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reports import explain, markdown, mismatch, plots, tables
 from reports.ceiling import CFlops
 from reports.figures import run_figures
 from reports.load import REPORT_DIR, drafting, load
+from reports.roofline import limits_line, roofline
 
 WATERFALL = "waterfall.png"
 
@@ -91,19 +93,28 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     written = [name for name, draw, src in PLOTTERS if draw(data[src], out / name) is not None]
     sources = [str(s) for s in loaded.sources]
     expls, comparisons, lines, _ = _explain(rows, out)
+    roof = roofline(rows)
+    data["roofline"] = roof.records
     data["figures"] = run_figures(rows)
     measured = [r for r in rows if "runtime_name" not in r]  # each row once (load.by_drafting adds views)
     data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
-                                                     data["figures"], data["mismatches"], data["agreement"]))
+                                                     data["figures"], data["mismatches"], data["agreement"],
+                                                     _roofline_lines(roof)))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
-                      ("agreement", "agreement.csv")):
+                      ("agreement", "agreement.csv"), ("roofline", "roofline.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
-           **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons}
+           **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons,
+           "roofline_notes": roof.notes, "machine_limits": roof.limits}
     (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     return out / "report.md"
+
+
+def _roofline_lines(roof) -> list[str]:
+    """The markdown section of a reports.roofline.Roofline."""
+    return markdown.roofline_section(roof.records, roof.notes, [limits_line(s, x) for s, x in roof.limits.items()])
 
 
 def _out_dir(dirs: list, out: Optional[Path]) -> Path:
@@ -171,6 +182,7 @@ def write_explain(dirs: list, out: Optional[Path] = None) -> tuple[str, Optional
         raise HarnessError("no successful speculative rows to explain: explain needs speculative and baseline rows of a runtime")
     out = _out_dir(dirs, out)
     expls, comparisons, lines, png = _explain(rows, out)
-    (out / "explain.json").write_text(json.dumps({"explain": expls, "comparisons": comparisons}, indent=2,
-                                                 ensure_ascii=False, allow_nan=False))
-    return "\n".join(lines), png
+    roof = roofline(rows)
+    (out / "explain.json").write_text(json.dumps({"explain": expls, "comparisons": comparisons, "roofline": _json_safe(roof.records),
+                                                 "roofline_notes": roof.notes}, indent=2, ensure_ascii=False, allow_nan=False))
+    return "\n".join(lines + _roofline_lines(roof)), png

@@ -45,12 +45,23 @@ def results_files(folder: Path) -> list[Path]:
     return found
 
 
+def run_info(run_dir: Path) -> Optional[dict]:
+    """A run folder's run.json, or None when it is missing or unreadable."""
+    try:
+        info = json.loads((Path(run_dir) / RUN).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
 def pair_refs(run_dir: Path) -> Optional[dict[str, dict]]:
     """Pair name -> its refs ({name, target, draft, target_gguf, draft_gguf}) from run.json's
     configuration (a sweep may hold several pairs), or None when run.json is unreadable."""
-    try:
-        config = json.loads((run_dir / RUN).read_text()).get("config") or {}
-    except (OSError, ValueError, AttributeError):
+    info = run_info(run_dir)
+    if info is None:
+        return None
+    config = info.get("config") or {}
+    if not isinstance(config, dict):
         return None
     pairs = config.get("pairs") or [config.get("pair")]
     return {p["name"]: p for p in pairs if isinstance(p, dict) and "name" in p} or None

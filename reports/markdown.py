@@ -163,10 +163,11 @@ AGREEMENT_COLS = [("prompt", "prompt", "s"), ("a", "runtime A", "s"), ("b", "run
 
 def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
              explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None,
-             mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None) -> str:
+             mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
+             roofline: Optional[list[str]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `explain` is
-    explain_section's lines; `figures` (reports/figures.py) get a section when several run folders
-    are read."""
+    explain_section's lines, `roofline` roofline_section's; `figures` (reports/figures.py) get a
+    section when several run folders are read."""
     out = ["# Speculative decoding report", ""]
     pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
     out += [f"- {line}" for line in headline(cells)] + [f"- **Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
@@ -187,6 +188,7 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
         out += ["## Greedy baselines across runtimes", ""] + [f"- {line}" for line in agreement_lines(agreement)] + [""]
         out += md_table(agreement, AGREEMENT_COLS) + [""]
     out += explain or []
+    out += roofline or []
     out += ["## Plots", ""]
     out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]
     if notes:
@@ -245,4 +247,33 @@ def explain_section(expls: list[dict], comparisons: list[str], plot: Optional[st
     out += ["", EXPLAIN_TEXT, ""]
     if plot:
         out += [f"![Speedup waterfall]({plot})", ""]
+    return out
+
+
+# ---------------------------------------------------------------- against the machine (reports/roofline.py)
+
+
+ROOFLINE_COLS = [("label", "cell", "s"), ("step", "step", "s"), ("tokens", "tokens", ".3g"), ("context", "context", ".0f"),
+                 ("measured_ms", "measured ms", ".3g"), ("memory_bound_ms", "memory bound ms", ".3g"),
+                 ("compute_bound_ms", "compute bound ms", ".3g"), ("fraction", "fraction of bound", ".2f"),
+                 ("binds", "limit", "s"), ("weights", "weights", "s"), ("compute", "compute", "s")]
+ROOFLINE_TEXT = (
+    "A one-token step cannot be faster than reading the model's weights and its KV cache so far once from memory "
+    "(memory bound: bytes / this machine's read bandwidth), and a pass over several tokens cannot be cheaper than "
+    "its arithmetic (compute bound: FLOPs, the attention term included, / the GEMM throughput of the model's compute "
+    "kind, int8 for llama.cpp's quantized weights). The fraction is the larger bound / the measured step: 1 is this "
+    "machine's limit; the read bandwidth is a high estimate, so the fraction is strict. Steps: the baseline's "
+    "target step (verify_s / rounds), the draft's (draft_s / drafted) and the verify pass of drafted + 1 tokens "
+    "(verify_s / rounds), pooled over the cell; context: the prompt plus half the generated tokens.")
+
+
+def roofline_section(records: list[dict], notes: list[str], limits: list[str]) -> list[str]:
+    """The report's "Against this machine's limits" section (also what `harness explain` prints):
+    the limits, a table of the steps, one sentence each, and what could not be set against them."""
+    out = ["## Against this machine's limits", ""]
+    out += [f"- Limits: {line}" for line in limits]
+    if records:
+        out += [""] + md_table(records, ROOFLINE_COLS) + [""]
+    out += [f"- {r['sentence']}" for r in records] + [f"- {n}" for n in notes]
+    out += ["", ROOFLINE_TEXT, ""] if records else [""]
     return out

@@ -19,6 +19,7 @@ import llama_cpp
 from core.config import RuntimeSettings
 from core.machine import physical_cores
 from models import llama_files
+from models.shape import pair_sizes, sizes_from_gguf
 
 N_BATCH = 512  # tokens per llama_decode call at most (prompts are fed in chunks of this)
 
@@ -132,8 +133,9 @@ def library_versions() -> dict:
 
 
 def describe(settings, paths: tuple, n_ctx: int) -> dict:
-    """run.json's entry for a llama.cpp runtime: files, context, threads, library versions (read
-    once per runtime: the GGUF metadata takes seconds to parse, and every results row asks)."""
+    """run.json's entry for a llama.cpp runtime: files, context, threads, library versions, each
+    model's sizes as stored (models/shape.py) (read once per runtime: the GGUF metadata takes
+    seconds to parse, and every results row asks)."""
     return dict(_describe(settings, tuple(paths), n_ctx))
 
 
@@ -145,6 +147,7 @@ def _describe(settings, paths: tuple, n_ctx: int) -> dict:
         "target_gguf": paths[0], "draft_gguf": paths[1],
         "n_ctx": n_ctx, "n_threads": t, "n_threads_batch": tb,
         **library_versions(),
+        "model_sizes": pair_sizes(sizes_from_gguf, str(paths[0]), str(paths[1])),
     }
 
 

@@ -410,9 +410,12 @@ class MlxRuntime(TokenizerText, Runtime):
         return self._reference
 
     def describe(self) -> dict:
+        from models.shape import pair_sizes, sizes_from_folder
+
         return {"device": "metal" if self.device.type == mx.gpu else "cpu", "dtype": str(self.dtype).replace("mlx.core.", ""),
                 "mlx": mx.__version__, "mlx_lm": mlx_lm.__version__, "model_folders": list(self.folders),
-                "draft_length": f"num_draft_tokens gamma; library-default: mlx-lm's own {library_gamma()}"}
+                "draft_length": f"num_draft_tokens gamma; library-default: mlx-lm's own {library_gamma()}",
+                "model_sizes": pair_sizes(lambda f: sizes_from_folder(f, str(self.dtype).replace("mlx.core.", "")), *self.folders)}
 
     def close(self) -> None:
         self.target = self.draft = self._reference = None

@@ -1,6 +1,7 @@
 """What the two runtimes over transformers models share (`torch`: our loop, `hf`: transformers'
 generate): device and dtype resolution, torch's thread count, loading the pair with its tokenizer
-check, and encode/decode through the target's tokenizer.
+check, encode/decode through the target's tokenizer, and the description both give run.json
+(with each model's sizes, models/shape.py).
 
 What it does not do: generate (runtimes/pytorch.py, runtimes/hf.py) or read model files
 (models/loading.py).
@@ -8,11 +9,13 @@ What it does not do: generate (runtimes/pytorch.py, runtimes/hf.py) or read mode
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from core.config import PairSpec, RuntimeSettings
 from core.errors import HarnessError
-from models.shape import context_length
+from models.shape import context_length, pair_sizes, sizes_from_config
 from runtimes.base import TokenizerText
 
 
@@ -66,7 +69,14 @@ class HFPair:
         import transformers
 
         return {"device": self.device, "dtype": str(self.dtype).replace("torch.", ""), "torch": torch.__version__,
-                "transformers": transformers.__version__, "threads": torch.get_num_threads()}
+                "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+                "model_sizes": self.model_sizes}
+
+    @functools.cached_property
+    def model_sizes(self):
+        """What one step of each model reads and computes, in the dtype it runs in (models/shape.py)."""
+        dtype = str(self.dtype).replace("torch.", "")
+        return pair_sizes(lambda m: sizes_from_config(m.config, dtype), self.target, self.draft)
 
 
 class HFText(TokenizerText):

@@ -278,7 +278,14 @@ class VllmRuntime(TokenizerText, Runtime):
     def describe(self) -> dict:
         return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.context,
                 "threads": self.settings.n_threads, "models": list(self.paths), "logs": str(self.logs),
-                "extra_args": os.environ.get("HARNESS_VLLM_ARGS", "")}
+                "extra_args": os.environ.get("HARNESS_VLLM_ARGS", ""), "model_sizes": self._model_sizes()}
+
+    def _model_sizes(self):
+        """Each model's sizes in the dtype vLLM runs (models/shape.py); None under vLLM's own choice (auto)."""
+        from models.shape import pair_sizes, sizes_from_folder
+
+        dtype = self._dtype()
+        return None if dtype == "auto" else pair_sizes(lambda f: sizes_from_folder(f, dtype), *self.paths)
 
     def close(self) -> None:
         if getattr(self, "servers", None) is not None:

@@ -86,11 +86,12 @@ def qwen_configs(root: Path) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-def write_run(folder: Path, rows: list[dict], target=None, draft=None, name: str = "qwen-like") -> Path:
+def write_run(folder: Path, rows: list[dict], target=None, draft=None, name: str = "qwen-like", info: dict = None) -> Path:
+    """results.jsonl and a run.json naming the pair; `info` adds run.json fields (machine_limits, roofline)."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "results.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
     pair = {"name": name, "target": target and str(target), "draft": draft and str(draft), "target_gguf": None, "draft_gguf": None}
-    (folder / "run.json").write_text(json.dumps({"config": {"pair": pair}}))
+    (folder / "run.json").write_text(json.dumps({"config": {"pair": pair}, **(info or {})}))
     return folder

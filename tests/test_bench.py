@@ -96,3 +96,20 @@ def test_figure_8_is_the_largest_gap_between_forced_acceptance_and_the_cost_mode
     assert set(cells) == {f"{rt} gamma {g}" for rt in ("torch", "llamacpp") for g in (1, 2, 4, 8)}
     assert fig.value == max(cells.values()) and fig.detail["within_goal"] == sum(v <= 0.10 for v in cells.values())
     assert all(0 < k["v"] and 0 < k["c"] for k in fig.detail["costs"].values())
+
+
+def test_figure_9_sets_each_baseline_step_against_the_memory_bound(tiny_gguf):
+    from harness.bench import PROMPT
+    from models.shape import sizes_from_gguf
+
+    b = Bench(tiny_gguf.target_gguf, 8, 1, 2, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
+    fig = b.fig9_memory_bound(("llamacpp", "llamacpp-native"))
+    limits, sizes = fig.detail["limits"], sizes_from_gguf(tiny_gguf.target_gguf)
+    assert limits["threads"] == 1 and limits["read_gb_s"] > 0
+    for name in ("llamacpp", "llamacpp-native"):
+        d = fig.detail[name]
+        context = len(b.runtime(name).encode(PROMPT)) + 8 / 2  # the prompt and half the generated tokens
+        bound = (sizes["weight_bytes"] + sizes["kv_bytes_per_position"] * context) / (limits["read_gb_s"] * 1e9)
+        assert d["bound_ms"] == pytest.approx(1000 * bound) and d["step_ms"] > 0
+        assert d["fraction"] == pytest.approx(d["bound_ms"] / d["step_ms"]) and d["weights"] == "f32"
+    assert fig.value is None  # torch's fraction: torch is not in this figure's list here
