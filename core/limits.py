@@ -4,11 +4,12 @@ quantized weights). A one-token step cannot be faster than reading its weights o
 bandwidth, and a batched pass cannot be cheaper than its arithmetic at this throughput;
 reports/roofline.py sets each runtime's measured steps against these bounds.
 
-- `read_gb_s`: the best of a few read-only reductions (torch.sum and torch.amax) over a
-  READ_BUFFER_MIB float32 buffer, the best over both kernels. A high estimate of what a model's
+- `read_gb_s`: read-only reductions (torch.sum and torch.amax) over a READ_BUFFER_MIB float32
+  buffer, the median of a few calls each, the best over both kernels and two page sizes (4 KiB,
+  and the 2 MiB huge pages the torch runtime keeps its matrices in). A high estimate of what a model's
   forward pass can stream (no writes, one sequential sweep, no other work between the loads), so
   the memory bound it gives is strict: a step at 1.0 of it could not be faster.
-- `matmul_f32_gflops`: float32 GEMM [GEMM_M x GEMM_K] @ [GEMM_K x GEMM_N], the best of a few.
+- `matmul_f32_gflops`: float32 GEMM [GEMM_M x GEMM_K] @ [GEMM_K x GEMM_N], the median of a few.
 - `matmul_int8_gops`: int8 x int8 -> int32 GEMM of the same shape through torch._int_mm, the proxy
   for llama.cpp's quantized dot products (for q4/q5/q8 weights it quantizes the activations to 8
   bits and multiplies with int8 dot products); None, with the reason, where this torch has none.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 import sys
 import time
 from datetime import datetime, timezone
@@ -32,11 +34,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from core.config import at_least
-from core.machine import cpu_flags, cpu_name, physical_cores
+from core.machine import cpu_flags, cpu_name, hugepage_empty, physical_cores
 
 READ_BUFFER_MIB = 256  # well above any last-level cache, so the sweep reads memory
 GEMM_M, GEMM_K, GEMM_N = 256, 2048, 2048  # a verify-sized batch of rows against a layer-sized matrix
-REPEATS = 6  # the best of these, after one untimed call of each kernel
+REPEATS = 7  # the median of these, after one untimed call of each kernel
 REMEASURE_ENV = "HARNESS_REMEASURE_LIMITS"
 MEASURING = "measuring this machine's limits (once per machine, a few seconds) ..."
 
@@ -48,25 +50,33 @@ def threads_of(n_threads: Optional[int]) -> int:
 
 
 def _best_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    fn()  # first touch: page faults, kernel selection
-    best = float("inf")
+    """The median of `repeats` timed calls after an untimed one (first touch, kernel selection):
+    a machine's sustained rate, not one lucky call (the result is cached for every later run)."""
+    fn()
+    times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def read_gb_s() -> tuple[float, dict[str, float]]:
     """Memory read bandwidth in GB/s (1e9 bytes) at torch's current threads: the best over the
-    kernels of the best of REPEATS reductions each -> (best, per kernel)."""
+    kernels and page sizes (torch's own allocation; huge pages, as the torch runtime's matrices
+    have) of the median of REPEATS reductions each -> (best, per kernel and pages)."""
     import torch
 
-    buf = torch.ones(READ_BUFFER_MIB * 2**20 // 4, dtype=torch.float32)  # written once, so every page is real
-    nbytes = buf.numel() * buf.element_size()
-    with torch.inference_mode():
-        per = {name: nbytes / _best_seconds(lambda k=k: k(buf)) / 1e9 for name, k in (("sum", torch.sum), ("amax", torch.amax))}
-    return max(per.values()), per  # the buffer is freed on return
+    numel = READ_BUFFER_MIB * 2**20 // 4
+    per = {}
+    for pages, alloc in (("", torch.empty), (" huge pages", hugepage_empty)):
+        buf = alloc(numel, dtype=torch.float32)
+        buf.fill_(1.0)  # written once, so every page is real
+        with torch.inference_mode():
+            for name, k in (("sum", torch.sum), ("amax", torch.amax)):
+                per[name + pages] = numel * 4 / _best_seconds(lambda k=k: k(buf)) / 1e9
+        buf = None  # one buffer at a time
+    return max(per.values()), per
 
 
 def _gemm_ops() -> int:
@@ -74,7 +84,7 @@ def _gemm_ops() -> int:
 
 
 def matmul_f32_gflops() -> float:
-    """float32 GEMM throughput in GFLOP/s at torch's current threads (best of REPEATS)."""
+    """float32 GEMM throughput in GFLOP/s at torch's current threads (median of REPEATS)."""
     import torch
 
     g = torch.Generator().manual_seed(0)
@@ -84,7 +94,7 @@ def matmul_f32_gflops() -> float:
 
 
 def matmul_int8_gops() -> tuple[Optional[float], Optional[str]]:
-    """int8 x int8 -> int32 GEMM throughput in GOP/s through torch._int_mm (best of REPEATS) ->
+    """int8 x int8 -> int32 GEMM throughput in GOP/s through torch._int_mm (median of REPEATS) ->
     (value, None), or (None, why) where this torch build cannot run it on the CPU."""
     import torch
 
@@ -175,7 +185,7 @@ def describe(limits: dict) -> list[str]:
     return [
         f"machine limits at {limits['threads']} thread{'s' if limits['threads'] != 1 else ''}: {limits['cpu']}, torch {limits['torch']} "
         f"(measured {limits['measured_at']} in {limits['seconds']:.1f} s; cached in {limits['cache_file']})",
-        f"  memory read bandwidth  {limits['read_gb_s']:.1f} GB/s (best of {kernels}, over {limits['read_buffer_mib']} MiB "
+        f"  memory read bandwidth  {limits['read_gb_s']:.1f} GB/s (the best of {kernels}, each the median of {REPEATS}, over {limits['read_buffer_mib']} MiB "
         "float32: a high estimate, so the memory bound is strict)",
         f"  float32 matmul         {limits['matmul_f32_gflops']:.0f} GFLOP/s (M x K x N {shape})",
         f"  int8 matmul            {int8}",

@@ -1,6 +1,7 @@
 """What is known of this machine: the CPU's name, the physical cores this process may use, and
-the versions of the libraries a run depends on (for run.json). Reads /proc and /sys on Linux;
-elsewhere falls back to what Python's platform module says. Measures nothing."""
+the versions of the libraries a run depends on (for run.json); and memory in huge pages where the
+kernel offers them. Reads /proc and /sys on Linux; elsewhere falls back to what Python's platform
+module says. Measures nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+HUGE_PAGE = 2 << 20
 PACKAGES = ("torch", "transformers", "llama_cpp_python", "gguf", "huggingface_hub", "numpy")
 
 
@@ -60,3 +62,26 @@ def environment() -> dict:
         "cpu_count": os.cpu_count(),
         "packages": versions,
     }
+
+
+def hugepage_empty(numel: int, dtype: "torch.dtype") -> "torch.Tensor":  # noqa: F821 (torch is imported inside)
+    """An uninitialised [numel] CPU tensor in private anonymous memory advised for transparent
+    huge pages (2 MiB: a sweep over 4 KiB pages costs a TLB miss per page), starting on a 2 MiB
+    boundary: for the torch runtime's matrices and the bandwidth measurement that bounds them.
+    Ordinary pages where the kernel offers none (no MADV_HUGEPAGE, THP set to never)."""
+    import mmap
+
+    import torch
+
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
+        return torch.empty(numel, dtype=dtype)
+    size = numel * torch.empty((), dtype=dtype).element_size()
+    buf = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared memory gets no THP
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    raw = torch.frombuffer(buf, dtype=torch.uint8)  # keeps buf alive
+    skip = -raw.data_ptr() % HUGE_PAGE
+    return raw[skip : skip + size].view(dtype)

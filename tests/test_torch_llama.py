@@ -10,6 +10,7 @@ import random
 import pytest
 import torch
 
+from core.machine import HUGE_PAGE
 from runtimes import torch_llama
 from runtimes.pytorch import TorchKV
 from runtimes.torch_llama import Linear, LlamaFast, unsupported_reason
@@ -102,13 +103,19 @@ def test_the_transformers_path_gives_the_same_logits_through_a_crop(model):
 
 def test_the_matrices_live_in_one_aligned_arena_the_model_reads_too(model):
     fast = LlamaFast(model)
-    mats = [lin.weight for layer in fast.layers for lin in (layer[1], layer[2], layer[4], layer[5])] + [fast.head.weight]
-    base = mats[0].untyped_storage().data_ptr()
-    assert all(m.untyped_storage().data_ptr() == base for m in mats)  # one buffer
-    assert mats[0].data_ptr() % torch_llama.HUGE_PAGE == 0
-    assert all(m.data_ptr() % (torch_llama.ALIGN * 4) == 0 for m in mats)
+    w = fast.weights
+    blocks = w.stacks + [fast.head.weight]  # [layers, out, in] per kind, then [V, H]
+    base = blocks[0].untyped_storage().data_ptr()
+    assert all(b.untyped_storage().data_ptr() == base for b in blocks)  # one buffer
+    assert blocks[0].data_ptr() % HUGE_PAGE == 0
+    assert all(b.data_ptr() % (torch_llama.ALIGN * 4) == 0 for b in blocks)
+    assert w.nbytes == sum(p.numel() * 4 for name, p in model.named_parameters() if "proj" in name or "lm_head" in name) \
+        or model.config.tie_word_embeddings  # a tied head is counted once, as the embedding
+    layer = model.model.layers[1]
+    assert layer.mlp.down_proj.weight.data_ptr() == w.stacks[3][1].data_ptr()
+    assert layer.self_attn.k_proj.weight.data_ptr() == w.stacks[0][1, layer.self_attn.q_proj.weight.shape[0]].data_ptr()
+    assert layer.input_layernorm.weight.data_ptr() == w.norms[0][1].data_ptr()
     assert model.lm_head.weight.data_ptr() == fast.head.weight.data_ptr()
-    assert model.model.layers[0].mlp.down_proj.weight.data_ptr() == fast.layers[0][5].weight.data_ptr()
 
 
 def test_only_large_float32_cpu_models_compile_by_default(model, monkeypatch):
