@@ -403,6 +403,7 @@ class Bench:
                 fractions.append(b.memory_s / step)
             step = statistics.median(got[name])
             detail[name] = {"fraction": statistics.median(fractions), "fractions": fractions, "step_ms": 1000 * step,
+                            "steps_ms": [1000 * x for x in got[name]],
                             "bytes": int(step_bound(sizes[name], {"read_gb_s": 1.0}, 1, depth[name]).bytes),
                             "weights": sizes[name]["weights"]}
         if got:

@@ -1,14 +1,15 @@
 """The `torch` runtime: the shared speculative loop (runtimes/loop.py) over two Hugging Face causal
 LMs in PyTorch, each behind a TorchKV adapter (its own KV cache, batch 1) on CPU, CUDA or MPS.
 
-Llama-architecture models run through runtimes/torch_llama.py (static KV cache, fused and, on a
-CPU in float32, prepacked matrices: the same weights); other models, or `lean=False`, through
+Llama-architecture models run through runtimes/torch_llama.py (static KV cache, fused matrices,
+on a CPU in float32 a compiled one-token step and prepacked matrices for several tokens: the same
+weights; the step is compiled at load, outside every measurement); other models, or `lean=False`, through
 transformers' own forward with a DynamicCache (HFForward). Sampling is core/sampling.py, on the
 device's logits. On CUDA/MPS every phase ends with a device synchronize.
 
 `--draft self` (or the same model twice) gives the one model two TorchKV adapters: two caches,
 shared weights, so every draft pass is real work (the calibration run).
-What it does not do: batching (batch size 1 only), tree drafting, torch.compile.
+What it does not do: batching (batch size 1 only), tree drafting, torch.compile of transformers' forward.
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ class TorchRuntime(HFText, LoopRuntime):
         sync = device_sync(self.hf.device)
         self.target = TorchKV(self.hf.target, vocab, sync=sync)
         self.draft = TorchKV(self.hf.draft, vocab, sync=sync)
+        for kv in (self.target, self.draft):
+            if kv.lean is not None:
+                kv.lean.prepare()
         self.eos_id = self.hf.tokenizer.eos_token_id
 
     def describe(self) -> dict:

@@ -352,6 +352,15 @@ class LlamaFast:
         self.length = l0 + 1
         return logits[None]
 
+    def prepare(self) -> None:
+        """Compile the one-token step now (at load), not inside the first measured generation."""
+        if self.compiled:
+            self.reset()
+            with torch.inference_mode():
+                self._forward([0, 0], 1)
+                self.forward([0], 1)
+            self.reset()
+
     def crop(self, length: int) -> None:
         self.length = min(self.length, length)
 
