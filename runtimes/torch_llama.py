@@ -18,7 +18,8 @@ positions are the outer dimension, so a view of the first L has strides that do 
 the capacity (the compiled step below sees one shape family for every L).
 
 Two paths, chosen per call:
-- one token after a cache of at least 2 (the baseline's step, each draft token): `one_token_step`,
+- one token after a cache of at least 2 (the baseline's step, each draft token; two tokens, the
+  draft's catch-up after a fully accepted round, as two such steps): `one_token_step`,
   compiled by torch.compile (inductor) into one graph of fused C++ loops, the cache length a
   dynamic dimension, every matrix-vector product a reduction that reads its matrix once. A step is
   memory bound: it must read every matrix, so what counts is the rate at which it streams them.
@@ -27,7 +28,7 @@ Two paths, chosen per call:
   COMPILE_MIN_BYTES of matrices (the compile takes about a minute the first time per shape, then
   seconds from inductor's cache under $HARNESS_CACHE/inductor), a C++ compiler. If compiling fails
   the process says so once and runs eager.
-- several tokens (prefill, the verify pass, a draft's two-token catch-up): eager, through `Linear`,
+- more tokens (prefill, the verify pass): eager, through `Linear`,
   on a CPU in float32 prepacked for oneDNN (`torch.ops.mkldnn._reorder_linear_weight`, what
   torch.compile's CPU freezing uses), which costs a second copy of the matrices in memory and keeps
   the verify pass's cost low: MKL's plain matmul scales badly with the batch (one token 87 ms, five
@@ -60,6 +61,7 @@ from core.machine import hugepage_empty
 from models.shape import shape_from_config
 
 COMPILE_MIN_BYTES = 16 << 20  # smaller models' one-token step stays eager (tiny test models)
+STEPPED = 2  # passes of up to this many tokens run as compiled one-token steps (a draft's catch-up)
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 
 
@@ -290,8 +292,8 @@ class LlamaFast:
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
-        if len(ids) == 1 and self.length >= 2 and self.compiled:  # a cache of 0 or 1 would be specialised
-            return self._step(ids[0])
+        if len(ids) <= STEPPED and self.length >= 2 and self.compiled:  # a cache of 0 or 1 would be specialised
+            return torch.cat([self._step(t) for t in ids])[-n_logits:]
         return self._forward(ids, n_logits)
 
     def _forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
