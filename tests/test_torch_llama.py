@@ -32,8 +32,8 @@ def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, co
     rng = random.Random(0)
     seq: list[int] = []
     kv.reset()
-    for step in range(100):  # mixes of 1- and 5-token passes, random crops; ends past 256 positions
-        n = rng.choice([1, 5, 9])
+    for step in range(100):  # mixes of 1-, 2-, 5- and 9-token passes, random crops; ends past 256 positions
+        n = rng.choice([1, 2, 5, 9])
         new = [rng.randrange(3, 257) for _ in range(n)]
         got = kv.forward(new, n)  # [n, V]
         seq += new
