@@ -127,3 +127,25 @@ def test_only_large_float32_cpu_models_compile_by_default(model, monkeypatch):
     assert "float32" in LlamaFast(other).why_not_compiled
     monkeypatch.setattr(torch_llama.shutil, "which", lambda name: None)
     assert "g++" in LlamaFast(model).why_not_compiled
+
+
+@torch.inference_mode()
+def test_a_compile_that_fails_is_said_once_and_the_forward_runs_eager(model, monkeypatch, capsys):
+    ref = LlamaFast(model, compiled=False)
+    fast = LlamaFast(model, compiled=True)
+
+    def broken():
+        def step(*args):
+            raise RuntimeError("InvalidCxxCompiler: no working C++ compiler found\nmore lines")
+        return step
+
+    monkeypatch.setattr(torch_llama, "_step_fn", broken)
+    monkeypatch.setattr(torch_llama, "_compile_failed", None)
+    for kv in (ref, fast):
+        kv.forward([5, 17, 42], 1)
+    assert torch.allclose(fast.forward([9], 1), ref.forward([9], 1), atol=1e-5) and fast.length == 4
+    err = capsys.readouterr().err
+    assert err.count("torch.compile failed: InvalidCxxCompiler: no working C++ compiler found; running the eager forward") == 1
+    assert not fast.compiled and "torch.compile failed" in LlamaFast(model).why_not_compiled
+    assert torch.allclose(fast.forward([11], 1), ref.forward([11], 1), atol=1e-5)  # eager from now on, no second line
+    assert "torch.compile failed" not in capsys.readouterr().err
