@@ -40,6 +40,7 @@ READ_BUFFER_MIB = 256  # well above any last-level cache, so the sweep reads mem
 GEMM_M, GEMM_K, GEMM_N = 256, 2048, 2048  # a verify-sized batch of rows against a layer-sized matrix
 REPEATS = 7  # the median of these, after one untimed call of each kernel
 REMEASURE_ENV = "HARNESS_REMEASURE_LIMITS"
+METHOD = 2  # part of the cache key: a change to how the limits are measured measures them again
 MEASURING = "measuring this machine's limits (once per machine, a few seconds) ..."
 
 
@@ -133,11 +134,12 @@ def measure(threads: int) -> dict:
 
 
 def machine_key(threads: int) -> str:
-    """What a measurement holds for: CPU name, a hash of its flags, threads, torch version."""
+    """What a measurement holds for: CPU name, a hash of its flags, threads, torch version, and
+    how it was measured (METHOD)."""
     import torch
 
     flags = hashlib.sha256(cpu_flags().encode()).hexdigest()[:12]
-    return f"{cpu_name()}|flags {flags}|{threads} threads|torch {torch.__version__}"
+    return f"{cpu_name()}|flags {flags}|{threads} threads|torch {torch.__version__}|method {METHOD}"
 
 
 def cache_file(cache_dir: Path, threads: int) -> Path:
