@@ -365,12 +365,12 @@ class Bench:
         read bandwidth measured between the steps (A B C read A B C read ...): each repeat's
         fraction is its step against the bandwidth of the same repeat, the figure their median.
         `torch (eager step)` is the same weights with the one-token step not compiled."""
+        import torch
+
         from core.limits import read_gb_s, threads_of
         from reports.roofline import step_bound
         from runtimes.loop import Loop
         from runtimes.pytorch import TorchKV
-
-        import torch
 
         threads = threads_of(self.settings.n_threads)
         loaded = {n: rt for n in names if (rt := self.runtime(n)) is not None and (rt.describe().get("model_sizes") or {}).get("target")}

@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from harness.bench import Bench, alternate
 from core.config import RuntimeSettings
+from harness.bench import Bench, alternate
 
 
 def test_alternate_warms_up_then_interleaves_and_takes_medians():
