@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
@@ -112,20 +113,29 @@ def matmul_int8_gops() -> tuple[Optional[float], Optional[str]]:
         return None, f"torch._int_mm failed on the CPU: {(str(e).strip().splitlines() or [''])[0]}"
 
 
+@contextmanager
+def torch_threads(threads: int):
+    """torch at `threads` threads inside, its own count restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def measure(threads: int) -> dict:
     """Every limit at `threads` torch threads (torch's count is restored afterwards)."""
     import torch
 
     at_least("--n-threads", threads, 1)
-    before = torch.get_num_threads()
     t0 = time.perf_counter()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         bandwidth, kernels = read_gb_s()
         f32 = matmul_f32_gflops()
         int8, why = matmul_int8_gops()
-    finally:
-        torch.set_num_threads(before)
     return {"read_gb_s": bandwidth, "read_gb_s_by_kernel": kernels, "matmul_f32_gflops": f32,
             "matmul_int8_gops": int8, "matmul_int8_note": why, "read_buffer_mib": READ_BUFFER_MIB,
             "gemm_shape": [GEMM_M, GEMM_K, GEMM_N], "device": "cpu", "threads": threads, "cpu": cpu_name(),

@@ -193,6 +193,15 @@ def model_files(refs: Iterable[str]) -> list[dict]:
     return out
 
 
+def read_run_json(out: Path) -> Optional[dict]:
+    """A run folder's run.json, or None when it is missing, unreadable or not an object."""
+    try:
+        info = json.loads((Path(out) / RUN).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
 def write_run_json(out: Path, info: dict) -> None:
     info = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **info}
     tmp = Path(out) / (RUN + ".tmp")

@@ -365,47 +365,38 @@ class Bench:
         read bandwidth measured between the steps (A B C read A B C read ...): each repeat's
         fraction is its step against the bandwidth of the same repeat, the figure their median.
         `torch (eager step)` is the same weights with the one-token step not compiled."""
-        import torch
-
-        from core.limits import read_gb_s, threads_of
+        from core.limits import read_gb_s, threads_of, torch_threads
         from reports.roofline import step_bound
         from runtimes.loop import Loop
         from runtimes.pytorch import TorchKV
 
         threads = threads_of(self.settings.n_threads)
-        loaded = {n: rt for n in names if (rt := self.runtime(n)) is not None and (rt.describe().get("model_sizes") or {}).get("target")}
         fns, sizes, depth = {}, {}, {}
-        for name, rt in loaded.items():
+        for name in names:
+            rt = self.runtime(name)
+            target = (rt.describe().get("model_sizes") or {}).get("target") if rt is not None else None
+            if not target:
+                continue
             ids = self._ids(rt)
             fns[name] = lambda rt=rt, ids=ids: baseline_step_s(rt.generate_baseline(ids, self.gen))
-            sizes[name], depth[name] = rt.describe()["model_sizes"]["target"], len(ids) + self.tokens / 2
-        if "torch" in loaded:
-            rt = loaded["torch"]
-            eager = Loop(TorchKV(rt.target.model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
-            ids = self._ids(rt)
-            fns["torch (eager step)"] = lambda: baseline_step_s(eager.generate(ids, self.gen))
-            sizes["torch (eager step)"], depth["torch (eager step)"] = sizes["torch"], depth["torch"]
+            sizes[name], depth[name] = target, len(ids) + self.tokens / 2
+            if name == "torch":  # the same weights with the one-token step eager, beside it
+                eager = Loop(TorchKV(rt.target.model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
+                fns["torch (eager step)"] = lambda eager=eager, ids=ids: baseline_step_s(eager.generate(ids, self.gen))
+                sizes["torch (eager step)"], depth["torch (eager step)"] = target, depth[name]
 
         def read() -> float:
-            before = torch.get_num_threads()
-            torch.set_num_threads(threads)
-            try:
+            with torch_threads(threads):
                 return read_gb_s()[0]
-            finally:
-                torch.set_num_threads(before)
 
         got = alternate_samples({**fns, "read_gb_s": read}, self.repeats) if fns else {}
         detail = {}
         for name in fns:
-            fractions = []
-            for step, bw in zip(got[name], got["read_gb_s"]):
-                b = step_bound(sizes[name], {"read_gb_s": bw}, 1, depth[name])
-                fractions.append(b.memory_s / step)
-            step = statistics.median(got[name])
-            detail[name] = {"fraction": statistics.median(fractions), "fractions": fractions, "step_ms": 1000 * step,
-                            "steps_ms": [1000 * x for x in got[name]],
-                            "bytes": int(step_bound(sizes[name], {"read_gb_s": 1.0}, 1, depth[name]).bytes),
-                            "weights": sizes[name]["weights"]}
+            nbytes = step_bound(sizes[name], {"read_gb_s": 1.0}, 1, depth[name]).bytes  # what one step reads
+            fractions = [nbytes / (bw * 1e9) / step for step, bw in zip(got[name], got["read_gb_s"])]
+            detail[name] = {"fraction": statistics.median(fractions), "fractions": fractions,
+                            "step_ms": 1000 * statistics.median(got[name]), "steps_ms": [1000 * x for x in got[name]],
+                            "bytes": int(nbytes), "weights": sizes[name]["weights"]}
         if got:
             detail["read_gb_s"] = got["read_gb_s"]
         detail["threads"] = threads

@@ -31,7 +31,7 @@ from core.errors import HarnessError, RuntimeUnavailable
 from core.metrics import SUSPECTED_BUG
 from core.machine import environment
 from core.records import Generation
-from core.results import RUN, ResultsWriter, make_row, model_files, open_out_dir, row_key, write_run_json
+from core.results import ResultsWriter, make_row, model_files, open_out_dir, read_run_json, row_key, write_run_json
 from harness.prompts import Prompt
 
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
@@ -166,7 +166,7 @@ class Runner:
         }
         if self.done:
             _log(f"resuming {self.out}: {len(self.done)} rows already measured are kept")
-            self.info["roofline"] = _previous_run_json(self.out).get("roofline") or {}  # runtimes not loaded again
+            self.info["roofline"] = (read_run_json(self.out) or {}).get("roofline") or {}  # runtimes not loaded again
 
     def run(self) -> list[dict]:
         from tqdm import tqdm
@@ -236,11 +236,12 @@ class Runner:
             if rt is not None:
                 rt.close()
 
-    def _roofline_inputs(self, name: str, pair: PairSpec, rt: Runtime, encoded: dict[str, list[int]]) -> None:
+    def _roofline_inputs(self, name: str, pair: PairSpec, encoded: dict[str, list[int]]) -> None:
         """run.json's roofline[pair][runtime]: the model sizes the runtime describes and each
         prompt's token count, what the report's roofline needs beside the rows (kept per pair: a
         sweep over pairs loads a runtime once per pair, and `runtimes` holds the last description)."""
-        entry = {"model_sizes": rt.describe().get("model_sizes"), "prompt_tokens": {k: len(v) for k, v in encoded.items()}}
+        entry = {"model_sizes": self.info["runtimes"][name].get("model_sizes"),  # the description just taken
+                 "prompt_tokens": {k: len(v) for k, v in encoded.items()}}
         self.info.setdefault("roofline", {}).setdefault(pair.name, {})[name] = entry
         write_run_json(self.out, self.info)
 
@@ -259,7 +260,7 @@ class Runner:
     def _measure(self, name: str, pair: PairSpec, rt: Runtime, tag: str) -> None:
         c = self.cfg
         encoded = {p.id: rt.encode(p.text) for p in c.prompts}
-        self._roofline_inputs(name, pair, rt, encoded)
+        self._roofline_inputs(name, pair, encoded)
         for p in c.prompts:
             if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
                 raise HarnessError(
@@ -329,17 +330,6 @@ class Runner:
             return rt.mismatch_evidence(ids, base_ids, g)
         except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no evidence
             return {"error": _one_line(e)}
-
-
-def _previous_run_json(out: Path) -> dict:
-    """The run.json a resumed run folder already has ({} when there is none or it is unreadable)."""
-    import json
-
-    try:
-        got = json.loads((out / RUN).read_text())
-    except (OSError, ValueError):
-        return {}
-    return got if isinstance(got, dict) else {}
 
 
 def _limits_or_why(n_threads: Optional[int]) -> dict:

@@ -214,9 +214,8 @@ def sizes_from_config(cfg, dtype: str) -> dict:
     of every layer per position in the same dtype."""
     if dtype not in DTYPE_BYTES:
         raise HarnessError(f"no element size known for dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
-    a, n = shape_from_config(cfg), DTYPE_BYTES[dtype]
-    flops = FlopsPerToken("config", matmul_params(a), a.layers, a.heads * a.head_dim)
-    return _sizes(matmul_params(a) * n, flops, 2 * a.layers * a.kv_heads * a.head_dim * n, DTYPE_SHORT[dtype], DTYPE_SHORT[dtype])
+    a, n, flops = shape_from_config(cfg), DTYPE_BYTES[dtype], flops_from_config(cfg)
+    return _sizes(flops.matmul_params * n, flops, 2 * a.layers * a.kv_heads * a.head_dim * n, DTYPE_SHORT[dtype], DTYPE_SHORT[dtype])
 
 
 @functools.lru_cache(maxsize=16)

@@ -11,13 +11,12 @@ What it does not do: aggregate or compute anything.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from core.errors import HarnessError
-from core.results import RESULTS, RUN, read_results
+from core.results import RESULTS, RUN, read_results, read_run_json
 
 REPORT_DIR = "report"
 
@@ -45,19 +44,10 @@ def results_files(folder: Path) -> list[Path]:
     return found
 
 
-def run_info(run_dir: Path) -> Optional[dict]:
-    """A run folder's run.json, or None when it is missing or unreadable."""
-    try:
-        info = json.loads((Path(run_dir) / RUN).read_text())
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
-
-
 def pair_refs(run_dir: Path) -> Optional[dict[str, dict]]:
     """Pair name -> its refs ({name, target, draft, target_gguf, draft_gguf}) from run.json's
     configuration (a sweep may hold several pairs), or None when run.json is unreadable."""
-    info = run_info(run_dir)
+    info = read_run_json(run_dir)
     if info is None:
         return None
     config = info.get("config") or {}

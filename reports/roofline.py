@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Optional
 
 from core import metrics
+from core.results import read_run_json
 from core.theory import attention_flops
 from reports import tables
-from reports.load import run_info
 
 NEAR_LIMIT = 0.8  # a step at this fraction of its bound or more is at the machine's limit
 CPU_DEVICES = ("cpu", "auto")  # rows' devices the CPU's limits hold for ("auto": a runtime that does not say)
@@ -229,7 +229,7 @@ def roofline(rows: list[dict]) -> Roofline:
     sources = list(dict.fromkeys(r.get("source") for r in ok))
     vary = tables.varying(ok)  # the settings the report's labels name
     for source in sources:
-        info = run_info(Path(source)) if source else None
+        info = read_run_json(Path(source)) if source else None
         mine = [r for r in ok if r.get("source") == source]
         _source_records(str(source), mine, info or {}, vary, len(sources) > 1, out)
     return out

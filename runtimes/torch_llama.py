@@ -225,14 +225,13 @@ _compile_failed: Optional[str] = None  # why torch.compile failed in this proces
 _compiled_shapes: set = set()
 
 
-def compile_reason(model, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    """None when the one-token step of `model` runs compiled, else why not."""
+def compile_reason(weights: Weights, dtype: torch.dtype, device: torch.device) -> Optional[str]:
+    """None when the one-token step over `weights` runs compiled, else why not."""
     if _compile_failed:
         return f"torch.compile failed: {_compile_failed}"
     if device.type != "cpu" or dtype != torch.float32:
         return "compiled only on a CPU in float32"
-    size = sum(lin.weight.numel() * lin.weight.element_size() for per in _kinds(model) for g in per for lin in g)
-    size += model.lm_head.weight.numel() * model.lm_head.weight.element_size()
+    size = weights.nbytes
     if size < COMPILE_MIN_BYTES:
         return f"{size / 2**20:.1f} MiB of matrices: below {COMPILE_MIN_BYTES >> 20} MiB the compile does not pay"
     if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
@@ -264,7 +263,7 @@ class LlamaFast:
             model._lean = Weights(model, self.device, self.dtype)
         self.weights = model._lean
         self.layers, self.head = self.weights.layers, self.weights.head
-        self.why_not_compiled = "turned off" if compiled is False else None if compiled else compile_reason(model, self.dtype, self.device)
+        self.why_not_compiled = "turned off" if compiled is False else None if compiled else compile_reason(self.weights, self.dtype, self.device)
         self.k: Optional[torch.Tensor] = None  # [capacity, layers, kv_heads, hd]
         self.v: Optional[torch.Tensor] = None
         self.rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None
@@ -348,7 +347,7 @@ class LlamaFast:
                                       inner.norm.weight, self.eps, self.nh, self.nkv, self.hd)
         except Exception as e:  # no working compiler, an inductor bug: this process runs eager from now on
             _compile_failed = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            print(f"torch: {compile_reason(self.model, self.dtype, self.device)}; running the eager forward", file=sys.stderr)
+            print(f"torch: {compile_reason(self.weights, self.dtype, self.device)}; running the eager forward", file=sys.stderr)
             return self._forward([token], 1)
         self.k[l0], self.v[l0] = k, v
         self.length = l0 + 1
