@@ -59,9 +59,9 @@ import torch.nn.functional as F
 
 from core.machine import hugepage_empty
 from models.shape import shape_from_config
+from runtimes import packed_matmul
 
 COMPILE_MIN_BYTES = 16 << 20  # smaller models' one-token step stays eager (tiny test models)
-STEPPED = 2  # passes of up to this many tokens run as compiled one-token steps (a draft's catch-up)
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 
 
@@ -79,9 +79,8 @@ def unsupported_reason(model) -> Optional[str]:
     return None
 
 
-def _onednn_usable(device: torch.device, dtype: torch.dtype) -> bool:
-    return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+def _aligned(numel: int) -> int:
+    return -(-numel // ALIGN) * ALIGN
 
 
 class Arena:
@@ -96,35 +95,38 @@ class Arena:
         if self.buf is None:
             return torch.empty(rows, cols, device=self.device, dtype=self.dtype)
         block = self.buf[self.used : self.used + rows * cols].view(rows, cols)
-        self.used += -(-rows * cols // ALIGN) * ALIGN
+        self.used += _aligned(rows * cols)
         return block
 
 
 class Linear:
-    """y = x W^T for one [out, in] matrix (no bias), prepacked for oneDNN when `packed`.
-    `weight` is the plain matrix (the one-token step's, and the model's own)."""
+    """y = x W^T for one [out, in] matrix (no bias). `weight` is the plain matrix (the one-token
+    step's, and the model's own); `packed` its copy for packed_matmul's kernel, None where that
+    cannot run (then F.linear)."""
 
-    def __init__(self, weight: torch.Tensor, packed: bool):
+    def __init__(self, weight: torch.Tensor, packed: Optional[torch.Tensor] = None):
         self.weight = weight.detach()
         self.packed = packed
-        self.w = torch.ops.mkldnn._reorder_linear_weight(self.weight) if packed else self.weight
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        if self.packed:
-            return torch.ops.mkldnn._linear_pointwise(x, self.w, None, "none", [], "")
-        return F.linear(x, self.w)
+        if self.packed is None:
+            return F.linear(x, self.weight)
+        return packed_matmul.matmul(x, self.packed, self.weight.shape[0])
 
 
-def _fuse(linears, packed: bool, out: torch.Tensor) -> Linear:
+def _fuse(linears, out: torch.Tensor, packed: Optional[Arena]) -> Linear:
     """One Linear for nn.Linear layers that read the same input. Their weights are copied into
-    `out` [sum(out), in] (a block of the arena), and each module's weight becomes a view of its rows."""
+    `out` [sum(out), in] (a block of the arena), and each module's weight becomes a view of its
+    rows; with a `packed` arena, a packed copy goes there."""
     torch.cat([lin.weight.detach() for lin in linears], 0, out=out)
     start = 0
     for lin in linears:
         n = lin.weight.shape[0]
         lin.weight.data = out[start : start + n]  # [n, in] view, contiguous
         start += n
-    return Linear(out, packed)
+    if packed is None:
+        return Linear(out)
+    return Linear(out, packed_matmul.pack(out, packed.take(1, packed_matmul.packed_numel(*out.shape))))
 
 
 def _kinds(model) -> list[list[list]]:
@@ -150,17 +152,20 @@ class Weights:
     ([layers, H]). Made once per model; a self-draft shares it."""
 
     def __init__(self, model, device: torch.device, dtype: torch.dtype):
-        packed = _onednn_usable(device, dtype)
         kinds = _kinds(model)
-        sizes = [len(per) * sum(lin.weight.numel() for lin in per[0]) for per in kinds] + [model.lm_head.weight.numel()]
-        arena = Arena(sum(-(-n // ALIGN) * ALIGN for n in sizes), device, dtype)
+        shapes = [(len(per) * sum(lin.weight.shape[0] for lin in per[0]), per[0][0].weight.shape[1]) for per in kinds]
+        shapes.append(tuple(model.lm_head.weight.shape))
+        self.why_not_packed = packed_matmul.unusable_reason(device, dtype)
+        arena = Arena(sum(_aligned(r * c) for r, c in shapes), device, dtype)
+        packed = None if self.why_not_packed else Arena(
+            sum(len(per) * _aligned(packed_matmul.packed_numel(r // len(per), c)) for per, (r, c) in zip(kinds, shapes))
+            + _aligned(packed_matmul.packed_numel(*shapes[-1])), device, dtype)
         self.stacks, linears = [], []
-        for per in kinds:
-            rows, cols = sum(lin.weight.shape[0] for lin in per[0]), per[0][0].weight.shape[1]
-            stack = arena.take(len(per) * rows, cols).view(len(per), rows, cols)  # [layers, out, in]
-            linears.append([_fuse(group, packed, stack[i]) for i, group in enumerate(per)])
+        for per, (rows, cols) in zip(kinds, shapes):
+            stack = arena.take(rows, cols).view(len(per), rows // len(per), cols)  # [layers, out, in]
+            linears.append([_fuse(group, stack[i], packed) for i, group in enumerate(per)])
             self.stacks.append(stack)
-        self.head = _fuse([model.lm_head], packed, arena.take(*model.lm_head.weight.shape))  # [V, H]
+        self.head = _fuse([model.lm_head], arena.take(*shapes[-1]), packed)  # [V, H]
         layers = model.model.layers
         self.norms = [_stack_params([x.input_layernorm.weight for x in layers]),
                       _stack_params([x.post_attention_layernorm.weight for x in layers])]  # [layers, H] each
@@ -291,8 +296,8 @@ class LlamaFast:
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
-        if len(ids) <= STEPPED and self.length >= 2 and self.compiled:  # a cache of 0 or 1 would be specialised
-            return torch.cat([self._step(t) for t in ids])[-n_logits:]
+        if len(ids) == 1 and self.length >= 2 and self.compiled:  # a cache of 0 or 1 would be specialised
+            return self._step(ids[0])
         return self._forward(ids, n_logits)
 
     def _forward(self, ids: list[int], n_logits: int) -> torch.Tensor:

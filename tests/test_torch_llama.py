@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.machine import HUGE_PAGE
-from runtimes import torch_llama
+from runtimes import packed_matmul, torch_llama
 from runtimes.pytorch import TorchKV
 from runtimes.torch_llama import Linear, LlamaFast, unsupported_reason
 
@@ -60,21 +60,25 @@ def test_fusing_keeps_the_models_own_forward_and_a_self_draft_shares_weights(mod
     assert torch.equal(model(input_ids=ids).logits, before)
 
 
-@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
-def test_a_prepacked_matrix_computes_what_the_plain_one_does():
-    w = torch.randn(96, 64)
-    for shape in ([1, 1, 64], [1, 5, 64]):
-        x = torch.randn(shape)
-        plain, packed = Linear(w, packed=False)(x), Linear(w, packed=True)(x)
-        assert packed.shape == plain.shape == (*shape[:2], 96)
-        assert torch.allclose(packed, plain, atol=1e-5)
+@pytest.mark.parametrize("out", [96, 100, 7])  # whole blocks of 16 rows, and padded ones
+@pytest.mark.parametrize("tokens", [1, 5, 8, 9, 23])  # one chunk of the kernel, a full one, several
+def test_a_packed_matrix_computes_what_the_plain_one_does(out, tokens):
+    assert packed_matmul.unusable_reason(torch.device("cpu"), torch.float32) is None  # g++ is part of the set-up
+    w = torch.randn(out, 67)
+    dest = torch.full((packed_matmul.packed_numel(out, 67),), float("nan"))
+    lin = Linear(w, packed_matmul.pack(w, dest))
+    x = torch.randn(1, tokens, 67)
+    y = lin(x)
+    assert y.shape == (1, tokens, out)
+    assert torch.allclose(y, x @ w.T, atol=1e-5)
 
 
 def test_float32_cpu_models_get_packed_matrices_others_plain(model):
-    packed = torch.backends.mkldnn.is_available()
-    assert LlamaFast(model).head.packed == packed
+    fast = LlamaFast(model)
+    assert fast.head.packed is not None and fast.weights.why_not_packed is None
     other = type(model).from_pretrained(model.name_or_path, dtype=torch.bfloat16).eval()
-    assert LlamaFast(other).head.packed is False
+    lean = LlamaFast(other)
+    assert lean.head.packed is None and "float32" in lean.weights.why_not_packed
 
 
 def test_other_architectures_fall_back_to_transformers(model):

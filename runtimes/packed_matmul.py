@@ -1,0 +1,148 @@
+"""y = x W^T on a CPU in float32 for the torch runtime's passes of several tokens (the verify pass,
+prefill, a draft's catch-up), over a copy of W packed in blocks of 16 output rows.
+
+A pass of S tokens must read every matrix once, and does S times the arithmetic of a one-token
+step; on a CPU it is as fast as the one-token step only if that arithmetic hides under the
+streaming of the matrix. The kernel here does that with the classic outer-product tile: W is
+packed as [out/16, in, 16] (16 consecutive output rows, transposed, so that column k of a block is
+16 contiguous floats); for each block and each chunk of up to 8 tokens it keeps the [chunk, 16]
+outputs in vector registers, and for each k loads the block's 16 weights once and adds x[s, k]
+times them into every token's accumulators. Each weight is read from memory once per pass (the
+block, 36-98 KiB for the models here, stays in the core's L2 across the token chunks), every
+load feeds `chunk` fused multiply-adds, and nothing is reduced horizontally.
+
+Measured on the 2-core AMD EPYC VM here (SmolLM2-135M's 121 matrices in float32, huge pages,
+2 threads, one process, side by side): 5 tokens 19-21 ms against 25-29 ms for oneDNN's prepacked
+matmul and 63-67 ms for MKL's (torch.matmul); one token 17-20 ms (oneDNN 31-37); 16 tokens 32 ms
+(oneDNN 40, MKL 94); 200 tokens 344 ms (oneDNN 300, MKL 397).
+
+The kernel is C++ built at first use by torchinductor's C++ builder (its compiler flags and
+vector ISA, `at::vec::Vectorized`, OpenMP over the blocks with torch's thread count), cached under
+$HARNESS_CACHE/inductor; a couple of seconds the first time. It owns the packing and the product;
+not the choice of which pass uses it (runtimes/torch_llama.py), and no other dtype or device:
+`unusable_reason` says why a model's passes use F.linear instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from typing import Optional
+
+import torch
+
+BLOCK = 16  # output rows per packed block: the kernel's tile width (one AVX-512 vector, two AVX2)
+
+SOURCE = r"""
+#define BLOCK 16
+// V: one SIMD vector of floats; NV of them hold a block's 16 columns.
+using V = at::vec::Vectorized<float>;
+constexpr int NV = BLOCK / V::size();
+// Tokens per chunk: their accumulators, the block's weights and a broadcast fit in the registers
+// (32 with AVX-512: 8 + 1 + 1; 16 with AVX2: 12 + 2 + 1).
+constexpr int CHUNK = V::size() == 16 ? 8 : 6;
+
+// y[s, 0:16] = x[s, :] . block for s < S; x [S, in] (row stride in), y row stride out.
+template <int S>
+static inline void tile(const float* x, const float* block, float* y, int64_t out, int64_t in) {
+  V acc[S][NV];
+  for (int s = 0; s < S; ++s)
+    for (int v = 0; v < NV; ++v) acc[s][v] = V(0.0f);
+  for (int64_t k = 0; k < in; ++k) {
+    V w[NV];
+    for (int v = 0; v < NV; ++v) w[v] = V::loadu(block + k * BLOCK + v * V::size());
+    for (int s = 0; s < S; ++s) {
+      V xs(x[s * in + k]);
+      for (int v = 0; v < NV; ++v) acc[s][v] = at::vec::fmadd(w[v], xs, acc[s][v]);
+    }
+  }
+  for (int s = 0; s < S; ++s)
+    for (int v = 0; v < NV; ++v) acc[s][v].store(y + s * out + v * V::size());
+}
+
+static inline void chunk(int s, const float* x, const float* block, float* y, int64_t out, int64_t in) {
+  switch (s) {
+    case 1: tile<1>(x, block, y, out, in); break;
+    case 2: tile<2>(x, block, y, out, in); break;
+    case 3: tile<3>(x, block, y, out, in); break;
+    case 4: tile<4>(x, block, y, out, in); break;
+    case 5: tile<5>(x, block, y, out, in); break;
+    case 6: tile<6>(x, block, y, out, in); break;
+    case 7: tile<7>(x, block, y, out, in); break;
+    case 8: tile<8>(x, block, y, out, in); break;
+  }
+}
+
+// x [S, in], packed [out/16, in, 16], y [S, out]; out a multiple of 16.
+extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in) {
+  #pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < out / BLOCK; ++b)
+    for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
+      const int s = S - s0 < CHUNK ? int(S - s0) : CHUNK;
+      chunk(s, x + s0 * in, packed + b * in * BLOCK, y + s0 * out + b * BLOCK, out, in);
+    }
+}
+"""
+
+
+def use_harness_inductor_cache() -> None:
+    """torchinductor's builds (this kernel, the compiled one-token step) under $HARNESS_CACHE/inductor
+    unless TORCHINDUCTOR_CACHE_DIR says otherwise."""
+    from models.loading import cache_root
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+
+
+@functools.cache
+def _kernel():
+    from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+    use_harness_inductor_cache()
+    return CppPythonBindingsCodeCache.load_pybinding(
+        ["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t"], SOURCE)
+
+
+@functools.cache
+def _build_failure() -> Optional[str]:
+    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        return "no C++ compiler (install g++)"
+    try:
+        _kernel()
+    except Exception as e:  # a compiler that cannot build it: the passes use F.linear
+        return "the kernel did not build: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    return None
+
+
+def unusable_reason(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """None when matrices on `device` in `dtype` can be packed and multiplied here, else why not."""
+    if device.type != "cpu" or dtype != torch.float32:
+        return "packed matrices only on a CPU in float32"
+    return _build_failure()
+
+
+def packed_numel(out: int, inn: int) -> int:
+    return -(-out // BLOCK) * BLOCK * inn
+
+
+def pack(weight: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
+    """weight [out, in] -> dest viewed as [ceil(out/16), in, 16]; rows past `out` are zero."""
+    out, inn = weight.shape
+    blocks = -(-out // BLOCK)
+    packed = dest.view(blocks, inn, BLOCK)
+    padded = torch.zeros(blocks * BLOCK, inn, dtype=weight.dtype) if out % BLOCK else None
+    if padded is not None:
+        padded[:out] = weight
+    packed.copy_((weight if padded is None else padded).view(blocks, BLOCK, inn).transpose(1, 2))
+    return packed
+
+
+def matmul(x: torch.Tensor, packed: torch.Tensor, out: int) -> torch.Tensor:
+    """x [..., in] float32 times the packed [blocks, in, 16] matrix of `out` rows -> [..., out]."""
+    inn = packed.shape[1]
+    rows = x.reshape(-1, inn).contiguous()  # [S, in]
+    y = torch.empty(rows.shape[0], packed.shape[0] * BLOCK, dtype=x.dtype)  # [S, out rounded up]
+    _kernel()(rows, packed, y, rows.shape[0], y.shape[1], inn)
+    if y.shape[1] != out:
+        y = y[:, :out].contiguous()
+    return y.view(*x.shape[:-1], out)
