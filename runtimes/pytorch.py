@@ -2,9 +2,9 @@
 LMs in PyTorch, each behind a TorchKV adapter (its own KV cache, batch 1) on CPU, CUDA or MPS.
 
 Llama-architecture models run through runtimes/torch_llama.py (static KV cache, fused matrices,
-on a CPU in float32 a compiled one-token step and prepacked matrices for several tokens: the same
-weights; the step is compiled at load, outside every measurement); other models, or `lean=False`, through
-transformers' own forward with a DynamicCache (HFForward). Sampling is core/sampling.py, on the
+on a CPU in float32 a compiled one-token step and packed matrices for several tokens,
+runtimes/packed_matmul.py: the same weights; the step is compiled and the kernel built at load,
+outside every measurement); other models, or `lean=False`, through transformers' own forward with a DynamicCache (HFForward). Sampling is core/sampling.py, on the
 device's logits. On CUDA/MPS every phase ends with a device synchronize.
 
 `--draft self` (or the same model twice) gives the one model two TorchKV adapters: two caches,
@@ -77,9 +77,11 @@ class TorchKV(Model):
     def describe(self) -> str:
         if self.lean is None:
             return f"transformers ({self.why_not_lean})"
-        if self.lean.compiled:
-            return "lean llama (static cache, compiled one-token step)"
-        return f"lean llama (static cache; one-token step eager: {self.lean.why_not_compiled or 'compile failed'})"
+        step = ("compiled one-token step" if self.lean.compiled
+                else f"one-token step eager: {self.lean.why_not_compiled or 'compile failed'}")
+        why = self.lean.weights.why_not_packed
+        passes = "packed matrices for several tokens" if why is None else f"several tokens through F.linear: {why}"
+        return f"lean llama (static cache; {step}; {passes})"
 
     def crop(self, length: int) -> None:
         self.impl.crop(length)

@@ -18,8 +18,7 @@ positions are the outer dimension, so a view of the first L has strides that do 
 the capacity (the compiled step below sees one shape family for every L).
 
 Two paths, chosen per call:
-- one token after a cache of at least 2 (the baseline's step, each draft token; two tokens, the
-  draft's catch-up after a fully accepted round, as two such steps): `one_token_step`,
+- one token after a cache of at least 2 (the baseline's step, each draft token): `one_token_step`,
   compiled by torch.compile (inductor) into one graph of fused C++ loops, the cache length a
   dynamic dimension, every matrix-vector product a reduction that reads its matrix once. A step is
   memory bound: it must read every matrix, so what counts is the rate at which it streams them.
@@ -28,12 +27,13 @@ Two paths, chosen per call:
   COMPILE_MIN_BYTES of matrices (the compile takes about a minute the first time per shape, then
   seconds from inductor's cache under $HARNESS_CACHE/inductor), a C++ compiler. If compiling fails
   the process says so once and runs eager.
-- more tokens (prefill, the verify pass): eager, through `Linear`,
-  on a CPU in float32 prepacked for oneDNN (`torch.ops.mkldnn._reorder_linear_weight`, what
-  torch.compile's CPU freezing uses), which costs a second copy of the matrices in memory and keeps
-  the verify pass's cost low: MKL's plain matmul scales badly with the batch (one token 87 ms, five
-  197 ms on the 2-core AMD EPYC here, prepacked oneDNN 82 and 101 ms). That ratio is v, the verify
-  batch's cost in one-token steps, which bounds every speculative speedup.
+- more tokens (prefill, the verify pass, a draft's catch-up of two) and every pass not compiled:
+  eager, each matrix through `Linear`, on a CPU in float32 runtimes/packed_matmul.py's kernel over
+  a packed copy of the matrices (a second copy in memory, also in huge pages), which reads each
+  matrix once per pass however many tokens it carries. That keeps v, the verify pass's cost in
+  one-token steps, which bounds every speculative speedup, low: 5 tokens 24-35 ms against the
+  compiled step's 18-29 ms in the same minutes (v 1.38 in bench figure 2), where oneDNN's
+  prepacked matmul gave v 2.07. Elsewhere (another dtype or device) F.linear.
 
 How the matrices are held: q|k|v and gate|up are concatenated once per model into one [out, in]
 block of the arena; each module's weight becomes a view of its rows (the model's own forward, and
@@ -49,7 +49,6 @@ What it does not do: batches, attention or MLP biases, sliding windows, or any o
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from typing import Optional
@@ -114,19 +113,17 @@ class Linear:
         return packed_matmul.matmul(x, self.packed, self.weight.shape[0])
 
 
-def _fuse(linears, out: torch.Tensor, packed: Optional[Arena]) -> Linear:
+def _fuse(linears, out: torch.Tensor, packed: Optional[torch.Tensor]) -> Linear:
     """One Linear for nn.Linear layers that read the same input. Their weights are copied into
     `out` [sum(out), in] (a block of the arena), and each module's weight becomes a view of its
-    rows; with a `packed` arena, a packed copy goes there."""
+    rows; `packed` (a block of packed_matmul.packed_numel elements) gets the packed copy."""
     torch.cat([lin.weight.detach() for lin in linears], 0, out=out)
     start = 0
     for lin in linears:
         n = lin.weight.shape[0]
         lin.weight.data = out[start : start + n]  # [n, in] view, contiguous
         start += n
-    if packed is None:
-        return Linear(out)
-    return Linear(out, packed_matmul.pack(out, packed.take(1, packed_matmul.packed_numel(*out.shape))))
+    return Linear(out, None if packed is None else packed_matmul.pack(out, packed))
 
 
 def _kinds(model) -> list[list[list]]:
@@ -148,24 +145,26 @@ def _stack_params(params) -> torch.Tensor:
 
 class Weights:
     """A model's matrices, fused and stacked by kind in one arena ([layers, out, in] each: the
-    compiled step's inputs), with a Linear per matrix (the eager path's) and the norms stacked
+    compiled step's inputs), with a Linear per matrix (the eager path's, over packed copies in a
+    second arena where packed_matmul can run: `why_not_packed` is None) and the norms stacked
     ([layers, H]). Made once per model; a self-draft shares it."""
 
     def __init__(self, model, device: torch.device, dtype: torch.dtype):
         kinds = _kinds(model)
-        shapes = [(len(per) * sum(lin.weight.shape[0] for lin in per[0]), per[0][0].weight.shape[1]) for per in kinds]
-        shapes.append(tuple(model.lm_head.weight.shape))
+        shapes = [(len(per), sum(lin.weight.shape[0] for lin in per[0]), per[0][0].weight.shape[1]) for per in kinds]
+        shapes.append((1, *model.lm_head.weight.shape))  # (layers, out, in) per kind, the head last
         self.why_not_packed = packed_matmul.unusable_reason(device, dtype)
-        arena = Arena(sum(_aligned(r * c) for r, c in shapes), device, dtype)
+        arena = Arena(sum(_aligned(n * r * c) for n, r, c in shapes), device, dtype)
         packed = None if self.why_not_packed else Arena(
-            sum(len(per) * _aligned(packed_matmul.packed_numel(r // len(per), c)) for per, (r, c) in zip(kinds, shapes))
-            + _aligned(packed_matmul.packed_numel(*shapes[-1])), device, dtype)
-        self.stacks, linears = [], []
-        for per, (rows, cols) in zip(kinds, shapes):
-            stack = arena.take(rows, cols).view(len(per), rows // len(per), cols)  # [layers, out, in]
-            linears.append([_fuse(group, stack[i], packed) for i, group in enumerate(per)])
+            sum(_aligned(n * packed_matmul.packed_numel(r, c)) for n, r, c in shapes), device, dtype)
+        self.stacks, linears = [], []  # [layers, out, in] per kind
+        for per, (n, rows, cols) in zip(kinds + [[[model.lm_head]]], shapes):
+            stack = arena.take(n * rows, cols).view(n, rows, cols)
+            pstack = None if packed is None else packed.take(n, packed_matmul.packed_numel(rows, cols))
+            linears.append([_fuse(group, stack[i], None if pstack is None else pstack[i]) for i, group in enumerate(per)])
             self.stacks.append(stack)
-        self.head = _fuse([model.lm_head], arena.take(*shapes[-1]), packed)  # [V, H]
+        self.head = linears.pop()[0]  # [V, H]
+        self.stacks.pop()
         layers = model.model.layers
         self.norms = [_stack_params([x.input_layernorm.weight for x in layers]),
                       _stack_params([x.post_attention_layernorm.weight for x in layers])]  # [layers, H] each
@@ -247,9 +246,7 @@ def compile_reason(weights: Weights, dtype: torch.dtype, device: torch.device) -
 def _step_fn():
     global _compiled
     if _compiled is None:
-        from models.loading import cache_root
-
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+        packed_matmul.use_harness_inductor_cache()
         _compiled = torch.compile(one_token_step, dynamic=False)
     return _compiled
 
