@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 from typing import Optional
 
 import torch
@@ -110,7 +111,9 @@ def _build_failure() -> Optional[str]:
     try:
         _kernel()
     except Exception as e:  # a compiler that cannot build it: the passes use F.linear
-        return "the kernel did not build: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        why = "the kernel did not build: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        print(f"torch: packed matmul: {why}; passes of several tokens use F.linear", file=sys.stderr)
+        return why
     return None
 
 

@@ -153,3 +153,24 @@ def test_a_compile_that_fails_is_said_once_and_the_forward_runs_eager(model, mon
     assert not fast.compiled and "torch.compile failed" in LlamaFast(model).why_not_compiled
     assert torch.allclose(fast.forward([11], 1), ref.forward([11], 1), atol=1e-5)  # eager from now on, no second line
     assert "torch.compile failed" not in capsys.readouterr().err
+
+
+@torch.inference_mode()
+def test_a_kernel_that_does_not_build_is_said_once_and_the_passes_use_f_linear(model, monkeypatch, capsys):
+    def broken():
+        raise RuntimeError("CppCompileError: C++ compile error\nmore lines")
+
+    ref = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
+    monkeypatch.setattr(packed_matmul, "_kernel", broken)
+    packed_matmul._build_failure.cache_clear()
+    try:
+        fast = LlamaFast(model)
+        LlamaFast(ref)  # a second model in the same process: no second line
+        why = fast.weights.why_not_packed
+        assert why == "the kernel did not build: CppCompileError: C++ compile error"
+        assert capsys.readouterr().err.count(f"torch: packed matmul: {why}; passes of several tokens use F.linear") == 1
+        assert fast.head.packed is None
+        ids = torch.tensor([[5, 17, 42, 9, 60]])
+        assert torch.allclose(fast.forward(ids[0].tolist(), 5), ref(input_ids=ids).logits[0], atol=1e-4)
+    finally:
+        packed_matmul._build_failure.cache_clear()
