@@ -4,8 +4,9 @@ LMs in PyTorch, each behind a TorchKV adapter (its own KV cache, batch 1) on CPU
 Llama-architecture models run through runtimes/torch_llama.py (static KV cache, fused matrices,
 on a CPU in float32 a compiled one-token step and packed matrices for several tokens,
 runtimes/packed_matmul.py: the same weights; the step is compiled and the kernel built at load,
-outside every measurement); other models, or `lean=False`, through transformers' own forward with a DynamicCache (HFForward). Sampling is core/sampling.py, on the
-device's logits. On CUDA/MPS every phase ends with a device synchronize.
+outside every measurement); other models, or `lean=False`, through transformers' own forward
+with a DynamicCache (HFForward). Sampling is core/sampling.py, on the device's logits. On CUDA/MPS
+every phase ends with a device synchronize.
 
 `--draft self` (or the same model twice) gives the one model two TorchKV adapters: two caches,
 shared weights, so every draft pass is real work (the calibration run).

@@ -32,8 +32,8 @@ Two paths, chosen per call:
   a packed copy of the matrices (a second copy in memory, also in huge pages), which reads each
   matrix once per pass however many tokens it carries. That keeps v, the verify pass's cost in
   one-token steps, which bounds every speculative speedup, low: 5 tokens 24-35 ms against the
-  compiled step's 18-29 ms in the same minutes (v 1.38 in bench figure 2), where oneDNN's
-  prepacked matmul gave v 2.07. Elsewhere (another dtype or device) F.linear.
+  compiled step's 18-29 ms in the same minutes (v 1.32-1.38 in bench figure 2), where
+  oneDNN's prepacked matmul gave v 2.07. Elsewhere (another dtype or device) F.linear.
 
 How the matrices are held: q|k|v and gate|up are concatenated once per model into one [out, in]
 block of the arena; each module's weight becomes a view of its rows (the model's own forward, and
