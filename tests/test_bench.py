@@ -116,3 +116,21 @@ def test_figure_9_sets_each_baseline_step_against_the_memory_bound(tiny_gguf):
         assert d["fractions"] == pytest.approx(expect, rel=1e-6) and d["weights"] == "f32"
         assert d["fraction"] == pytest.approx(statistics.median(expect), rel=1e-6)
     assert fig.value is None  # torch's fraction: torch is not in this figure's list here
+
+
+def test_figure_2_times_the_torch_matrices_three_ways_on_the_same_numbers(tiny_pair):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.bench import matrices_ms
+    from runtimes.torch_llama import LlamaFast
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_pair.target, dtype=torch.float32).eval()
+    weights = LlamaFast(model).weights
+    d = matrices_ms(weights, [1, 5], 2)
+    assert set(d) == {1, 5}
+    ways = {"packed", "mkl"} | ({"onednn"} if torch.backends.mkldnn.is_available() else set())
+    for s in (1, 5):
+        assert set(d[s]) == ways | {"max_diff"}
+        assert all(d[s][w] > 0 for w in ways)
+        assert d[s]["max_diff"] < 1e-4  # the three compute the same products
