@@ -16,7 +16,7 @@ Measured on the 2-core AMD EPYC VM here (SmolLM2-135M's 121 matrices in float32,
 matmul and 63-67 ms for MKL's (torch.matmul); one token 17-20 ms (oneDNN 31-37); 16 tokens 32 ms
 (oneDNN 40, MKL 94); 200 tokens 344 ms (oneDNN 300, MKL 397).
 
-The kernel is C++ built at first use by torchinductor's C++ builder (its compiler flags and
+The kernel is C++, built when the first model is packed, by torchinductor's C++ builder (its compiler flags and
 vector ISA, `at::vec::Vectorized`, OpenMP over the blocks with torch's thread count), cached under
 $HARNESS_CACHE/inductor; a couple of seconds the first time. It owns the packing and the product;
 not the choice of which pass uses it (runtimes/torch_llama.py), and no other dtype or device:
@@ -133,10 +133,8 @@ def pack(weight: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
     out, inn = weight.shape
     blocks = -(-out // BLOCK)
     packed = dest.view(blocks, inn, BLOCK)
-    padded = torch.zeros(blocks * BLOCK, inn, dtype=weight.dtype) if out % BLOCK else None
-    if padded is not None:
-        padded[:out] = weight
-    packed.copy_((weight if padded is None else padded).view(blocks, BLOCK, inn).transpose(1, 2))
+    rows = weight if out % BLOCK == 0 else torch.cat([weight, weight.new_zeros(blocks * BLOCK - out, inn)])
+    packed.copy_(rows.view(blocks, BLOCK, inn).transpose(1, 2))  # [blocks, 16, in] -> [blocks, in, 16]
     return packed
 
 
