@@ -268,9 +268,9 @@ class Bench:
                      or pooled_self_draft_costs(walls["speculative"][1:], walls["baseline"][1:], self.gamma, d["speedup"]))
             d.update(run_shares(walls["speculative"][1:], walls["baseline"][1:]))
             detail[name] = d
-        if "torch" in detail and self.runtime("torch").target.lean is not None:
-            detail["torch"]["matrices_ms"] = matrices_ms(self.runtime("torch").target.lean.weights, [1, self.gamma + 1],
-                                                         self.repeats)
+        lean = self.runtime("torch").target.lean if "torch" in detail else None
+        if lean is not None:
+            detail["torch"]["matrices_ms"] = matrices_ms(lean.weights, [1, self.gamma + 1], self.repeats)
         torch_speedup = detail.get("torch", {}).get("speedup")
         return Figure(2, f"self-draft speedup at gamma {self.gamma} (theory 1.00x)", torch_speedup,
                       "torch >= 0.95; llamacpp >= 0.95 x (g+1)/(g+v)", detail)

@@ -104,9 +104,14 @@ def _kernel():
         ["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t"], SOURCE)
 
 
+def has_cxx_compiler() -> bool:
+    """Whether a C++ compiler is on PATH: torchinductor's builds (this kernel, the compiled step) need one."""
+    return any(shutil.which(name) for name in ("g++", "c++", "clang++"))
+
+
 @functools.cache
 def _build_failure() -> Optional[str]:
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+    if not has_cxx_compiler():
         return "no C++ compiler (install g++)"
     try:
         _kernel()

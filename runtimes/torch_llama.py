@@ -49,7 +49,6 @@ What it does not do: batches, attention or MLP biases, sliding windows, or any o
 
 from __future__ import annotations
 
-import shutil
 import sys
 from typing import Optional
 
@@ -238,7 +237,7 @@ def compile_reason(weights: Weights, dtype: torch.dtype, device: torch.device) -
     size = weights.nbytes
     if size < COMPILE_MIN_BYTES:
         return f"{size / 2**20:.1f} MiB of matrices: below {COMPILE_MIN_BYTES >> 20} MiB the compile does not pay"
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+    if not packed_matmul.has_cxx_compiler():
         return "no C++ compiler for torch.compile (install g++)"
     return None
 

@@ -129,7 +129,7 @@ def test_only_large_float32_cpu_models_compile_by_default(model, monkeypatch):
     assert LlamaFast(model, compiled=False).why_not_compiled == "turned off"
     other = type(model).from_pretrained(model.name_or_path, dtype=torch.bfloat16).eval()
     assert "float32" in LlamaFast(other).why_not_compiled
-    monkeypatch.setattr(torch_llama.shutil, "which", lambda name: None)
+    monkeypatch.setattr(packed_matmul.shutil, "which", lambda name: None)
     assert "g++" in LlamaFast(model).why_not_compiled
 
 
