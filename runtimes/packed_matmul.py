@@ -88,11 +88,15 @@ extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S,
 
 
 def use_harness_inductor_cache() -> None:
-    """torchinductor's builds (this kernel, the compiled one-token step) under $HARNESS_CACHE/inductor
+    """torchinductor's builds (this kernel, runtimes/llama_step.py's) under $HARNESS_CACHE/inductor
     unless TORCHINDUCTOR_CACHE_DIR says otherwise."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
     from models.loading import cache_root
 
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+    # torch writes its default into the environment at its first build, so that value is not a choice
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, os.path.abspath(default_cache_dir())):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_root() / "inductor")
 
 
 @functools.cache
@@ -105,7 +109,7 @@ def _kernel():
 
 
 def has_cxx_compiler() -> bool:
-    """Whether a C++ compiler is on PATH: torchinductor's builds (this kernel, the compiled step) need one."""
+    """Whether a C++ compiler is on PATH: torchinductor's builds (this kernel, the step kernel) need one."""
     return any(shutil.which(name) for name in ("g++", "c++", "clang++"))
 
 

@@ -2,9 +2,9 @@
 LMs in PyTorch, each behind a TorchKV adapter (its own KV cache, batch 1) on CPU, CUDA or MPS.
 
 Llama-architecture models run through runtimes/torch_llama.py (static KV cache, fused matrices,
-on a CPU in float32 a compiled one-token step and packed matrices for several tokens,
-runtimes/packed_matmul.py: the same weights; the step is compiled and the kernel built at load,
-outside every measurement); other models, or `lean=False`, through transformers' own forward
+on a CPU in float32 the one-token step as one C++ kernel, runtimes/llama_step.py, and packed
+matrices for several tokens, runtimes/packed_matmul.py: the same weights; both kernels are built
+at load, outside every measurement); other models, or `lean=False`, through transformers' own forward
 with a DynamicCache (HFForward). Sampling is core/sampling.py, on the device's logits. On CUDA/MPS
 every phase ends with a device synchronize.
 
@@ -78,8 +78,7 @@ class TorchKV(Model):
     def describe(self) -> str:
         if self.lean is None:
             return f"transformers ({self.why_not_lean})"
-        step = ("compiled one-token step" if self.lean.compiled
-                else f"one-token step eager: {self.lean.why_not_compiled or 'compile failed'}")
+        step = "one-token step kernel" if self.lean.compiled else f"one-token step eager: {self.lean.why_not_compiled}"
         why = self.lean.weights.why_not_packed
         passes = "packed matrices for several tokens" if why is None else f"several tokens through F.linear: {why}"
         return f"lean llama (static cache; {step}; {passes})"
@@ -107,9 +106,6 @@ class TorchRuntime(HFText, LoopRuntime):
         sync = device_sync(self.hf.device)
         self.target = TorchKV(self.hf.target, vocab, sync=sync)
         self.draft = TorchKV(self.hf.draft, vocab, sync=sync)
-        for kv in (self.target, self.draft):
-            if kv.lean is not None:
-                kv.lean.prepare()
         self.eos_id = self.hf.tokenizer.eos_token_id
 
     def describe(self) -> dict:

@@ -14,42 +14,39 @@ module runs the model's own weights through:
     logits = rmsnorm(x[-n_logits:]) W_head^T         # [n_logits, V]
 
 Cropping the cache moves its length back; nothing is copied. The cache doubles when full; its
-positions are the outer dimension, so a view of the first L has strides that do not depend on
-the capacity (the compiled step below sees one shape family for every L).
+positions are the outer dimension ([capacity, layers, kv_heads, hd]).
 
 Two paths, chosen per call:
-- one token after a cache of at least 2 (the baseline's step, each draft token): `one_token_step`,
-  compiled by torch.compile (inductor) into one graph of fused C++ loops, the cache length a
-  dynamic dimension, every matrix-vector product a reduction that reads its matrix once. A step is
-  memory bound: it must read every matrix, so what counts is the rate at which it streams them.
-  The matrices live in one buffer of transparent huge pages (`Arena`): with 4 KiB pages each page
-  of a matrix costs a TLB miss. Only where it pays (`compile_reason`): a CPU, float32, at least
-  COMPILE_MIN_BYTES of matrices (the compile takes about a minute the first time per shape, then
-  seconds from inductor's cache under $HARNESS_CACHE/inductor), a C++ compiler. If compiling fails
-  the process says so once and runs eager.
-- more tokens (prefill, the verify pass, a draft's catch-up of two) and every pass not compiled:
-  eager, each matrix through `Linear`, on a CPU in float32 runtimes/packed_matmul.py's kernel over
-  a packed copy of the matrices (a second copy in memory, also in huge pages), which reads each
-  matrix once per pass however many tokens it carries. That keeps v, the verify pass's cost in
-  one-token steps, which bounds every speculative speedup, low: 5 tokens 24-35 ms against the
-  compiled step's 18-29 ms in the same minutes (v 1.32-1.38 in bench figure 2), where
-  oneDNN's prepacked matmul gave v 2.07. Elsewhere (another dtype or device) F.linear.
+- one token (the baseline's step, each draft token): runtimes/llama_step.py, the whole forward as
+  one C++ function in one OpenMP parallel region, every matrix-vector product a static split of
+  its rows, five barriers a layer. A step is memory bound: it must read every matrix, so what
+  counts is the rate at which it streams them. The matrices live in one buffer of transparent
+  huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a CPU in
+  float32 with a C++ compiler (`compile_reason`); the kernel is built at load, seconds the first
+  time on a machine. If it does not build the process says so once and the step runs eager.
+- more tokens (prefill, the verify pass, a draft's catch-up of two) and every step not through the
+  kernel: eager, each matrix through `Linear`, on a CPU in float32 runtimes/packed_matmul.py's kernel
+  over a packed copy of the matrices (a second copy in memory, also in huge pages), which reads
+  each matrix once per pass however many tokens it carries. That keeps v, the verify pass's cost in
+  one-token steps, which bounds every speculative speedup, low: 5 tokens 24-35 ms against a
+  one-token step's 18-29 ms in the same minutes (v 1.32-1.38 in bench figure 2), where oneDNN's
+  prepacked matmul gave v 2.07. Elsewhere (another dtype or device) F.linear.
 
 How the matrices are held: q|k|v and gate|up are concatenated once per model into one [out, in]
 block of the arena; each module's weight becomes a view of its rows (the model's own forward, and
 transformers' generate over it, keep working on the same numbers, no second plain copy).
 
-Measured on the 2-core AMD EPYC VM here (SmolLM2-135M-Instruct, float32, 2 threads, `harness bench
---figures 1,9`, side by side in one process): the one-token step 19.6 ms compiled, 37.3 ms eager,
-0.84 and 0.44 of the memory bound measured between them (541 MB at about 33 GB/s: 16.4 ms); end to
-end, 46.5 tokens/s compiled, 24.5 eager, transformers' generate over the same weights 14.1.
+Measured on the 2-core Intel Xeon VM here (family 6 model 167, AVX-512; SmolLM2-135M-Instruct,
+float32, 2 threads, `harness bench --figures 1,9`, side by side in one process): the one-token
+step 23.1 ms through the step kernel, 32.7 ms eager, 0.83 and 0.58 of the memory bound measured
+between them (541 MB at 27-29 GB/s). End to end, 40.0 tokens/s, 28.9 eager, transformers'
+generate over the same weights 24.0.
 What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
 (`unsupported_reason` says why a model falls back to transformers' forward).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import torch
@@ -57,9 +54,8 @@ import torch.nn.functional as F
 
 from core.machine import hugepage_empty
 from models.shape import shape_from_config
-from runtimes import packed_matmul
+from runtimes import llama_step, packed_matmul
 
-COMPILE_MIN_BYTES = 16 << 20  # smaller models' one-token step stays eager (tiny test models)
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 
 
@@ -144,7 +140,7 @@ def _stack_params(params) -> torch.Tensor:
 
 class Weights:
     """A model's matrices, fused and stacked by kind in one arena ([layers, out, in] each: the
-    compiled step's inputs), with a Linear per matrix (the eager path's, over packed copies in a
+    step kernel's inputs), with a Linear per matrix (the eager path's, over packed copies in a
     second arena where packed_matmul can run: `why_not_packed` is None) and the norms stacked
     ([layers, H]). Made once per model; a self-draft shares it."""
 
@@ -189,70 +185,17 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + rotated * sin
 
 
-def _gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """[in] x [out, in] -> [out]: written as a reduction, so that inductor emits one fused,
-    vectorised loop that reads w once (its ATen matmul fallback for one row is MKL's GEMV)."""
-    return (w * x).sum(-1)
-
-
-def one_token_step(x, cos, sin, k_old, v_old, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
-                   eps: float, nh: int, nkv: int, hd: int):
-    """The one-token forward that torch.compile turns into one graph of fused loops.
-
-    x [H] (the token's embedding); cos, sin [hd] (RoPE at its position L); k_old, v_old
-    [L, layers, nkv, hd] (the cache before it); the Weights' stacks: w_in, w_post [layers, H],
-    w_qkv [layers, (nh+2nkv) hd, H], w_o [layers, H, nh hd], w_gu [layers, 2I, H],
-    w_down [layers, H, I]; head [V, H]; norm [H].
-    -> logits [V], and the token's k, v [layers, nkv, hd] for the cache.
-    """
-    g = nh // nkv  # query heads per kv head: head h reads kv head h // g
-    ks, vs = [], []
-    for i in range(w_qkv.shape[0]):
-        q, k, v = _gemv(_rms_norm(x, w_in[i], eps), w_qkv[i]).view(-1, hd).split([nh, nkv, nkv], 0)  # [heads, hd]
-        q, k = _rope(q, cos, sin).view(nkv, g, 1, hd) * hd**-0.5, _rope(k, cos, sin)
-        ks.append(k)
-        vs.append(v)
-        K, V = k_old[:, i].transpose(0, 1)[:, None], v_old[:, i].transpose(0, 1)[:, None]  # [nkv, 1, L, hd]
-        s_old = (q * K).sum(-1)  # [nkv, g, L]
-        s_new = (q[:, :, 0] * k[:, None]).sum(-1, keepdim=True)  # [nkv, g, 1]
-        p = torch.cat([s_old, s_new], -1).softmax(-1)
-        att = (p[..., :-1, None] * V).sum(-2) + p[..., -1:] * v[:, None]  # [nkv, g, hd]
-        x = x + _gemv(att.reshape(-1), w_o[i])
-        gate, up = _gemv(_rms_norm(x, w_post[i], eps), w_gu[i]).chunk(2, -1)  # [I] each
-        x = x + _gemv(F.silu(gate) * up, w_down[i])
-    return _gemv(_rms_norm(x, norm, eps), head), torch.stack(ks), torch.stack(vs)
-
-
-_compiled = None  # torch.compile(one_token_step), made at first use
-_compile_failed: Optional[str] = None  # why torch.compile failed in this process, once it has
-_compiled_shapes: set = set()
-
-
-def compile_reason(weights: Weights, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    """None when the one-token step over `weights` runs compiled, else why not."""
-    if _compile_failed:
-        return f"torch.compile failed: {_compile_failed}"
+def compile_reason(dtype: torch.dtype, device: torch.device) -> Optional[str]:
+    """None when the one-token step runs as one compiled C++ kernel (runtimes/llama_step.py), else why not."""
     if device.type != "cpu" or dtype != torch.float32:
-        return "compiled only on a CPU in float32"
-    size = weights.nbytes
-    if size < COMPILE_MIN_BYTES:
-        return f"{size / 2**20:.1f} MiB of matrices: below {COMPILE_MIN_BYTES >> 20} MiB the compile does not pay"
-    if not packed_matmul.has_cxx_compiler():
-        return "no C++ compiler for torch.compile (install g++)"
-    return None
-
-
-def _step_fn():
-    global _compiled
-    if _compiled is None:
-        packed_matmul.use_harness_inductor_cache()
-        _compiled = torch.compile(one_token_step, dynamic=False)
-    return _compiled
+        return "the step kernel runs only on a CPU in float32"
+    return llama_step.build_failure()
 
 
 class LlamaFast:
     """The model's weights with a static KV cache; `forward(ids, n_logits)` as KVModel's.
-    `compiled`: None decides by compile_reason(), False never compiles, True always tries."""
+    `compiled`: False runs the one-token step eager; otherwise it runs through the step kernel
+    where compile_reason() allows."""
 
     def __init__(self, model, compiled: Optional[bool] = None):
         a = shape_from_config(model.config)
@@ -264,7 +207,7 @@ class LlamaFast:
             model._lean = Weights(model, self.device, self.dtype)
         self.weights = model._lean
         self.layers, self.head = self.weights.layers, self.weights.head
-        self.why_not_compiled = "turned off" if compiled is False else None if compiled else compile_reason(self.weights, self.dtype, self.device)
+        self.why_not_compiled = "turned off" if compiled is False else compile_reason(self.dtype, self.device)
         self.k: Optional[torch.Tensor] = None  # [capacity, layers, kv_heads, hd]
         self.v: Optional[torch.Tensor] = None
         self.rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None
@@ -272,7 +215,7 @@ class LlamaFast:
 
     @property
     def compiled(self) -> bool:
-        return self.why_not_compiled is None and not _compile_failed
+        return self.why_not_compiled is None
 
     def _reserve(self, need: int) -> None:
         cap = 0 if self.k is None else self.k.shape[0]
@@ -288,11 +231,11 @@ class LlamaFast:
             k[: self.length] = self.k[: self.length]
             v[: self.length] = self.v[: self.length]
         self.k, self.v = k, v
-        self.rope = None  # cos, sin [capacity, hd], made by the first compiled step
+        self.rope = None  # cos, sin [capacity, hd], made by the first step through the kernel
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
-        if len(ids) == 1 and self.length >= 2 and self.compiled:  # a cache of 0 or 1 would be specialised
+        if len(ids) == 1 and self.compiled:
             return self._step(ids[0])
         return self._forward(ids, n_logits)
 
@@ -325,43 +268,19 @@ class LlamaFast:
         return self.head(x)[0]  # [n_logits, V]
 
     def _step(self, token: int) -> torch.Tensor:
-        """One token through the compiled graph -> [1, V]; its k, v written at position L."""
-        global _compile_failed
+        """One token through the step kernel -> [1, V]; its k, v written at position L."""
         l0 = self.length
         self._reserve(l0 + 1)
         inner, w = self.model.model, self.weights
         x = inner.embed_tokens.weight[token]  # [H]
         if self.rope is None:  # the model's own RoPE at every position of the cache (elementwise: the same numbers)
             cos, sin = inner.rotary_emb(x[None, None], torch.arange(self.k.shape[0], device=self.device)[None])
-            self.rope = cos[0], sin[0]  # [capacity, hd]
-        k_old, v_old = self.k[:l0], self.v[:l0]  # [L, layers, nkv, hd]
-        torch._dynamo.mark_dynamic(k_old, 0)
-        torch._dynamo.mark_dynamic(v_old, 0)
-        key = (x.shape[0], len(self.layers), self.head.weight.shape[0])
-        if key not in _compiled_shapes:
-            _compiled_shapes.add(key)
-            print(f"torch: compiling the one-token step ({key[1]} layers, width {key[0]}): about a minute the "
-                  "first time, seconds once inductor has it cached", file=sys.stderr)
-        try:
-            logits, k, v = _step_fn()(x, self.rope[0][l0], self.rope[1][l0], k_old, v_old, w.norms[0], w.stacks[0],
-                                      w.stacks[1], w.norms[1], w.stacks[2], w.stacks[3], self.head.weight,
-                                      inner.norm.weight, self.eps, self.nh, self.nkv, self.hd)
-        except Exception as e:  # no working compiler, an inductor bug: this process runs eager from now on
-            _compile_failed = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            print(f"torch: {compile_reason(self.weights, self.dtype, self.device)}; running the eager forward", file=sys.stderr)
-            return self._forward([token], 1)
-        self.k[l0], self.v[l0] = k, v
+            self.rope = cos[0].contiguous(), sin[0].contiguous()  # [capacity, hd]
+        logits = llama_step.step(x, self.rope[0][l0], self.rope[1][l0], self.k, self.v, l0, w.norms[0], w.stacks[0],
+                                 w.stacks[1], w.norms[1], w.stacks[2], w.stacks[3], self.head.weight,
+                                 inner.norm.weight, self.eps, self.nh, self.nkv, self.hd)
         self.length = l0 + 1
         return logits[None]
-
-    def prepare(self) -> None:
-        """Compile the one-token step now (at load), not inside the first measured generation."""
-        if self.compiled:
-            self.reset()
-            with torch.inference_mode():
-                self._forward([0, 0], 1)
-                self.forward([0], 1)
-            self.reset()
 
     def crop(self, length: int) -> None:
         self.length = min(self.length, length)

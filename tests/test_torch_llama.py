@@ -1,7 +1,7 @@
 """The torch runtime's lean Llama forward (runtimes/torch_llama.py) against transformers' own forward
-on the tiny pair: same logits through prefill, one-token steps (eager and compiled), verify-sized
-batches, crops and a cache that has to grow; the model it fused still computes what it computed
-before; which models get the compiled step."""
+on the tiny pair: same logits through prefill, one-token steps (eager and through the step kernel),
+verify-sized batches, crops and a cache that has to grow; the model it fused still computes what it
+computed before; which models get the step kernel."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.machine import HUGE_PAGE
-from runtimes import packed_matmul, torch_llama
+from runtimes import llama_step, packed_matmul, torch_llama
 from runtimes.pytorch import TorchKV
 from runtimes.torch_llama import Linear, LlamaFast, unsupported_reason
 
@@ -23,7 +23,7 @@ def model(tiny_pair):
     return AutoModelForCausalLM.from_pretrained(tiny_pair.target, dtype=torch.float32).eval()
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("compiled", [False, True])
 @torch.inference_mode()
 def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, compiled):
     ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
@@ -45,7 +45,7 @@ def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, co
             del seq[keep:]
         assert len(kv) == len(seq)
     assert kv.lean.k.shape[0] >= len(seq) > 256
-    assert kv.lean.compiled == compiled  # the compiled step did not fail over to eager
+    assert kv.lean.compiled == compiled
 
 
 @torch.inference_mode()
@@ -122,10 +122,8 @@ def test_the_matrices_live_in_one_aligned_arena_the_model_reads_too(model):
     assert model.lm_head.weight.data_ptr() == fast.head.weight.data_ptr()
 
 
-def test_only_large_float32_cpu_models_compile_by_default(model, monkeypatch):
-    assert "below" in LlamaFast(model).why_not_compiled  # the tiny model: the compile would not pay
-    monkeypatch.setattr(torch_llama, "COMPILE_MIN_BYTES", 0)
-    assert LlamaFast(model).compiled
+def test_float32_cpu_models_get_the_step_kernel_by_default(model, monkeypatch):
+    assert LlamaFast(model).compiled and LlamaFast(model).why_not_compiled is None
     assert LlamaFast(model, compiled=False).why_not_compiled == "turned off"
     other = type(model).from_pretrained(model.name_or_path, dtype=torch.bfloat16).eval()
     assert "float32" in LlamaFast(other).why_not_compiled
@@ -134,25 +132,37 @@ def test_only_large_float32_cpu_models_compile_by_default(model, monkeypatch):
 
 
 @torch.inference_mode()
-def test_a_compile_that_fails_is_said_once_and_the_forward_runs_eager(model, monkeypatch, capsys):
-    ref = LlamaFast(model, compiled=False)
-    fast = LlamaFast(model, compiled=True)
-
+def test_a_step_kernel_that_does_not_build_is_said_once_and_the_step_runs_eager(model, monkeypatch, capsys):
     def broken():
-        def step(*args):
-            raise RuntimeError("InvalidCxxCompiler: no working C++ compiler found\nmore lines")
-        return step
+        raise RuntimeError("CppCompileError: C++ compile error\nmore lines")
 
-    monkeypatch.setattr(torch_llama, "_step_fn", broken)
-    monkeypatch.setattr(torch_llama, "_compile_failed", None)
-    for kv in (ref, fast):
-        kv.forward([5, 17, 42], 1)
-    assert torch.allclose(fast.forward([9], 1), ref.forward([9], 1), atol=1e-5) and fast.length == 4
-    err = capsys.readouterr().err
-    assert err.count("torch.compile failed: InvalidCxxCompiler: no working C++ compiler found; running the eager forward") == 1
-    assert not fast.compiled and "torch.compile failed" in LlamaFast(model).why_not_compiled
-    assert torch.allclose(fast.forward([11], 1), ref.forward([11], 1), atol=1e-5)  # eager from now on, no second line
-    assert "torch.compile failed" not in capsys.readouterr().err
+    ref = LlamaFast(model, compiled=False)
+    monkeypatch.setattr(llama_step, "_kernel", broken)
+    llama_step._build.cache_clear()
+    try:
+        fast = LlamaFast(model)
+        LlamaFast(model)  # a second one in the same process: no second line
+        why = fast.why_not_compiled
+        assert why == "the step kernel did not build: CppCompileError: C++ compile error"
+        assert capsys.readouterr().err.count(f"torch: {why}; the one-token step runs eager") == 1
+        for kv in (ref, fast):
+            kv.forward([5, 17, 42], 1)
+        assert torch.allclose(fast.forward([9], 1), ref.forward([9], 1), atol=1e-5) and fast.length == 4
+    finally:
+        llama_step._build.cache_clear()
+
+
+@torch.inference_mode()
+def test_the_step_kernel_writes_the_cache_the_eager_step_writes(model):
+    """Its k, v at position L equal the eager forward's, and a step from an empty cache works."""
+    eager, fast = LlamaFast(model, compiled=False), LlamaFast(model)
+    for kv in (eager, fast):
+        kv.forward([5, 17, 42, 9], 1)
+        kv.forward([60], 1)
+    assert torch.allclose(fast.k[:5], eager.k[:5], atol=1e-5) and torch.allclose(fast.v[:5], eager.v[:5], atol=1e-5)
+    eager.reset()
+    fast.reset()
+    assert torch.allclose(fast.forward([7], 1), eager.forward([7], 1), atol=1e-5) and fast.length == 1
 
 
 @torch.inference_mode()

@@ -1,0 +1,190 @@
+"""The torch runtime's one-token step on a CPU in float32: the whole Llama forward for one token as
+one C++ function, one OpenMP parallel region from the embedding to the logits.
+
+A one-token step is memory bound: it must read every matrix once (541 MB for SmolLM2-135M in
+float32), and the rest of its work is small. What decides its speed is how close it streams the
+matrices to the machine's read bandwidth, and the step loses that where the threads stop
+streaming: at every synchronisation, and wherever one thread works while the other waits. So:
+
+    x = embedding row                                   # [H], shared
+    for each layer:                                     # every thread:
+        h = rmsnorm(x) * w_in                           #   its own copy, no barrier
+        qkv = W_qkv h                                   #   rows split between threads     | barrier
+        per query head (split between threads):
+            q, k = rope(q) * hd^-0.5, rope(k)           #   [hd]
+            att = softmax(q . [K_cache; k]) [V_cache; v] #   the first head of a group writes k, v at L | barrier
+        x += W_o att                                    #   rows split                     | barrier
+        h = rmsnorm(x) * w_post                         #   its own copy
+        gu = W_gu h                                     #   rows split                     | barrier
+        a = silu(g) * u                                 #   its own copy
+        x += W_down a                                   #   rows split                     | barrier
+    logits = W_head (rmsnorm(x) * norm)                 #   rows split
+
+Five barriers a layer; every matrix-vector product is a static split of its rows, each row a dot
+product with four vector accumulators (the loads stay independent of the adds' latency). The
+small vectors (the norms, SiLU) are computed by every thread for itself rather than by one while
+the others wait. The cache layout is the runtime's: [capacity, layers, kv_heads, hd], positions
+before L already rotated.
+
+Built once per machine by torchinductor's C++ builder (its flags and vector ISA,
+`at::vec::Vectorized`, OpenMP with torch's thread count), cached under $HARNESS_CACHE/inductor:
+a few seconds the first time. It owns the one-token forward's arithmetic; not the weights' layout
+or the cache (runtimes/torch_llama.py), nor passes of several tokens (runtimes/packed_matmul.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Optional
+
+import torch
+
+from runtimes import packed_matmul
+
+SOURCE = r"""
+#include <cmath>
+#include <vector>
+using V = at::vec::Vectorized<float>;
+
+// w[0:n] . x[0:n]
+static inline float dot(const float* w, const float* x, int64_t n) {
+  constexpr int64_t W = V::size();
+  V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+  int64_t k = 0;
+  for (; k + 4 * W <= n; k += 4 * W) {
+    a0 = at::vec::fmadd(V::loadu(w + k), V::loadu(x + k), a0);
+    a1 = at::vec::fmadd(V::loadu(w + k + W), V::loadu(x + k + W), a1);
+    a2 = at::vec::fmadd(V::loadu(w + k + 2 * W), V::loadu(x + k + 2 * W), a2);
+    a3 = at::vec::fmadd(V::loadu(w + k + 3 * W), V::loadu(x + k + 3 * W), a3);
+  }
+  for (; k + W <= n; k += W) a0 = at::vec::fmadd(V::loadu(w + k), V::loadu(x + k), a0);
+  float s = at::vec::vec_reduce_all<float>([](V& a, V& b) { return a + b; }, (a0 + a1) + (a2 + a3));
+  for (; k < n; ++k) s += w[k] * x[k];
+  return s;
+}
+
+// y[r] (+)= W[r] . x for this thread's rows r of W [out, in]; the barrier at the end is the loop's.
+template <bool ADD>
+static inline void gemv(const float* w, const float* x, float* y, int64_t out, int64_t in) {
+  #pragma omp for schedule(static)
+  for (int64_t r = 0; r < out; ++r) {
+    const float d = dot(w + r * in, x, in);
+    y[r] = ADD ? y[r] + d : d;
+  }
+}
+
+// h = x / sqrt(mean(x^2) + eps) * weight, as LlamaRMSNorm in float32
+static inline void rms_norm(const float* x, const float* weight, float* h, int64_t n, float eps) {
+  const float r = 1.0f / std::sqrt(dot(x, x, n) / n + eps);
+  for (int64_t i = 0; i < n; ++i) h[i] = weight[i] * (x[i] * r);
+}
+
+// out = x * cos + rotate_half(x) * sin, rotate_half(x) = [-x[half:], x[:half]]
+static inline void rope(const float* x, const float* cos, const float* sin, float* out, int64_t hd, float scale) {
+  const int64_t half = hd / 2;
+  for (int64_t i = 0; i < half; ++i) out[i] = (x[i] * cos[i] - x[i + half] * sin[i]) * scale;
+  for (int64_t i = half; i < hd; ++i) out[i] = (x[i] * cos[i] + x[i - half] * sin[i]) * scale;
+}
+
+extern "C" void kernel(const float* emb, const float* cos, const float* sin, float* kc, float* vc,
+                       const float* w_in, const float* w_qkv, const float* w_o, const float* w_post,
+                       const float* w_gu, const float* w_down, const float* head, const float* norm,
+                       float* logits, float* scratch, int64_t L, int64_t layers, int64_t H, int64_t nh,
+                       int64_t nkv, int64_t hd, int64_t I, int64_t vocab, float eps) {
+  const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv;
+  const int64_t pos_stride = layers * nkv * hd;  // the cache's [capacity, layers, nkv, hd]
+  float* x = scratch;         // [H] the residual stream
+  float* qkv = x + H;         // [nq]
+  float* att = qkv + nq;      // [nh hd]
+  float* gu = att + nh * hd;  // [2I]
+  for (int64_t i = 0; i < H; ++i) x[i] = emb[i];
+  #pragma omp parallel
+  {
+    std::vector<float> h(H > I ? H : I), q(hd), k(hd), p(L + 1);  // this thread's own
+    for (int64_t l = 0; l < layers; ++l) {
+      rms_norm(x, w_in + l * H, h.data(), H, eps);
+      gemv<false>(w_qkv + l * nq * H, h.data(), qkv, nq, H);
+      #pragma omp for schedule(static)
+      for (int64_t head_i = 0; head_i < nh; ++head_i) {
+        const int64_t kv = head_i / g;
+        const float* v = qkv + (nh + nkv + kv) * hd;
+        rope(qkv + head_i * hd, cos, sin, q.data(), hd, 1.0f / std::sqrt(float(hd)));
+        rope(qkv + (nh + kv) * hd, cos, sin, k.data(), hd, 1.0f);
+        const float* K = kc + l * nkv * hd + kv * hd;  // position j at K + j * pos_stride
+        const float* Vc = vc + l * nkv * hd + kv * hd;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < L; ++j) m = std::max(m, p[j] = dot(q.data(), K + j * pos_stride, hd));
+        m = std::max(m, p[L] = dot(q.data(), k.data(), hd));
+        float s = 0.f;
+        for (int64_t j = 0; j <= L; ++j) s += (p[j] = std::exp(p[j] - m));
+        float* o = att + head_i * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = p[L] / s * v[d];
+        for (int64_t j = 0; j < L; ++j) {
+          const float pj = p[j] / s;
+          const float* vj = Vc + j * pos_stride;
+          for (int64_t d = 0; d < hd; ++d) o[d] += pj * vj[d];
+        }
+        if (head_i % g == 0)  // the token's k, v into the cache at L (nobody reads position L in this step)
+          for (int64_t d = 0; d < hd; ++d) {
+            kc[L * pos_stride + l * nkv * hd + kv * hd + d] = k[d];
+            vc[L * pos_stride + l * nkv * hd + kv * hd + d] = v[d];
+          }
+      }
+      gemv<true>(w_o + l * H * nh * hd, att, x, H, nh * hd);
+      rms_norm(x, w_post + l * H, h.data(), H, eps);
+      gemv<false>(w_gu + l * 2 * I * H, h.data(), gu, 2 * I, H);
+      for (int64_t i = 0; i < I; i += V::size()) {  // silu(gate) * up
+        const int64_t n = I - i < V::size() ? I - i : V::size();
+        V a = V::loadu(gu + i, n), b = V::loadu(gu + I + i, n);
+        (a / (V(1.0f) + a.neg().exp()) * b).store(h.data() + i, n);
+      }
+      gemv<true>(w_down + l * H * I, h.data(), x, H, I);
+    }
+    rms_norm(x, norm, h.data(), H, eps);
+    gemv<false>(head, h.data(), logits, vocab, H);
+  }
+}
+"""
+
+
+@functools.cache
+def _kernel():
+    from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+    packed_matmul.use_harness_inductor_cache()
+    return CppPythonBindingsCodeCache.load_pybinding(
+        ["const float*"] * 3 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 2 + ["int64_t"] * 8 + ["float"], SOURCE)
+
+
+def build_failure() -> Optional[str]:
+    """None when the step kernel is built (or was, in inductor's cache), else why not."""
+    if not packed_matmul.has_cxx_compiler():
+        return "no C++ compiler (install g++)"
+    return _build()
+
+
+@functools.cache
+def _build() -> Optional[str]:
+    try:
+        _kernel()
+    except Exception as e:  # a compiler that cannot build it: the step runs eager
+        why = "the step kernel did not build: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        print(f"torch: {why}; the one-token step runs eager", file=sys.stderr)
+        return why
+    return None
+
+
+def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
+         eps: float, nh: int, nkv: int, hd: int) -> torch.Tensor:
+    """One token through every layer -> logits [V]; its k, v written into the caches k, v
+    [capacity, layers, nkv, hd] at position `length`. Arguments as torch_llama.Weights holds them:
+    w_in, w_post [layers, H]; w_qkv [layers, (nh+2nkv) hd, H]; w_o [layers, H, nh hd];
+    w_gu [layers, 2I, H]; w_down [layers, H, I]; head [V, H]; norm [H]; cos, sin [hd]."""
+    layers, H = w_in.shape
+    inter, vocab = w_down.shape[2], head.shape[0]
+    logits = torch.empty(vocab, dtype=torch.float32)
+    scratch = torch.empty(H + (nh + 2 * nkv) * hd + nh * hd + 2 * inter, dtype=torch.float32)
+    _kernel()(emb_row, cos, sin, k, v, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm, logits, scratch,
+              length, layers, H, nh, nkv, hd, inter, vocab, eps)
+    return logits
