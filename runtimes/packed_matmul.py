@@ -35,7 +35,7 @@ import torch
 
 BLOCK = 16  # output rows per packed block: the kernel's tile width (one AVX-512 vector, two AVX2)
 
-SOURCE = r"""
+TILES = r"""
 #define BLOCK 16
 // V: one SIMD vector of floats; NV of them hold a block's 16 columns.
 using V = at::vec::Vectorized<float>;
@@ -44,12 +44,12 @@ constexpr int NV = BLOCK / V::size();
 // (32 with AVX-512: 8 + 1 + 1; 16 with AVX2: 12 + 2 + 1).
 constexpr int CHUNK = V::size() == 16 ? 8 : 6;
 
-// y[s, 0:16] = x[s, :] . block for s < S; x [S, in] (row stride in), y row stride out.
-template <int S>
+// y[s, 0:16] (+)= x[s, :] . block for s < S; x [S, in] (row stride in), y row stride out.
+template <int S, bool ADD>
 static inline void tile(const float* x, const float* block, float* y, int64_t out, int64_t in) {
   V acc[S][NV];
   for (int s = 0; s < S; ++s)
-    for (int v = 0; v < NV; ++v) acc[s][v] = V(0.0f);
+    for (int v = 0; v < NV; ++v) acc[s][v] = ADD ? V::loadu(y + s * out + v * V::size()) : V(0.0f);
   for (int64_t k = 0; k < in; ++k) {
     V w[NV];
     for (int v = 0; v < NV; ++v) w[v] = V::loadu(block + k * BLOCK + v * V::size());
@@ -62,27 +62,37 @@ static inline void tile(const float* x, const float* block, float* y, int64_t ou
     for (int v = 0; v < NV; ++v) acc[s][v].store(y + s * out + v * V::size());
 }
 
+template <bool ADD>
 static inline void chunk(int s, const float* x, const float* block, float* y, int64_t out, int64_t in) {
   switch (s) {
-    case 1: tile<1>(x, block, y, out, in); break;
-    case 2: tile<2>(x, block, y, out, in); break;
-    case 3: tile<3>(x, block, y, out, in); break;
-    case 4: tile<4>(x, block, y, out, in); break;
-    case 5: tile<5>(x, block, y, out, in); break;
-    case 6: tile<6>(x, block, y, out, in); break;
-    case 7: tile<7>(x, block, y, out, in); break;
-    case 8: tile<8>(x, block, y, out, in); break;
+    case 1: tile<1, ADD>(x, block, y, out, in); break;
+    case 2: tile<2, ADD>(x, block, y, out, in); break;
+    case 3: tile<3, ADD>(x, block, y, out, in); break;
+    case 4: tile<4, ADD>(x, block, y, out, in); break;
+    case 5: tile<5, ADD>(x, block, y, out, in); break;
+    case 6: tile<6, ADD>(x, block, y, out, in); break;
+    case 7: tile<7, ADD>(x, block, y, out, in); break;
+    case 8: tile<8, ADD>(x, block, y, out, in); break;
   }
 }
 
-// x [S, in], packed [out/16, in, 16], y [S, out]; out a multiple of 16.
-extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in) {
-  #pragma omp parallel for schedule(static)
+// y (+)= x W^T for this thread's blocks: x [S, in], packed [out/16, in, 16], y [S, out]; out a
+// multiple of 16. Inside an OpenMP parallel region; the loop's barrier ends it.
+template <bool ADD>
+static inline void packed_matmul(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in) {
+  #pragma omp for schedule(static)
   for (int64_t b = 0; b < out / BLOCK; ++b)
     for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
       const int s = S - s0 < CHUNK ? int(S - s0) : CHUNK;
-      chunk(s, x + s0 * in, packed + b * in * BLOCK, y + s0 * out + b * BLOCK, out, in);
+      chunk<ADD>(s, x + s0 * in, packed + b * in * BLOCK, y + s0 * out + b * BLOCK, out, in);
     }
+}
+"""
+
+SOURCE = TILES + r"""
+extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in) {
+  #pragma omp parallel
+  packed_matmul<false>(x, packed, y, S, out, in);
 }
 """
 

@@ -2,9 +2,9 @@
 LMs in PyTorch, each behind a TorchKV adapter (its own KV cache, batch 1) on CPU, CUDA or MPS.
 
 Llama-architecture models run through runtimes/torch_llama.py (static KV cache, fused matrices,
-on a CPU in float32 the one-token step as one C++ kernel, runtimes/llama_step.py, and packed
-matrices for several tokens, runtimes/packed_matmul.py: the same weights; both kernels are built
-at load, outside every measurement); other models, or `lean=False`, through transformers' own forward
+on a CPU in float32 the forward as one C++ kernel for one token and one for several,
+runtimes/llama_step.py, the latter over packed copies of the matrices, runtimes/packed_matmul.py:
+the same weights; the kernels are built at load, outside every measurement); other models, or `lean=False`, through transformers' own forward
 with a DynamicCache (HFForward). Sampling is core/sampling.py, on the device's logits. On CUDA/MPS
 every phase ends with a device synchronize.
 
@@ -80,7 +80,8 @@ class TorchKV(Model):
             return f"transformers ({self.why_not_lean})"
         step = "one-token step kernel" if self.lean.compiled else f"one-token step eager: {self.lean.why_not_compiled}"
         why = self.lean.weights.why_not_packed
-        passes = "packed matrices for several tokens" if why is None else f"several tokens through F.linear: {why}"
+        passes = ("several tokens through the pass kernel" if self.lean.kernel_passes
+                  else "packed matrices for several tokens" if why is None else f"several tokens through F.linear: {why}")
         return f"lean llama (static cache; {step}; {passes})"
 
     def crop(self, length: int) -> None:

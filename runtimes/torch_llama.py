@@ -16,21 +16,23 @@ module runs the model's own weights through:
 Cropping the cache moves its length back; nothing is copied. The cache doubles when full; its
 positions are the outer dimension ([capacity, layers, kv_heads, hd]).
 
-Two paths, chosen per call:
-- one token (the baseline's step, each draft token): runtimes/llama_step.py, the whole forward as
-  one C++ function in one OpenMP parallel region, every matrix-vector product a static split of
-  its rows, five barriers a layer. A step is memory bound: it must read every matrix, so what
-  counts is the rate at which it streams them. The matrices live in one buffer of transparent
-  huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a CPU in
-  float32 with a C++ compiler (`compile_reason`); the kernel is built at load, seconds the first
-  time on a machine. If it does not build the process says so once and the step runs eager.
-- more tokens (prefill, the verify pass, a draft's catch-up of two) and every step not through the
-  kernel: eager, each matrix through `Linear`, on a CPU in float32 runtimes/packed_matmul.py's kernel
-  over a packed copy of the matrices (a second copy in memory, also in huge pages), which reads
-  each matrix once per pass however many tokens it carries. That keeps v, the verify pass's cost in
-  one-token steps, which bounds every speculative speedup, low: 5 tokens 24-35 ms against a
-  one-token step's 18-29 ms in the same minutes (v 1.32-1.38 in bench figure 2), where oneDNN's
-  prepacked matmul gave v 2.07. Elsewhere (another dtype or device) F.linear.
+Three paths, chosen per call:
+- one token (the baseline's step, each draft token): runtimes/llama_step.py's `step`, the whole
+  forward as one C++ function in one OpenMP parallel region, every matrix-vector product a static
+  split of its rows, five barriers a layer. A step is memory bound: it must read every matrix, so
+  what counts is the rate at which it streams them. The matrices live in one buffer of
+  transparent huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a
+  CPU in float32 with a C++ compiler (`compile_reason`); the kernels are built at load, about 12 s
+  the first time on a machine. If they do not build the process says so once and runs eager.
+- more tokens (prefill, the verify pass, a draft's catch-up of two): llama_step's
+  `forward_tokens`, the same forward with each matrix through packed_matmul's tile over a packed
+  copy of the matrices (a second copy in memory, also in huge pages), which reads each matrix once
+  per pass however many tokens it carries. That keeps v, the verify pass's cost in one-token
+  steps, which bounds every speculative speedup, low: 5 tokens 31 ms against a 22-23 ms step
+  (v 1.37 in bench figure 2). Where the matrices' rows are not whole 16-row blocks
+  (`kernel_passes` False):
+- eager, each matrix through `Linear` (runtimes/packed_matmul.py's kernel over the packed copy on a
+  CPU in float32, F.linear elsewhere), also every pass when the kernels cannot run here.
 
 How the matrices are held: q|k|v and gate|up are concatenated once per model into one [out, in]
 block of the arena; each module's weight becomes a view of its rows (the model's own forward, and
@@ -38,9 +40,9 @@ transformers' generate over it, keep working on the same numbers, no second plai
 
 Measured on the 2-core Intel Xeon VM here (family 6 model 167, AVX-512; SmolLM2-135M-Instruct,
 float32, 2 threads, `harness bench --figures 1,9`, side by side in one process): the one-token
-step 23.1 ms through the step kernel, 32.7 ms eager, 0.83 and 0.58 of the memory bound measured
-between them (541 MB at 27-29 GB/s). End to end, 40.0 tokens/s, 28.9 eager, transformers'
-generate over the same weights 24.0.
+step 22.7 ms through the step kernel, 33.3 ms eager, 0.86 and 0.58 of the memory bound measured
+between them (541 MB at 27-29 GB/s). End to end, 39.8 tokens/s, 27.6 eager, transformers'
+generate over the same weights 22.2.
 What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
 (`unsupported_reason` says why a model falls back to transformers' forward).
 """
@@ -152,14 +154,16 @@ class Weights:
         arena = Arena(sum(_aligned(n * r * c) for n, r, c in shapes), device, dtype)
         packed = None if self.why_not_packed else Arena(
             sum(_aligned(n * packed_matmul.packed_numel(r, c)) for n, r, c in shapes), device, dtype)
-        self.stacks, linears = [], []  # [layers, out, in] per kind
+        self.stacks, self.packed_stacks, linears = [], [], []  # [layers, out, in], [layers, packed] per kind
         for per, (n, rows, cols) in zip(kinds + [[[model.lm_head]]], shapes):
             stack = arena.take(n * rows, cols).view(n, rows, cols)
             pstack = None if packed is None else packed.take(n, packed_matmul.packed_numel(rows, cols))
             linears.append([_fuse(group, stack[i], None if pstack is None else pstack[i]) for i, group in enumerate(per)])
             self.stacks.append(stack)
+            self.packed_stacks.append(pstack)
         self.head = linears.pop()[0]  # [V, H]
         self.stacks.pop()
+        self.packed_stacks.pop()
         layers = model.model.layers
         self.norms = [_stack_params([x.input_layernorm.weight for x in layers]),
                       _stack_params([x.post_attention_layernorm.weight for x in layers])]  # [layers, H] each
@@ -208,6 +212,9 @@ class LlamaFast:
         self.weights = model._lean
         self.layers, self.head = self.weights.layers, self.weights.head
         self.why_not_compiled = "turned off" if compiled is False else compile_reason(self.dtype, self.device)
+        rows = [s.shape[1] for s in self.weights.stacks] + [self.hd * self.nh]  # whole 16-row blocks for the pass kernel
+        self.kernel_passes = (self.why_not_compiled is None and self.weights.why_not_packed is None
+                              and all(r % packed_matmul.BLOCK == 0 for r in rows))
         self.k: Optional[torch.Tensor] = None  # [capacity, layers, kv_heads, hd]
         self.v: Optional[torch.Tensor] = None
         self.rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None
@@ -237,6 +244,8 @@ class LlamaFast:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
         if len(ids) == 1 and self.compiled:
             return self._step(ids[0])
+        if self.kernel_passes:
+            return self._pass(ids, n_logits)
         return self._forward(ids, n_logits)
 
     def _forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
@@ -273,14 +282,35 @@ class LlamaFast:
         self._reserve(l0 + 1)
         inner, w = self.model.model, self.weights
         x = inner.embed_tokens.weight[token]  # [H]
-        if self.rope is None:  # the model's own RoPE at every position of the cache (elementwise: the same numbers)
-            cos, sin = inner.rotary_emb(x[None, None], torch.arange(self.k.shape[0], device=self.device)[None])
-            self.rope = cos[0].contiguous(), sin[0].contiguous()  # [capacity, hd]
-        logits = llama_step.step(x, self.rope[0][l0], self.rope[1][l0], self.k, self.v, l0, w.norms[0], w.stacks[0],
+        cos, sin = self._rope_rows(l0, l0 + 1)
+        logits = llama_step.step(x, cos[0], sin[0], self.k, self.v, l0, w.norms[0], w.stacks[0],
                                  w.stacks[1], w.norms[1], w.stacks[2], w.stacks[3], self.head.weight,
                                  inner.norm.weight, self.eps, self.nh, self.nkv, self.hd)
         self.length = l0 + 1
         return logits[None]
+
+    def _rope_rows(self, l0: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [end - l0, hd] at positions l0 .. end - 1, from the model's own RoPE (made once per capacity)."""
+        inner = self.model.model
+        if self.rope is None:  # elementwise: the same numbers as the model's forward
+            w = inner.embed_tokens.weight
+            cos, sin = inner.rotary_emb(w[:1][None], torch.arange(self.k.shape[0], device=self.device)[None])
+            self.rope = cos[0].contiguous(), sin[0].contiguous()  # [capacity, hd]
+        return self.rope[0][l0:end], self.rope[1][l0:end]
+
+    def _pass(self, ids: list[int], n_logits: int) -> torch.Tensor:
+        """Several tokens through the pass kernel -> [n_logits, V]; their k, v written at L .. L+S-1."""
+        l0, end = self.length, self.length + len(ids)
+        self._reserve(end)
+        inner, w = self.model.model, self.weights
+        cos, sin = self._rope_rows(l0, end)
+        x = inner.embed_tokens.weight[torch.tensor(ids, device=self.device)]  # [S, H], a copy
+        logits = llama_step.forward_tokens(x, cos, sin, self.k, self.v, l0, w.norms[0], w.packed_stacks[0],
+                                           w.packed_stacks[1], w.norms[1], w.packed_stacks[2], w.packed_stacks[3],
+                                           self.head.packed, inner.norm.weight, self.eps, self.nh, self.nkv, self.hd,
+                                           w.stacks[3].shape[2], self.head.weight.shape[0], n_logits)
+        self.length = end
+        return logits
 
     def crop(self, length: int) -> None:
         self.length = min(self.length, length)

@@ -29,6 +29,7 @@ def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, co
     ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
     kv = TorchKV(model, 257, compiled=compiled)
     assert kv.lean is not None and kv.lean.compiled == compiled
+    assert kv.lean.kernel_passes == compiled  # the passes of 2, 5 and 9 tokens run through forward_tokens
     rng = random.Random(0)
     seq: list[int] = []
     kv.reset()
@@ -143,8 +144,8 @@ def test_a_step_kernel_that_does_not_build_is_said_once_and_the_step_runs_eager(
         fast = LlamaFast(model)
         LlamaFast(model)  # a second one in the same process: no second line
         why = fast.why_not_compiled
-        assert why == "the step kernel did not build: CppCompileError: C++ compile error"
-        assert capsys.readouterr().err.count(f"torch: {why}; the one-token step runs eager") == 1
+        assert why == "the step kernels did not build: CppCompileError: C++ compile error"
+        assert capsys.readouterr().err.count(f"torch: {why}; the forward runs eager") == 1
         for kv in (ref, fast):
             kv.forward([5, 17, 42], 1)
         assert torch.allclose(fast.forward([9], 1), ref.forward([9], 1), atol=1e-5) and fast.length == 4
