@@ -1,7 +1,7 @@
 """The torch runtime's forward on a CPU in float32 as two C++ functions, each the whole Llama forward
 in one OpenMP parallel region from the embeddings to the logits: `step` for one token (the
-baseline's step, each draft token), `forward_tokens` for several (prefill, the verify pass, a
-draft's catch-up).
+baseline's step, each draft token), `forward_tokens` for a few (the verify pass, a draft's
+catch-up, a short prefill: runtimes/torch_llama.py sends longer passes to its eager forward).
 
 A one-token step is memory bound: it must read every matrix once (541 MB for SmolLM2-135M in
 float32), and the rest of its work is small. What decides its speed is how close it streams the

@@ -24,13 +24,13 @@ Three paths, chosen per call:
   transparent huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a
   CPU in float32 with a C++ compiler (`compile_reason`); the kernels are built at load, about 12 s
   the first time on a machine. If they do not build the process says so once and runs eager.
-- more tokens (prefill, the verify pass, a draft's catch-up of two): llama_step's
-  `forward_tokens`, the same forward with each matrix through packed_matmul's tile over a packed
+- up to PASS_MAX_TOKENS tokens (the verify pass, a draft's catch-up of two, a short prefill):
+  llama_step's `forward_tokens`, the same forward with each matrix through packed_matmul's tile over a packed
   copy of the matrices (a second copy in memory, also in huge pages), which reads each matrix once
   per pass however many tokens it carries. That keeps v, the verify pass's cost in one-token
   steps, which bounds every speculative speedup, low: 5 tokens 31 ms against a 22-23 ms step
-  (v 1.37 in bench figure 2). Where the matrices' rows are not whole 16-row blocks
-  (`kernel_passes` False):
+  (v 1.37 in bench figure 2). Longer passes, and every pass where the matrices' rows are not
+  whole 16-row blocks (`kernel_passes` False):
 - eager, each matrix through `Linear` (runtimes/packed_matmul.py's kernel over the packed copy on a
   CPU in float32, F.linear elsewhere), also every pass when the kernels cannot run here.
 
@@ -59,6 +59,10 @@ from models.shape import shape_from_config
 from runtimes import llama_step, packed_matmul
 
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
+# Passes up to this many tokens run through the pass kernel; longer ones (a long prompt's prefill)
+# eager, where SDPA's attention beats the kernel's (on the Intel VM: 48 tokens 80 vs 83 ms,
+# 64: 105 vs 103, 200: 381 vs 238).
+PASS_MAX_TOKENS = 32
 
 
 def unsupported_reason(model) -> Optional[str]:
@@ -244,7 +248,7 @@ class LlamaFast:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
         if len(ids) == 1 and self.compiled:
             return self._step(ids[0])
-        if self.kernel_passes:
+        if self.kernel_passes and len(ids) <= PASS_MAX_TOKENS:
             return self._pass(ids, n_logits)
         return self._forward(ids, n_logits)
 

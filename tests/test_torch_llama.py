@@ -164,6 +164,11 @@ def test_the_step_kernel_writes_the_cache_the_eager_step_writes(model):
     eager.reset()
     fast.reset()
     assert torch.allclose(fast.forward([7], 1), eager.forward([7], 1), atol=1e-5) and fast.length == 1
+    long = list(range(3, 3 + torch_llama.PASS_MAX_TOKENS + 8))  # a long prefill: eager, then the kernels on top
+    for kv in (eager, fast):
+        kv.reset()
+        kv.forward(long, 1)
+    assert torch.allclose(fast.forward([9, 10, 11], 3), eager.forward([9, 10, 11], 3), atol=1e-4)
 
 
 @torch.inference_mode()
