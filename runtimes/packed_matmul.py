@@ -109,13 +109,18 @@ def use_harness_inductor_cache() -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_root() / "inductor")
 
 
-@functools.cache
-def _kernel():
+def build(argtypes: list[str], source: str):
+    """`source`'s `extern "C" void kernel(...)` built by inductor's C++ builder (cached under
+    $HARNESS_CACHE/inductor) and bound to Python: called with tensors for pointers, ints, floats."""
     from torch._inductor.codecache import CppPythonBindingsCodeCache
 
     use_harness_inductor_cache()
-    return CppPythonBindingsCodeCache.load_pybinding(
-        ["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t"], SOURCE)
+    return CppPythonBindingsCodeCache.load_pybinding(argtypes, source)
+
+
+@functools.cache
+def _kernel():
+    return build(["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t"], SOURCE)
 
 
 def has_cxx_compiler() -> bool:

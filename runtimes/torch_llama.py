@@ -19,7 +19,7 @@ positions are the outer dimension ([capacity, layers, kv_heads, hd]).
 Three paths, chosen per call:
 - one token (the baseline's step, each draft token): runtimes/llama_step.py's `step`, the whole
   forward as one C++ function in one OpenMP parallel region, every matrix-vector product a static
-  split of its rows, five barriers a layer. A step is memory bound: it must read every matrix, so
+  split of its rows, six barriers a layer. A step is memory bound: it must read every matrix, so
   what counts is the rate at which it streams them. The matrices live in one buffer of
   transparent huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a
   CPU in float32 with a C++ compiler (`compile_reason`); the kernels are built at load, about 12 s
