@@ -131,15 +131,16 @@ def flops_from_config(cfg, source: str = "config") -> FlopsPerToken:
 # ---------------------------------------------------------------- GGUF files
 
 
-def open_gguf(path) -> "gguf.GGUFReader":  # noqa: F821
-    """A gguf.GGUFReader (metadata and tensor shapes; data stays on disk), or one HarnessError line."""
+def open_gguf(path) -> "GgufHeader":  # noqa: F821
+    """A GGUF file's metadata and tensor table (models/gguf_header.py; no tensor data is read), or
+    one HarnessError line."""
+    from models.gguf_header import GgufHeader
+
     path = Path(path)
     if not path.is_file():
         raise HarnessError(f"GGUF file not found: {path}")
     try:
-        from gguf import GGUFReader
-
-        return GGUFReader(str(path))
+        return GgufHeader(path)
     except ImportError:
         raise HarnessError("reading GGUF files needs the gguf package: pip install gguf") from None
     except (OSError, ValueError) as e:
@@ -148,8 +149,7 @@ def open_gguf(path) -> "gguf.GGUFReader":  # noqa: F821
 
 def gguf_value(reader, key: str):
     """A GGUF metadata value (None when the key is absent)."""
-    f = reader.fields.get(key)
-    return None if f is None else f.contents()
+    return reader.fields.get(key)
 
 
 def gguf_arch_value(reader, key: str):
