@@ -182,7 +182,9 @@ def machine_limits(threads: int, cache_dir: Path, remeasure: bool = False, log: 
         got = {**measure(threads), "machine_key": key}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(got, indent=2))
+            tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+            tmp.write_text(json.dumps(got, indent=2))
+            tmp.replace(path)  # atomic: another process reads the whole file or none
         except OSError:
             pass
     return {**got, "cache_file": str(path)}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import sys
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConf
     from runtimes.base import Runtime
 
 WARMUP_TOKENS = 16
+BASELINE = ("fixed", None, "model", None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
 LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
 
 
@@ -195,23 +196,26 @@ class Runner:
         c = self.cfg
         return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats))
 
-    def _keys(self, name: str, pair: PairSpec, s, n, p, rep) -> list[tuple[str, GenerationSettings, tuple]]:
-        """(mode, settings, row key) of the baseline and each speculative generation of one cell."""
-        keys = []
-        baseline = ("fixed", None, "model", None)
-        for mode, (policy, gamma, drafter, forced) in [("baseline", baseline)] + [("speculative", x) for x in self.cfg.speculative_settings()]:
-            gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced)
-            spec = mode == "speculative"
-            row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
-                   "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
-                   "drafter": drafter if spec else None, "forced_rates": forced,
-                   "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
-                   "seed": gen.seed}
-            keys.append((mode, gen, row_key(row)))
-        return keys
+    def _settings(self) -> list[tuple[str, tuple]]:
+        """(mode, (draft policy, gamma, drafter, forced)) of the baseline and each speculative setting."""
+        return [("baseline", BASELINE)] + [("speculative", x) for x in self.cfg.speculative_settings()]
+
+    def _key(self, name: str, pair: PairSpec, cell: tuple, mode: str, setting: tuple) -> tuple[GenerationSettings, tuple]:
+        """(settings, row key) of one generation: a cell (sampling, max_new, prompt, repeat) in one setting."""
+        s, n, p, rep = cell
+        policy, gamma, drafter, forced = setting
+        gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced)
+        spec = mode == "speculative"
+        row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
+               "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
+               "drafter": drafter if spec else None, "forced_rates": forced,
+               "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
+               "seed": gen.seed}
+        return gen, row_key(row)
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
-        todo = [k for cell in self._cells() for (_, _, k) in self._keys(name, pair, *cell) if k not in self.done]
+        todo = [k for cell in self._cells() for mode, x in self._settings()
+                if (k := self._key(name, pair, cell, mode, x)[1]) not in self.done]
         self.bar.update(self.cfg.n_rows() // (len(self.cfg.runtimes) * len(self.cfg.pairs)) - len(todo))
         if not todo:
             return
@@ -258,6 +262,10 @@ class Runner:
         return rt
 
     def _measure(self, name: str, pair: PairSpec, rt: Runtime, tag: str) -> None:
+        """Every generation of one runtime and pair. A runtime that runs one setting at a time (a
+        server started per setting) measures each setting's generations together, every prompt,
+        repeat and sampling, so each server starts once; the others take the cells in turn, each
+        cell's baseline and speculative generations side by side."""
         c = self.cfg
         encoded = {p.id: rt.encode(p.text) for p in c.prompts}
         self._roofline_inputs(name, pair, encoded)
@@ -268,45 +276,85 @@ class Runner:
                     f"the {rt.context_length}-token context of {pair.name}; "
                     + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
                        else "choose shorter prompts (--prompts) or a model with a longer context"))
-        first = encoded[c.prompts[0].id]
-        warm_n = min(WARMUP_TOKENS, c.max_new_tokens[0])
-        drafting = {(pol, d): GenerationSettings(c.samplings[0], c.gammas[0], warm_n, c.seed, c.ignore_eos, pol, d,
-                                                 c.forced[0] if c.forced else None)
-                    for pol in c.draft_policies for d in c.drafters}
-        unsupported = {k: rt.supports(warm) for k, warm in drafting.items()}
+        settings = self._settings()
+        bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
+        blocks = [self._block(name, pair, rt, [x], bases) for x in settings] if rt.one_setting_at_a_time \
+            else [self._block(name, pair, rt, settings, bases)]
+        said: set[tuple] = set()
         try:
+            for i, b in enumerate(blocks):
+                upcoming = [later.start for later in blocks[i + 1:] if later.runnable]
+                self._measure_block(name, pair, rt, tag, b, upcoming, encoded, bases, said)
+        finally:
+            self.info["runtimes"][name] = rt.describe()  # with what measuring added (a server's starts)
+            write_run_json(self.out, self.info)
+            if "server_starts" in self.info["runtimes"][name]:
+                starts = self.info["runtimes"][name]["server_starts"]
+                _log(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items()))
+
+    def _block(self, name, pair, rt, settings, bases) -> "_Block":
+        """What is left to measure of some settings over every cell, their warm-up settings (each
+        drafting of the block once, at its first gamma) and why the runtime cannot run some."""
+        c = self.cfg
+        b = _Block()
+        for cell in self._cells():
+            for mode, x in settings:
+                gen, key = self._key(name, pair, cell, mode, x)
+                if key not in self.done:
+                    b.jobs.append((cell, mode, gen))
+                elif mode == "baseline":
+                    bases[_cell_id(cell)] = self.done[key]
+        for _, mode, gen in b.jobs:
+            b.warm.setdefault((mode, gen.draft_policy, gen.drafter), replace(
+                gen, max_new_tokens=min(WARMUP_TOKENS, gen.max_new_tokens), seed=c.seed, sampling=c.samplings[0]))
+        b.why = {k: rt.supports(w) if k[0] == "speculative" else None for k, w in b.warm.items()}
+        runnable = [(k, w) for k, w in b.warm.items() if not b.why[k]]
+        if runnable:
+            b.runnable, b.start = True, runnable[0][1] if runnable[0][0][0] == "speculative" else None
+        return b
+
+    def _measure_block(self, name, pair, rt, tag, b: "_Block", upcoming, encoded, bases, said) -> None:
+        """Warm-up, then cell by cell, each cell's settings in turn. A runtime that runs one setting
+        at a time is told first which setting comes now and which come next (start_setting)."""
+        c = self.cfg
+        if not b.jobs:
+            return
+        runnable = [(k, w) for k, w in b.warm.items() if not b.why[k]]
+        first = encoded[c.prompts[0].id]
+        try:
+            if rt.one_setting_at_a_time and b.runnable:
+                rt.start_setting(b.start, upcoming)
             for _ in range(c.warmup):
-                rt.generate_baseline(first, next(iter(drafting.values())))
-                for k, warm in drafting.items():
-                    if not unsupported[k]:
-                        rt.generate_speculative(first, warm)
+                for (mode, _, _), w in runnable:
+                    (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
         except HarnessError:
             raise
         except Exception as e:  # a runtime that cannot generate at all (a server that dies at once) is skipped
-            raise _LoadFailed(name) from e
-        said: set[tuple] = set()
-        for s, n, p, rep in self._cells():
-            base = None
-            for mode, gen, key in self._keys(name, pair, s, n, p, rep):
-                if key in self.done:
-                    base = self.done[key] if mode == "baseline" else base
-                    continue
-                how = (gen.draft_policy, gen.drafter)
-                why = unsupported.get(how) if mode == "speculative" else None
-                if why:  # one row says so; the other cells of this drafting are not generated
-                    if how not in said:
-                        said.add(how)
-                        _log(f"[{tag}] --draft-policy {gen.draft_policy} --drafter {gen.drafter}: skipped: {why}")
-                        self._emit(generation_row(pair, rt, name, mode, p, rep, gen, None, error=f"skipped: {why}",
-                                                  settings=c.runtime, label=self.labels[pair.name]))
-                    self.bar.update(1)
-                    continue
-                row = self._generate(pair, rt, name, mode, p, rep, gen, encoded[p.id], base)
-                base = row if mode == "baseline" else base
-                self._emit(row)
+            if any(mode == "baseline" for _, mode, _ in b.jobs):
+                raise _LoadFailed(name) from e
+            for k, _ in runnable:  # a setting whose server cannot start: one row says why, the run goes on
+                b.why[k] = _one_line(e)
+        for cell, mode, gen in b.jobs:
+            s, n, p, rep = cell
+            how = (mode, gen.draft_policy, gen.drafter)
+            if b.why.get(how):  # one row says so; the other cells of this drafting are not generated
+                if how not in said:
+                    said.add(how)
+                    _log(f"[{tag}] --draft-policy {gen.draft_policy} --drafter {gen.drafter}: skipped: {b.why[how]}")
+                    self._emit(generation_row(pair, rt, name, mode, p, rep, gen, None, error=f"skipped: {b.why[how]}",
+                                              settings=c.runtime, label=self.labels[pair.name]))
                 self.bar.update(1)
-                if mode == "speculative":
-                    _log(_progress(tag, p, gen, base, row))
+                continue
+            base = bases.get(_cell_id(cell))
+            row = self._generate(pair, rt, name, mode, p, rep, gen, encoded[p.id], base)
+            if mode == "baseline":
+                bases[_cell_id(cell)] = row
+            self._emit(row)
+            self.bar.update(1)
+            if mode == "speculative":
+                _log(_progress(tag, p, gen, base, row))
+            elif row["error"]:
+                _log(f"[{tag}] {p.id} baseline rep {gen.seed}: error: {row['error']}")
 
     def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
         kw = dict(settings=self.cfg.runtime, label=self.labels[pair.name])
@@ -330,6 +378,22 @@ class Runner:
             return rt.mismatch_evidence(ids, base_ids, g)
         except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no evidence
             return {"error": _one_line(e)}
+
+
+@dataclass
+class _Block:
+    """Generations the runner measures together (runner._block)."""
+
+    jobs: list = field(default_factory=list)  # (cell, mode, settings) not measured yet, in order
+    warm: dict = field(default_factory=dict)  # (mode, draft policy, drafter) -> warm-up settings
+    why: dict = field(default_factory=dict)  # the same keys -> why the runtime cannot run it, or None
+    runnable: bool = False  # something of it can run
+    start: Optional[GenerationSettings] = None  # what start_setting is given (None: the baseline)
+
+
+def _cell_id(cell: tuple) -> tuple:
+    s, n, p, rep = cell
+    return s, n, p.id, rep
 
 
 def _limits_or_why(n_threads: Optional[int]) -> dict:

@@ -153,8 +153,9 @@ def _build(root: Path, configs: dict, tokenizer, log) -> None:
             tokenizer.save_pretrained(tmp / role)
             write_gguf(model, tmp / f"{role}.{GGUF_TYPE}.gguf", GGUF_TYPE, name=f"synthetic {role}", tokenizer=tokenizer)
             del model
-        shutil.rmtree(root, ignore_errors=True)
-        tmp.rename(root)
+        if not (root / "draft" / "config.json").is_file():  # else another process built it meanwhile
+            shutil.rmtree(root, ignore_errors=True)
+            tmp.rename(root)
     except OSError as e:
         raise HarnessError(f"cannot write the synthetic pair under {root.parent}: {e} (free disk space, or set HARNESS_CACHE)") from None
     finally:

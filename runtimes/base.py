@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
 from core import sampling
@@ -31,6 +31,9 @@ class Runtime(ABC):
     """A small interface: load, encode/decode, generate baseline or speculative, close."""
 
     name: str = "?"
+    # True for a runtime whose settings each need a process of their own (a server started for a
+    # draft setting): the runner then measures one setting's generations together (start_setting).
+    one_setting_at_a_time: bool = False
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings
@@ -58,6 +61,11 @@ class Runtime(ABC):
 
     @abstractmethod
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation: ...
+
+    def start_setting(self, gen: Optional[GenerationSettings], upcoming: Sequence[Optional[GenerationSettings]] = ()) -> None:
+        """Before the runner measures every generation of one setting (`gen`; None: the baseline),
+        when `one_setting_at_a_time`: have what it needs running, nothing else taking CPU;
+        `upcoming` are the settings it measures next, in order (a server may be started early)."""
 
     def describe(self) -> dict:
         """Device, dtype, model files and library versions, for run.json."""

@@ -22,8 +22,10 @@ settings only on the command line (its per-request `speculative.*` fields are co
   tokens follow it. The heuristic schedule has no server equivalent (skipped).
 Each has the run's threads (-t/-tb, and -td/-tbd for the draft), context, batch size, flash
 attention off and GPU layers, like the other llama.cpp runtimes; one slot, no prompt cache, and
-`cache_prompt: false`, so every request prefills. At most MAX_LIVE servers run at once (the least
-recently used is stopped); each is warmed up by one short request before its first measured one.
+`cache_prompt: false`, so every request prefills. The runner measures one setting at a time, so
+each server starts once per run (runtimes/server.py's ServerRuntime); used directly, at most
+MAX_LIVE servers are kept (the least recently used stopped), every one but the one in use paused.
+Each is warmed up by one short request before its first measured one.
 A server that died is started again for the next generation (the failed one is an error row).
 
 What is measured, from the server's own numbers (a completion's `timings`, its log, /metrics):
@@ -65,7 +67,7 @@ from models import llama_files
 from runtimes import evidence
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
-from runtimes.server import ServerError, ServerPool, ServerProcess, server_rounds, setting, setting_name
+from runtimes.server import ServerError, ServerPool, ServerProcess, ServerRuntime, server_rounds, setting, setting_name
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
 WARMUP_TOKENS = 8
@@ -99,7 +101,7 @@ def _metrics_delta(before: dict, after: dict) -> dict:
     return d
 
 
-class LlamaServerRuntime(lc.LlamaText, Runtime):
+class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     name = "llama-server"
 
     def load(self, pair: PairSpec) -> None:
@@ -157,21 +159,19 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min:g}"]
         return argv
 
-    def _server(self, spec: Optional[tuple]) -> ServerProcess:
-        """The running server for a setting (None: baseline), started (and warmed up) if needed."""
-        return self.servers.get_or_start(spec, self._spawn, self._ready)
-
-    def _spawn(self, spec: Optional[tuple]) -> ServerProcess:
+    def _launch(self, spec: Optional[tuple]) -> ServerProcess:
         srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log",
                             "llama-server", env={"LLAMA_TRACE": "1"})
-        try:
-            return srv.start()
-        except ServerError as e:
-            raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
-                              f"{'' if spec is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
+        srv.info["setting"] = spec
+        return srv.launch()
 
     def _ready(self, srv: ServerProcess) -> None:
-        """The draft settings the server logged at start, and its warm-up request."""
+        """Healthy, the draft settings the server logged at start, and its warm-up request."""
+        try:
+            srv.wait()
+        except ServerError as e:
+            raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
+                              f"{'' if srv.info['setting'] is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
         log = srv.log_text()
         found, ngram = DRAFT_SETTINGS.search(log), NGRAM_SETTINGS.search(log)
         srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else \
@@ -283,7 +283,7 @@ class LlamaServerRuntime(lc.LlamaText, Runtime):
 
     def describe(self) -> dict:
         return {**lc.describe(self.settings, self.paths, self.n_ctx), "binary": self.binary,
-                "server_version": self.version, "logs": str(self.logs)}
+                "server_version": self.version, "logs": str(self.logs), "server_starts": dict(self.servers.starts)}
 
     def reference(self):
         """A context of our own (runtimes/llamacpp.py's LlamaKV) on the same target file, loaded by the

@@ -1,4 +1,4 @@
-"""A server process the harness starts, owns and stops (llama-server; later vLLM's).
+"""A server process the harness starts, owns and stops (llama-server, vLLM's OpenAI server).
 
 What it owns: a free port on 127.0.0.1, the real binary started with its log in a file, the wait
 for its health endpoint, JSON requests to it, and stopping it: SIGTERM to its process group, then
@@ -9,7 +9,10 @@ llama-server loses a SIGTERM that arrives while it loads its models; and a watch
 server that kills the server's whole group then, since the server's own children, vLLM's engine
 and workers, outlive it otherwise).
 `ServerPool` keeps a runtime's servers by setting (`setting(gen)`; None: the baseline), at most
-`max_live` alive, the least recently used stopped, a dead one started again.
+`max_live` alive, the least recently used stopped, every one but the one in use paused (SIGSTOP),
+a dead one started again, and counts the starts of each setting; `ServerRuntime` is what a runtime
+over it shares: when the runner measures a setting (`start_setting`), that setting's server runs,
+the next setting's may be starting beside it before the measuring begins, and no other is left.
 What it does not own: which binary or flags (the runtime), or what the responses mean, except
 `server_rounds`: the round records of a server that reports per-round counts and no times.
 """
@@ -110,24 +113,42 @@ class ServerProcess:
         self._log = None
         self._offset = 0
         self._watchdog: Optional[subprocess.Popen] = None
+        self._port_given: Optional[int] = None
+        self.paused = False
 
     # -- life cycle --------------------------------------------------------------------------
 
     def start(self, port: Optional[int] = None, timeout_s: float = READY_TIMEOUT_S) -> "ServerProcess":
         """Start and wait until healthy. `port` None: a free one (another if it is taken meanwhile);
         a given port that is in use is a ServerError naming it."""
+        return self.launch(port).wait(timeout_s)
+
+    def launch(self, port: Optional[int] = None) -> "ServerProcess":
+        """The first half of start(): the process is started; wait() waits for it to be healthy.
+        Servers launched one after the other and then waited for start side by side."""
         if port is not None and port_in_use(port):
             raise ServerError(f"port {port} on {HOST} is in use: pick another (or let the harness choose one)")
+        self._port_given = port
+        try:
+            self._spawn(port or free_port())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait(self, timeout_s: float = READY_TIMEOUT_S) -> "ServerProcess":
+        """The second half of start(): healthy, or a ServerError (and the process stopped); a port
+        taken between our check and the server's bind is retried on another."""
         for attempt in range(PORT_ATTEMPTS):
             try:
-                self._spawn(port or free_port())
                 self._wait_ready(timeout_s)
                 return self
             except ServerError:
                 bound = self._bind_failed()
                 self.stop()
-                if not bound or port is not None or attempt == PORT_ATTEMPTS - 1:
+                if not bound or self._port_given is not None or attempt == PORT_ATTEMPTS - 1:
                     raise
+                self._spawn(free_port())
             except BaseException:  # Ctrl-C or SIGTERM while it starts: the caller holds no server to stop yet
                 self.stop()
                 raise
@@ -175,9 +196,23 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pause(self) -> None:
+        """SIGSTOP to the server's process group: an idle server that waits for its turn takes no
+        CPU from the one being measured (an idle vLLM engine's loops take a few percent of a core)."""
+        if self.alive() and not self.paused:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.alive():
+                os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S to whatever of the
         group is left (a server's own children too); idempotent."""
+        self.resume()  # a stopped process would not act on SIGTERM
         p, self.proc = self.proc, None
         if p is not None:
             try:
@@ -296,31 +331,77 @@ def setting_name(spec: Optional[tuple]) -> str:
 
 
 class ServerPool(OrderedDict):
-    """Running servers by setting (None: the baseline), least recently used first."""
+    """Running servers by setting (None: the baseline), least recently used first; only the one in
+    use runs, the others are paused."""
 
     def __init__(self, max_live: int):
         super().__init__()
         self.max_live, self.started = max_live, 0
+        self.starts: dict[str, int] = {}  # setting_name -> how many times a server was started for it
 
-    def get_or_start(self, spec: Optional[tuple], spawn: Callable[[Optional[tuple]], ServerProcess],
-                     ready: Callable[[ServerProcess], None]) -> ServerProcess:
-        """The live server for `spec`; else one from `spawn(spec)` (started: `self.started` counts
-        the starts), held here before `ready(srv)` (its warm-up) so that close() stops it if that fails."""
-        srv = self.get(spec)
-        if srv is not None and not srv.alive():
-            srv.stop()
-            del self[spec]
-            srv = None
-        if srv is None:
-            while len(self) >= self.max_live:
-                self.popitem(last=False)[1].stop()
+    def get_or_start(self, spec: Optional[tuple], launch: Callable[[Optional[tuple]], ServerProcess],
+                     ready: Callable[[ServerProcess], None], together: tuple = ()) -> ServerProcess:
+        """The live server for `spec`, resumed, every other one paused; else one from `launch(spec)`
+        (a launched ServerProcess: `self.started` counts the starts), held here before `ready(srv)`
+        (its wait and warm-up) so that close() stops it if that fails. The settings in `together`
+        that have no live server are launched with it, so that their starts overlap (a vLLM engine
+        start is mostly single-threaded imports); one of them that fails to start is dropped here
+        and fails again, with its reason, when its turn comes."""
+        for k in [spec, *together]:
+            srv = self.get(k)
+            if srv is not None and not srv.alive():
+                srv.stop()
+                del self[k]
+        new = [k for k in dict.fromkeys([spec, *together]) if k not in self][:self.max_live]
+        while self and len(self) + len(new) > self.max_live:
+            self.popitem(last=False)[1].stop()
+        for k in new:
             self.started += 1
-            srv = self[spec] = spawn(spec)
-            ready(srv)
+            self.starts[setting_name(k)] = self.starts.get(setting_name(k), 0) + 1
+            self[k] = launch(k)
+        for k in new:
+            try:
+                ready(self[k])
+            except Exception:
+                if k == spec:
+                    raise
+                self.pop(k).stop()
+        srv = self[spec]
         self.move_to_end(spec)
+        for k, other in self.items():
+            if k != spec:
+                other.pause()
+        srv.resume()
         return srv
+
+    def keep_only(self, keep) -> None:
+        """Stop every server whose setting is not in `keep`."""
+        for other in [k for k in self if k not in keep]:
+            self.pop(other).stop()
 
     def close(self) -> None:
         for srv in self.values():
             srv.stop()
         self.clear()
+
+
+class ServerRuntime:
+    """Mixin of a runtime whose servers are a ServerPool (`self.servers`), one server per setting,
+    launched by the runtime's `_launch(spec)` and waited for and warmed up by its `_ready(srv)`.
+    The runner measures one setting at a time (`start_setting`): that setting's server runs, the
+    servers of the next `starts_together - 1` settings are started with it and paused until their
+    turn, and the servers of settings already measured are stopped."""
+
+    one_setting_at_a_time = True
+    starts_together = 1
+    servers: ServerPool
+
+    def _server(self, spec: Optional[tuple], together: tuple = ()) -> ServerProcess:
+        """The running server for a setting (None: baseline), started and warmed up if needed."""
+        return self.servers.get_or_start(spec, self._launch, self._ready, together)
+
+    def start_setting(self, gen, upcoming=()) -> None:
+        spec = None if gen is None else setting(gen)
+        later = tuple(None if g is None else setting(g) for g in upcoming)[:max(self.starts_together - 1, 0)]
+        self.servers.keep_only({spec, *later})
+        self._server(spec, later)

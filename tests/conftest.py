@@ -12,6 +12,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_configure(config):
+    from tests.procs import tag_session
+
+    tag_session()  # the servers this process starts are told from other workers' (tests/procs.py)
     # Tiny models gain nothing from threads, and on a loaded 2-core machine OpenMP spin-waiting
     # makes multi-threaded matmuls many times slower. Benchmarks set their own thread counts.
     import torch

@@ -25,6 +25,7 @@ from runtimes import llama_common as lc
 from runtimes import server as server_mod
 from runtimes.llama_server import LlamaServerRuntime
 from runtimes.server import ServerError, ServerProcess, setting
+from tests.procs import session_processes
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
 PROMPT = "The quick brown fox"
@@ -36,15 +37,8 @@ def gen(n=40, gamma=4, s=SamplingParams(), seed=0, policy="fixed", drafter="mode
 
 
 def server_pids() -> set[int]:
-    """Every llama-server process on this machine (the tests own all of them)."""
-    pids = set()
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "llama-server":
-                pids.add(int(comm.parent.name))
-        except OSError:  # the process ended while we looked
-            pass
-    return pids
+    """Every llama-server process this test session started (tests/procs.py), alive or orphaned."""
+    return session_processes(lambda proc: (proc / "comm").read_text().strip() == "llama-server")
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +183,53 @@ def test_close_stops_every_server(pairs, ids, tmp_path):
     assert not (server_pids() & mine)
 
 
+def _state(pid: int) -> str:
+    """A process's state letter (R running, S sleeping, T stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_only_the_server_in_use_runs_the_others_are_paused(pairs, ids, tmp_path):
+    rt = LlamaServerRuntime(SETTINGS, workdir=tmp_path)
+    rt.load(pairs[0])
+    try:
+        base = rt.generate_baseline(ids, gen(8))
+        spec = rt.generate_speculative(ids, gen(8, 2))
+        b, s = rt.servers[None], rt.servers[("fixed", 2, "model", None)]
+        assert (_state(b.proc.pid), b.paused) == ("T", True) and _state(s.proc.pid) != "T"
+        assert rt.generate_baseline(ids, gen(8)).token_ids == base.token_ids == spec.token_ids  # resumed, answers
+        assert _state(s.proc.pid) == "T" and _state(b.proc.pid) != "T"
+        paused = s.proc.pid
+    finally:
+        rt.close()
+    assert not (server_pids() & {paused})  # a paused server is stopped too
+
+
+def test_a_sweep_starts_each_server_once(tmp_path):
+    """Five server settings (baseline, gamma 1 and 2, each with the draft model and with prompt
+    lookup), more than the pool holds, over five prompts: the runner measures one setting at a
+    time, so each server starts once (run.json says so) and no server is left."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    before = server_pids()
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["sweep", "--runtime", "llama-server", "--pair", "tiny", "--gamma", "1,2", "--drafter",
+                                    "model,ngram:2,3", "--max-new-tokens", "12", "--prompts", "math", "--n-threads", "1",
+                                    "--n-ctx", "512", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 5 * 5 and not [r for r in rows if r["error"]]
+    assert all(r["greedy_match"] for r in rows if r["mode"] == "speculative")
+    settings = ["baseline", "fixed-gamma1", "fixed-gamma2", "fixed-gamma1-ngram2-3", "fixed-gamma2-ngram2-3"]
+    starts = json.loads((out / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
+    assert starts == dict.fromkeys(settings, 1)
+    assert sorted(p.name for p in (out / "llama-server").iterdir()) == sorted(
+        f"{i:02d}-{name}.log" for i, name in enumerate(settings, 1))
+    assert "servers started: " + ", ".join(f"{name} 1x" for name in settings) in res.output
+    assert not server_pids() - before
+
+
 def test_a_dead_server_is_started_again(server, ids):
     server.generate_speculative(ids, gen(8, 4))
     srv = server.servers[("fixed", 4, "model", None)]
@@ -330,6 +371,10 @@ def test_missing_binary_is_a_skipped_row_and_exit_2(tmp_path):
     assert "skipped: HARNESS_LLAMA_SERVER=" in r.stderr and "Traceback" not in r.stderr
     rows = [json.loads(line) for line in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["error"].startswith("skipped:")
+    # the skip reason and one error line: no empty summary table, no report of nothing
+    assert not r.stdout.strip() and not (tmp_path / "o" / "report").exists()
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no runtime measured anything" in errors[0]
 
 
 class DyingServer(LlamaServerRuntime):
