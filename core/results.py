@@ -136,13 +136,23 @@ def repair_tail(path: Path) -> bool:
         return True
 
 
+def check_out_dir(out: Path, resume: bool = False) -> None:
+    """The checks of open_out_dir that need nothing created, for a command to make before it loads
+    anything: a file where the folder should be, results that only --resume may continue."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file, not a folder: choose a folder for the run")
+    results = out / RESULTS
+    if results.exists() and results.stat().st_size > 0 and not resume:
+        raise HarnessError(f"{out} already holds results; add --resume to continue it, or choose another --out")
+
+
 def open_out_dir(out: Path, resume: bool = False) -> tuple[Path, list[dict]]:
     """Create the output folder -> (folder, rows already there). Existing results are never
     overwritten: without `resume` a folder holding results is refused."""
     out = Path(out)
     results = out / RESULTS
-    if results.exists() and results.stat().st_size > 0 and not resume:
-        raise HarnessError(f"{out} already holds results; add --resume to continue it, or choose another --out")
+    check_out_dir(out, resume)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -39,6 +39,7 @@ It prints a table and writes JSON. What it does not do: assert anything (goals a
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -72,6 +73,15 @@ class BenchSettings:
     device: str = "cpu"
     n_threads: Optional[int] = None
     out: Path = Path("runs/bench.json")
+
+    def __post_init__(self):
+        self.wanted()
+        out = Path(self.out)
+        if out.is_dir():
+            raise HarnessError(f"--out {out} is a folder: bench writes one JSON file, e.g. --out {out / 'bench.json'}")
+        parent = next((d for d in [out.parent, *out.parent.parents] if d.exists()), Path("."))
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise HarnessError(f"--out {out}: cannot write under {parent}; choose another file")
 
     def wanted(self) -> list[int]:
         try:
@@ -590,11 +600,12 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
              8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound}
     figs = []
+    meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
+            "environment": environment()}
     for i in wanted:
         print(f"figure {i} ...", file=sys.stderr)
         figs.append(steps[i]())
         print_figures(figs[-1:], log=log)
-    write_json(figs, b.out, {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma,
-                             "device": b.device, "environment": environment()})
+        write_json(figs, b.out, meta)  # after every figure: a later failure loses none of them
     log(f"\nwritten: {b.out}")
     return figs

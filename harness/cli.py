@@ -7,6 +7,7 @@ so a default is stated once. What it does not do: run anything itself.
 
 from __future__ import annotations
 
+import itertools
 import signal
 import sys
 from datetime import datetime
@@ -16,6 +17,7 @@ import click
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
 from core.errors import HarnessError
+from core.results import check_out_dir
 from harness.bench import BenchSettings
 from harness.prompts import DEFAULT_PROMPTS
 from harness.runner import RunConfig
@@ -160,6 +162,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the run to continue")
     out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    check_out_dir(out, o["resume"])
     for p in pairs:
         if is_synthetic(p):
             raise HarnessError(f"--pair {p}: a synthetic pair has random weights and measures cost only; "
@@ -170,12 +173,13 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"])
     rows = run_all(cfg)
+    if rows and all(r["error"] for r in rows):  # nothing measured (the runner said why): no table, no report
+        errors = out / "errors.log"
+        raise HarnessError("no runtime measured anything (reasons above"
+                           + (f"; tracebacks in {errors}" if errors.exists() else "") + f"); rows kept in {out / 'results.jsonl'}")
     print_summary(rows)
     click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")
     _report_of_run(out)
-    if rows and all(r["error"] for r in rows):
-        click.echo("error: every runtime failed; see the rows above and errors.log", err=True)
-        sys.exit(2)
 
 
 @main.command()
@@ -286,16 +290,24 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     from harness.runner import run as run_all
     from models.presets import resolve_pair
     from reports.build import write_calibration
+    from reports.load import load as load_rows
 
     library_output(o["verbose"])
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the calibration to continue")
+    # everything is checked before a pair is built or a model loads
     alphas, gammas = _split(alpha_list, float, "--alpha"), _split(gamma_list, int, "--gamma")
-    names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)  # checked before a pair is built
+    names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)
+    settings = _runtime_settings(o)
+    for g, a in itertools.product(gammas, alphas):
+        GenerationSettings(gamma=g, max_new_tokens=max_new_tokens, forced=(a,))
+    if pair_run is not None:
+        load_rows([pair_run])  # a --run folder without result rows is said now, not after the grid
     out = o["out"] or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
+    check_out_dir(out, o["resume"])
     cfg = RunConfig(names, [resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])],
                     prompts, gammas, [SamplingParams()], [max_new_tokens],
-                    o["seed"], True, forced=[(a,) for a in alphas], runtime=_runtime_settings(o), repeats=o["repeats"],
+                    o["seed"], True, forced=[(a,) for a in alphas], runtime=settings, repeats=o["repeats"],
                     warmup=o["warmup"], out=out, resume=o["resume"])
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
