@@ -17,6 +17,16 @@ DESIGN_FIELDS = (
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def invoke(*args):
+    """The command line in this process (what the checks of bad input need: no model is loaded)."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
+
+
 def harness(*args, cwd=None):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared cores
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
@@ -63,11 +73,33 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     pair = [] if "--target" in args else ["--pair", "tiny"]  # the default pair is a real model now
-    r = harness("run", *pair, *args, "--out", str(tmp_path / "o"))
+    r = invoke("run", *pair, *args, "--out", str(tmp_path / "o"))
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and needle in errors[0], r.stderr
+
+
+def _one_error(r, needle: str) -> None:
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and needle in errors[0], r.stderr
+
+
+def test_bad_folders_and_settings_are_said_before_any_work(tmp_path):
+    """Each of these used to be found only after minutes of measuring (or to end in a traceback)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "results.jsonl").write_text("")
+    out = tmp_path / "c"
+    _one_error(invoke("calibrate", "--pair", "tiny", "--run", str(empty), "--out", str(out)), f"no result rows in {empty}")
+    _one_error(invoke("calibrate", "--pair", "tiny", "--alpha", "0.5,2", "--out", str(out)), "--alpha")
+    assert not out.exists()  # nothing was measured
+    _one_error(invoke("bench", "--figures", "1", "--out", str(tmp_path)), f"--out {tmp_path} is a folder")
+    a_file = tmp_path / "f"
+    a_file.write_text("mine")
+    _one_error(invoke("run", "--pair", "tiny", "--out", str(a_file)), "is a file, not a folder")
+    assert a_file.read_text() == "mine"
 
 
 def test_mismatched_tokenizers_are_refused(tmp_path):
@@ -75,7 +107,7 @@ def test_mismatched_tokenizers_are_refused(tmp_path):
 
     tiny_target, _ = ensure_pair("tiny")
     _, micro_draft = ensure_pair("micro")
-    r = harness("run", "--target", str(tiny_target), "--draft", str(micro_draft), "--out", str(tmp_path / "o"))
+    r = invoke("run", "--target", str(tiny_target), "--draft", str(micro_draft), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "draft and target tokenizers differ" in r.stderr
     assert not (tmp_path / "o" / "results.jsonl").read_text().strip()  # nothing measured, nothing claimed
@@ -106,6 +138,7 @@ def test_help_shows_the_defaults_the_dataclasses_define():
     assert f"Draft tokens per round. [default: {g}]" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
 
 
+@pytest.mark.slow  # two runs in processes of their own: what a user's console shows
 def test_the_console_names_the_pair_and_keeps_library_chatter_out(tmp_path):
     out = tmp_path / "run"
     r = harness("run", "--runtime", "hf,llamacpp", "--pair", "tiny", "--max-new-tokens", "4", "--prompts", "code",

@@ -88,6 +88,7 @@ def test_native_sampling_runs(native):
         assert len(g.token_ids) == n
 
 
+@pytest.mark.slow  # vLLM's engines start (and refuse the tiny pair) in it
 def test_cli_runs_all_runtimes_with_no_flags(tmp_path):
     from click.testing import CliRunner
 
