@@ -6,7 +6,8 @@ an id that is not in the cache while offline: each becomes a HarnessError naming
 A .gguf file is converted by transformers once (dequantized to float32, tokenizer rebuilt from its
 metadata) and the result kept as a Hugging Face folder under $HARNESS_CACHE/gguf-hf (default
 ~/.cache/spec-harness), keyed by the file's path, size and modification time: transformers reads
-GGUF metadata in Python, which took 10-40 s per load of SmolLM2 here, and a saved folder loads in
+GGUF metadata in Python, which took 10-40 s per load of SmolLM2 here (`_gguf_parsed_once` makes
+each file's metadata parsed once per conversion, not once per part transformers reads), and a saved folder loads in
 about a second. Where the cache cannot be written, the file is loaded directly. `model_folder`
 gives the same folder to a library that loads Hugging Face folders itself (mlx-lm).
 """
@@ -14,6 +15,7 @@ gives the same folder to a library that loads Hugging Face folders itself (mlx-l
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import HarnessError
@@ -68,11 +70,12 @@ def _converted_gguf(p: Path, role: str):
     except OSError:
         return None
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
-        model.hf_quantizer = None  # its weights are dequantized already: they save as plain float32
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name).save_pretrained(tmp)
+        with _gguf_parsed_once():
+            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
+            model.hf_quantizer = None  # its weights are dequantized already: they save as plain float32
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name).save_pretrained(tmp)
         model.save_pretrained(tmp)
         tmp.replace(folder)  # atomic: a folder with config.json is always complete
     except OSError:
@@ -82,6 +85,45 @@ def _converted_gguf(p: Path, role: str):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+@contextmanager
+def _gguf_parsed_once():
+    """transformers reads a GGUF file three times (the config, the weights, the tokenizer), each
+    time opening it with gguf.GGUFReader (which parses every metadata string into a numpy view:
+    4-7 s for SmolLM2's vocabulary here) and converting every metadata value in Python, and it
+    builds gguf's tensor-name map once per module of the model (397 times, 7 s). Within this
+    block each file is opened once, its metadata converted once and the name map built once per
+    (architecture, layers); what is handed out again is a copy or read-only."""
+    import copy
+    import functools
+
+    import gguf
+    import transformers.modeling_gguf_pytorch_utils as tg
+
+    reader_cls, name_map, load = gguf.GGUFReader, gguf.get_tensor_name_map, tg.load_gguf_checkpoint
+    readers, metadata = {}, {}
+
+    def reader(path, mode="r"):
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = reader_cls(path, mode)
+        return readers[key]
+
+    def load_once(path, return_tensors=False, **kw):
+        if return_tensors or kw:
+            return load(path, return_tensors, **kw)
+        key = os.path.realpath(path)
+        if key not in metadata:
+            metadata[key] = load(path, False)
+        return copy.deepcopy(metadata[key])
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(None)(name_map)
+    tg.load_gguf_checkpoint = load_once
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map, tg.load_gguf_checkpoint = reader_cls, name_map, load
 
 
 def _hub_error(ref: str, role: str, e: Exception) -> HarnessError:
