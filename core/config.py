@@ -96,6 +96,9 @@ class SamplingParams:
         return self.temperature == 0
 
 
+WARMUP_TOKENS = 8  # the length of a warm-up generation (the runner's before each setting, a server's first request)
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     """One generation's settings, the same for baseline and speculative.

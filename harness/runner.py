@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
+from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
 from core.errors import HarnessError, RuntimeUnavailable
 from core.metrics import SUSPECTED_BUG
 from core.machine import environment
@@ -37,7 +37,6 @@ from harness.prompts import Prompt
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
     from runtimes.base import Runtime
 
-WARMUP_TOKENS = 16
 BASELINE = ("fixed", None, "model", None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
 LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
 
@@ -177,13 +176,44 @@ class Runner:
         self.writer = ResultsWriter(self.out)
         self.bar = tqdm(total=self.cfg.n_rows(), unit="gen", desc="generations", file=sys.stderr,
                         dynamic_ncols=True, disable=None)
+        self.early: dict[tuple[str, str], Runtime] = {}  # (runtime, pair) -> loaded, its first servers starting
         try:
+            self._start_early()
             for name, pair in itertools.product(self.cfg.runtimes, self.cfg.pairs):
                 self._runtime_pair(name, pair)
         finally:
+            for rt in self.early.values():
+                rt.close()
             self.bar.close()
             self.writer.close()
         return self.rows
+
+    def _start_early(self) -> None:
+        """Each server runtime measured after another one (`starts_early`) is loaded now and launches
+        the servers of its first setting, so that their start (a vLLM engine: 20-30 s, mostly
+        single-threaded imports) overlaps the loading of the runtimes before it; they are held
+        paused while anything is measured (_measure). A runtime that cannot do so here is loaded
+        again at its turn, where its reason becomes its row."""
+        pair = self.cfg.pairs[0]
+        for name in reversed(self.cfg.runtimes[1:]):  # the last measured starts first: it may take longest (vLLM)
+            rt = None
+            try:
+                if not getattr(runtimes.get(name), "starts_early", False) or not self._todo(name, pair):
+                    continue
+                rt = runtimes.get(name)(self.cfg.runtime, workdir=self.out)
+                rt.load(pair)
+                blocks = self._blocks(name, pair, rt, {})
+                first = next((i for i, b in enumerate(blocks) if b.jobs and b.runnable), None)
+                if first is None:
+                    rt.close()
+                    continue
+                rt.start_early(blocks[first].start, [b.start for b in blocks[first + 1:] if b.runnable])
+            except Exception:  # noqa: BLE001 - its own turn says why
+                if rt is not None:
+                    rt.close()
+                continue
+            self.early[(name, pair.name)] = rt
+            _log(f"[{name}] loaded; its first servers start in the background, paused while anything is measured")
 
     def _emit(self, row: dict) -> None:
         self.writer.write(row)
@@ -213,16 +243,20 @@ class Runner:
                "seed": gen.seed}
         return gen, row_key(row)
 
-    def _runtime_pair(self, name: str, pair: PairSpec) -> None:
-        todo = [k for cell in self._cells() for mode, x in self._settings()
+    def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
+        """The row keys of this runtime and pair not measured yet."""
+        return [k for cell in self._cells() for mode, x in self._settings()
                 if (k := self._key(name, pair, cell, mode, x)[1]) not in self.done]
+
+    def _runtime_pair(self, name: str, pair: PairSpec) -> None:
+        todo = self._todo(name, pair)
         self.bar.update(self.cfg.n_rows() // (len(self.cfg.runtimes) * len(self.cfg.pairs)) - len(todo))
         if not todo:
             return
         rt = None
         tag = name if len(self.cfg.pairs) == 1 else f"{name} {pair.name}"
         try:
-            rt = self._load(name, pair)
+            rt = self.early.pop((name, pair.name), None) or self._load(name, pair)
             self.info["runtimes"][name] = rt.describe()
             write_run_json(self.out, self.info)
             self._measure(name, pair, rt, tag)
@@ -267,6 +301,8 @@ class Runner:
         repeat and sampling, so each server starts once; the others take the cells in turn, each
         cell's baseline and speculative generations side by side."""
         c = self.cfg
+        for other in self.early.values():  # servers starting in the background take nothing from a measurement
+            other.hold()
         encoded = {p.id: rt.encode(p.text) for p in c.prompts}
         self._roofline_inputs(name, pair, encoded)
         for p in c.prompts:
@@ -276,21 +312,28 @@ class Runner:
                     f"the {rt.context_length}-token context of {pair.name}; "
                     + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
                        else "choose shorter prompts (--prompts) or a model with a longer context"))
-        settings = self._settings()
         bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
-        blocks = [self._block(name, pair, rt, [x], bases) for x in settings] if rt.one_setting_at_a_time \
-            else [self._block(name, pair, rt, settings, bases)]
+        blocks = self._blocks(name, pair, rt, bases)
         said: set[tuple] = set()
         try:
             for i, b in enumerate(blocks):
                 upcoming = [later.start for later in blocks[i + 1:] if later.runnable]
                 self._measure_block(name, pair, rt, tag, b, upcoming, encoded, bases, said)
         finally:
+            for other in self.early.values():
+                other.release()
             self.info["runtimes"][name] = rt.describe()  # with what measuring added (a server's starts)
             write_run_json(self.out, self.info)
             if "server_starts" in self.info["runtimes"][name]:
                 starts = self.info["runtimes"][name]["server_starts"]
                 _log(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items()))
+
+    def _blocks(self, name, pair, rt, bases) -> list["_Block"]:
+        """The generations in the order they are measured: one block per setting for a runtime that
+        runs one setting at a time, else one block of every cell."""
+        settings = self._settings()
+        return [self._block(name, pair, rt, [x], bases) for x in settings] if rt.one_setting_at_a_time \
+            else [self._block(name, pair, rt, settings, bases)]
 
     def _block(self, name, pair, rt, settings, bases) -> "_Block":
         """What is left to measure of some settings over every cell, their warm-up settings (each

@@ -34,6 +34,10 @@ class Runtime(ABC):
     # True for a runtime whose settings each need a process of their own (a server started for a
     # draft setting): the runner then measures one setting's generations together (start_setting).
     one_setting_at_a_time: bool = False
+    # True for a runtime whose servers take long to start: the runner may load it at the start of a
+    # run and have it launch its first servers then (start_early), pausing them (hold) while any
+    # other runtime measures and resuming them (release) while the others load.
+    starts_early: bool = False
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings
@@ -66,6 +70,14 @@ class Runtime(ABC):
         """Before the runner measures every generation of one setting (`gen`; None: the baseline),
         when `one_setting_at_a_time`: have what it needs running, nothing else taking CPU;
         `upcoming` are the settings it measures next, in order (a server may be started early)."""
+
+    def start_early(self, gen: Optional[GenerationSettings], upcoming: Sequence[Optional[GenerationSettings]] = ()) -> None:
+        """When `starts_early`: launch what start_setting(gen, upcoming) will need, without waiting for it."""
+
+    def hold(self) -> None:
+        """When `starts_early`: take no CPU until release() (another runtime measures)."""
+
+    def release(self) -> None: ...
 
     def describe(self) -> dict:
         """Device, dtype, model files and library versions, for run.json."""

@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter, parse_policy
 from core.records import Generation, Phases
 from models import llama_files
 from runtimes import evidence
@@ -70,7 +70,6 @@ from runtimes.base import Runtime
 from runtimes.server import ServerError, ServerPool, ServerProcess, ServerRuntime, server_rounds, setting, setting_name
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
-WARMUP_TOKENS = 8
 LOG_WAIT_S = 5.0  # the server logs a request's statistics just after answering it
 
 ROUND_LINE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")

@@ -26,9 +26,11 @@ not the choice of which pass uses it (runtimes/torch_llama.py), and no other dty
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -111,11 +113,52 @@ def use_harness_inductor_cache() -> None:
 
 def build(argtypes: list[str], source: str):
     """`source`'s `extern "C" void kernel(...)` built by inductor's C++ builder (cached under
-    $HARNESS_CACHE/inductor) and bound to Python: called with tensors for pointers, ints, floats."""
+    $HARNESS_CACHE/inductor) and bound to Python: called with tensors for pointers, ints, floats.
+    A library built before for the same source, torch and CPU is loaded directly (`_built`):
+    inductor's own lookup imports torch._dynamo and test-compiles each vector ISA, 3-4 s a process."""
+    key, known = _built(argtypes, source)
+    try:
+        return _load_built(key, Path(known.read_text().strip()))
+    except (OSError, ImportError):
+        pass
     from torch._inductor.codecache import CppPythonBindingsCodeCache
 
     use_harness_inductor_cache()
-    return CppPythonBindingsCodeCache.load_pybinding(argtypes, source)
+    fn = CppPythonBindingsCodeCache.load_pybinding(argtypes, source)
+    try:
+        known.parent.mkdir(parents=True, exist_ok=True)
+        known.write_text(fn.__self__.__file__)
+    except (OSError, AttributeError):
+        pass
+    return fn
+
+
+def _built(argtypes: list[str], source: str) -> tuple[str, Path]:
+    """(key, the file that names the library built for it) for a kernel's source and arguments on
+    this torch and this CPU's flags."""
+    from core.limits import cpu_flags
+    from models.loading import cache_root
+
+    what = "\n".join([torch.__version__, cpu_flags(), *argtypes, source])
+    key = "k" + hashlib.sha256(what.encode()).hexdigest()[:32]
+    return key, cache_root() / "kernels" / f"{key}.path"
+
+
+def _load_built(key: str, path: Path):
+    """The `kernel` of an extension module inductor built (as its codecache loads one)."""
+    import importlib.util
+
+    name = f"{key}.kernel"  # the module's init function is PyInit_kernel
+    if name not in sys.modules:
+        if not path.is_file():
+            raise ImportError(f"{path} is gone")
+        os.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = str(
+            torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr)  # what inductor's bindings read
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name].kernel
 
 
 @functools.cache

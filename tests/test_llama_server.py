@@ -230,6 +230,34 @@ def test_a_sweep_starts_each_server_once(tmp_path):
     assert not server_pids() - before
 
 
+def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_another_measures(tmp_path, monkeypatch):
+    """`--runtime probe,llama-server`: llama-server is loaded at the start of the run and its first
+    server launched then (starts_early), every one of its processes is stopped (T) while the probe
+    runtime generates, each setting's server still starts once, and none is left."""
+    import runtimes
+    from harness.prompts import load_prompts
+    from harness.runner import RunConfig, Runner
+    from models.presets import resolve_pair
+    from tests.toy_runtime import Probe
+
+    monkeypatch.setitem(runtimes.REGISTRY, "probe", "tests.toy_runtime:Probe")
+    def mine() -> set[str]:  # the states of this run's llama-servers (their output goes to its folder)
+        return {_state(pid) for pid in server_pids() if str(tmp_path / "o") in os.readlink(f"/proc/{pid}/fd/1")}
+
+    monkeypatch.setattr(Probe, "watch", staticmethod(mine))
+    monkeypatch.setattr(Probe, "seen", [])
+    before = server_pids()
+    cfg = RunConfig(["probe", "llama-server"], [resolve_pair("tiny")], load_prompts("math")[:2], [2], max_new_tokens=[8],
+                    runtime=SETTINGS, warmup=1, out=tmp_path / "o")
+    rows = Runner(cfg).run()
+    assert len(rows) == cfg.n_rows() and not [r for r in rows if r["error"]]
+    assert Probe.seen and all(states == {"T"} for states in Probe.seen), Probe.seen  # a server, and all paused
+    starts = json.loads((tmp_path / "o" / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
+    assert starts == {"baseline": 1, "fixed-gamma2": 1}
+    assert all(r["greedy_match"] for r in rows if r["runtime"] == "llama-server" and r["mode"] == "speculative")
+    assert not server_pids() - before
+
+
 def test_a_dead_server_is_started_again(server, ids):
     server.generate_speculative(ids, gen(8, 4))
     srv = server.servers[("fixed", 4, "model", None)]

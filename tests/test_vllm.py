@@ -28,7 +28,7 @@ def engine_pids() -> set[int]:
     started (tests/procs.py)."""
     def is_engine(proc: Path) -> bool:
         cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
-        return b"vllm.entrypoints" in cmd or b"VLLM::" in cmd
+        return b"vllm.entrypoints" in cmd or b"vllm_serve.py" in cmd or b"VLLM::" in cmd
 
     return session_processes(is_engine)
 

@@ -49,3 +49,20 @@ class ToyRuntime(LoopRuntime):
 
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < EOS).decode(errors="replace")
+
+
+class Probe(ToyRuntime):
+    """The toy runtime, calling `watch()` at each generation and keeping what it returns in `seen`
+    (a test sets both: e.g. the states of other runtimes' processes while this one measures)."""
+
+    name = "probe"
+    watch = staticmethod(lambda: None)
+    seen: list = []
+
+    def generate_baseline(self, prompt_ids, gen):
+        self.seen.append(self.watch())
+        return super().generate_baseline(prompt_ids, gen)
+
+    def generate_speculative(self, prompt_ids, gen):
+        self.seen.append(self.watch())
+        return super().generate_speculative(prompt_ids, gen)
