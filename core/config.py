@@ -39,16 +39,21 @@ def parse_policy(spec: str) -> tuple[str, Optional[float]]:
     if spec in ("fixed", "heuristic", LIBRARY_DEFAULT):
         return spec, None
     raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {spec!r}")
-# Who proposes the drafts: `model` (the pair's draft model) or `ngram[:N,K]` (prompt lookup: the
-# tokens after the latest earlier match of the last N..1 tokens, at most K; K default: gamma).
+# Who proposes the drafts: `model` (the pair's draft model), `ngram[:N,K]` (prompt lookup: the
+# tokens after the latest earlier match of the last N..1 tokens, at most K; K default: gamma) or
+# `eagle3[:PATH]` (an EAGLE-3 head reading the target's hidden states: the pair's own, or PATH).
 NGRAM_MAX = 2  # Hugging Face's max_matching_ngram_size and llama-cpp-python's max_ngram_size default
+DRAFTERS = ("model", "ngram[:N,K]", "eagle3[:PATH]")
 
 
 def parse_drafter(spec: str) -> tuple[str, int, Optional[int]]:
-    """'model' | 'ngram' | 'ngram:N' | 'ngram:N,K' -> (kind, N, K); HarnessError otherwise."""
+    """'model' | 'ngram' | 'ngram:N' | 'ngram:N,K' | 'eagle3' | 'eagle3:PATH' -> (kind, N, K);
+    HarnessError otherwise. An EAGLE-3 head's folder is eagle3_path(spec)."""
     kind, _, args = spec.partition(":")
     if kind == "model" and not args:
         return "model", 0, None
+    if kind == "eagle3":
+        return "eagle3", 0, None
     if kind == "ngram":
         try:
             nums = [int(a) for a in args.split(",")] if args else []
@@ -56,7 +61,13 @@ def parse_drafter(spec: str) -> tuple[str, int, Optional[int]]:
             nums = [0]
         if len(nums) <= 2 and all(x >= 1 for x in nums):
             return "ngram", (nums + [NGRAM_MAX])[0], (nums[1] if len(nums) == 2 else None)
-    raise HarnessError(f"--drafter must be model, ngram, ngram:N or ngram:N,K (N, K >= 1), got {spec!r}")
+    raise HarnessError(f"--drafter must be model, ngram, ngram:N, ngram:N,K (N, K >= 1), eagle3 or eagle3:PATH, got {spec!r}")
+
+
+def eagle3_path(spec: str) -> Optional[str]:
+    """The head folder an `eagle3:PATH` drafter names; None for `eagle3` (the pair's own head)."""
+    kind, _, path = spec.partition(":")
+    return path or None if kind == "eagle3" else None
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
@@ -175,6 +186,7 @@ class PairSpec:
     target_gguf: Optional[str] = None
     draft_gguf: Optional[str] = None
     synthetic: bool = False  # random weights in real shapes (models/synthetic.py): cost only, forced acceptance
+    eagle3: Optional[str] = None  # the pair's EAGLE-3 head folder (`--drafter eagle3`), if it has one
 
     @property
     def self_draft(self) -> bool:

@@ -145,6 +145,21 @@ def _drafters(value: str) -> list[str]:
     return out
 
 
+def _check_heads(pairs, drafters) -> None:
+    """Every EAGLE-3 head a run names is read and set against each pair's target before any work
+    (models/eagle3.py: a missing folder, a head for another target: one line, exit 2)."""
+    from core.config import eagle3_path, parse_drafter
+    from models.eagle3 import check_fits, read_config
+
+    for d in drafters:
+        if parse_drafter(d)[0] != "eagle3":
+            continue
+        for p in pairs:
+            folder = eagle3_path(d) or p.eagle3
+            if folder:
+                check_fits(read_config(folder), p.target_gguf or p.target, folder)
+
+
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     import runtimes
     from harness.console import library_output
@@ -170,6 +185,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
     drafters = _drafters(o["drafter_list"])
+    _check_heads(resolved, drafters)
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"])
     rows = run_all(cfg)
@@ -350,10 +366,12 @@ def _report_of_run(out: Path) -> None:
 
 
 from harness.distill_cli import distill as _distill, teacher_data as _teacher_data  # noqa: E402
+from harness.eagle3_cli import eagle3 as _eagle3  # noqa: E402
 from harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info|agreement`
 
 _models.add_command(_distill)
 _models.add_command(_teacher_data)
+_models.add_command(_eagle3)
 main.add_command(_models)
 
 if __name__ == "__main__":

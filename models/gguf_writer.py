@@ -198,6 +198,33 @@ def write_gguf(model, out, qtype: str = "q8_0", embed_qtype: Optional[str] = Non
     return out
 
 
+def with_tokenizer_of(path, reference: str) -> Path:
+    """Rewrite GGUF `path` in place with the tokenizer metadata of `reference` (copied verbatim);
+    every other key and every tensor as they were: a converted EAGLE-3 head then carries exactly
+    its llama.cpp target's vocabulary, which llama.cpp compares token by token."""
+    import gguf
+
+    path = Path(path)
+    r = gguf.GGUFReader(str(path))
+    arch = r.fields["general.architecture"].contents()
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    w = gguf.GGUFWriter(str(tmp), arch)
+    for key, f in r.fields.items():
+        if key.startswith(("tokenizer.", "GGUF.")) or key == "general.architecture":
+            continue
+        vtype = f.types[0]
+        w.add_key_value(key, f.contents(), vtype, sub_type=f.types[1] if vtype == gguf.GGUFValueType.ARRAY else None)
+    _copy_tokenizer(w, reference)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(x) for x in t.shape])), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(path)
+    return path
+
+
 def ensure_tiny_gguf(name: str = "tiny", qtype: str = "f32") -> tuple[Path, Path]:
     """Export (once) a tiny pair to GGUF for llama.cpp, next to its HF folders -> (target.gguf, draft.gguf)."""
     import torch

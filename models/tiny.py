@@ -45,6 +45,9 @@ SPECS = {
     "tiny-padded": TinySpec("tiny-padded", draft_extra_rows=7, target_extra_rows=15),
     "tiny-hd32": TinySpec("tiny-hd32", hidden=128, layer_scale=0.4),  # head size 32 (vLLM's CPU attention takes 32 and up)
     "micro": TinySpec("micro", vocab_size=8, hidden=32, target_layers=2, logit_scale=1.5, layer_scale=3.0, max_positions=64),
+    # micro with four layers: three distinct layer inputs for an EAGLE-3 head (tests/test_eagle3.py)
+    "micro-deep": TinySpec("micro-deep", vocab_size=8, hidden=32, target_layers=4, logit_scale=1.5, layer_scale=3.0,
+                           max_positions=64),
 }
 
 

@@ -77,7 +77,7 @@ def entries(rows: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[f
                     points.append((alpha, rate / base_rate))
                     realized.append(metrics.alpha_hat([rd for r in at for rd in r["rounds"]]))
             first = cell[0]
-            c_flops = c_flops_for(first.get("pair_refs"))
+            c_flops = c_flops_for(first.get("pair_refs"), first.get("drafter"))
             # the model at the acceptance the random draws realized (a few hundred rounds stray from alpha)
             model = [(a, theory.costed_speedup(a if ah is None else ah, g, costs)) for (a, _), ah in zip(points, realized)]
             e = {"runtime": first["runtime"], "pair": first["pair"], "pair_label": first.get("pair_label") or first["pair"],

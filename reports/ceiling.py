@@ -1,4 +1,5 @@
-"""c_flops for the pairs named in run.json, looked up once per pair, with a note when it cannot be.
+"""c_flops for the pairs named in run.json, per drafter (draft model, prompt lookup, EAGLE-3 head),
+looked up once per pair, with a note when it cannot be.
 
 The target and draft of a pair are tried as Hugging Face configs (folder or id) first, then as
 GGUF files; a pair whose configs are not available locally (or offline) gets no c_flops and one
@@ -22,13 +23,35 @@ class CFlops:
         self.notes: list[str] = []
         self.found: dict[str, float] = {}  # pair name -> c_flops, for the report's notes
 
-    def __call__(self, refs: Optional[dict]) -> Optional[float]:
+    def __call__(self, refs: Optional[dict], drafter: Optional[str] = "model") -> Optional[float]:
+        """The pair's c_flops for a drafter: the draft model's (model), 0 for prompt lookup (no
+        model), an EAGLE-3 head's (fc, its layer and its draft-vocabulary head, models/eagle3.py)."""
         if not refs:
             return None
-        key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf"))
+        kind = (drafter or "model").partition(":")[0]
+        if kind == "ngram":
+            return 0.0
+        head = (drafter.partition(":")[2] or refs.get("eagle3")) if kind == "eagle3" else None
+        key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf")) + (kind, head)
         if key not in self._cache:
-            self._cache[key] = self._lookup(refs)
+            self._cache[key] = self._lookup(refs) if kind != "eagle3" else self._head(refs, head)
         return self._cache[key]
+
+    def _head(self, refs: dict, head: Optional[str]) -> Optional[float]:
+        from models.eagle3 import read_config
+
+        name = refs.get("name", "?")
+        try:
+            if head is None:
+                raise HarnessError("the pair has no EAGLE-3 head")
+            cfg = read_config(head)
+            target = next(shape.flops_for(t, "target") for t in (refs.get("target"), refs.get("target_gguf")) if t)
+        except (HarnessError, StopIteration) as e:
+            self.notes.append(f"c_flops omitted for pair {name} with its EAGLE-3 head: {e or 'no target named'}")
+            return None
+        c = 2 * cfg.matmul_params() / target.flops()
+        self.found[f"{name} (EAGLE-3 head)"] = c
+        return c
 
     def _lookup(self, refs: dict) -> Optional[float]:
         name = refs.get("name", "?")

@@ -83,6 +83,7 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
         if k["c"] is not None:
             cell.update(c_measured=k["c"], verify_cost_ratio=k["v"], costs_from="pooled phases")
     cell["pair_refs"] = first.get("pair_refs")
+    cell["drafter"] = first.get("drafter") if spec else None  # whose c_flops (the draft model's, a head's)
     return cell
 
 
@@ -112,7 +113,7 @@ def add_theory(cells_: list[dict], c_flops_for: Callable[[Optional[dict]], Optio
     batches costing more than one step, sampling, orchestration).
     """
     for c in cells_:
-        c["c_flops"] = c_flops_for(c["pair_refs"]) if c["mode"] == "speculative" else None
+        c["c_flops"] = c_flops_for(c["pair_refs"], c.get("drafter")) if c["mode"] == "speculative" else None
         a, g = c["alpha_hat"], c["gamma"]
         ready = c["mode"] == "speculative" and a is not None
         for col, cost in (("theory_speedup_flops", c["c_flops"]), ("theory_speedup_measured", c["c_measured"])):

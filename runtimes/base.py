@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Optional, Sequence
 
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, parse_drafter
+from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, eagle3_path, parse_drafter
 from core import sampling
 from core.records import Generation
 from runtimes import evidence
@@ -151,25 +151,74 @@ class LoopRuntime(Runtime):
         """The stop rule (the tokenizer's EOS; llama.cpp runtimes: any end-of-generation token)."""
         return token == self.eos_id
 
+    pair: Optional[PairSpec] = None  # set by load(): the pair's own EAGLE-3 head is `--drafter eagle3`'s
+
     def drafter(self, gen: GenerationSettings) -> Drafter:
         kind, n, k = parse_drafter(gen.drafter)
+        if kind == "eagle3":
+            from runtimes.eagle3 import Eagle3Drafter
+
+            return Eagle3Drafter(self.eagle3_head(gen), self.target, gen.confidence)
         return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft, gen.confidence)
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         if gen.draft_policy == LIBRARY_DEFAULT:
             return f"{self.name} is the harness's own loop: it has no library default (use fixed, confidence:P or heuristic)"
-        if gen.confidence is not None and gen.drafter != "model":
+        kind = parse_drafter(gen.drafter)[0]
+        if gen.confidence is not None and kind == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"
+        if kind == "eagle3":
+            return self.eagle3_reason(gen)
+        return None
+
+    # -- EAGLE-3 heads (runtimes/eagle3.py) ---------------------------------------------------------
+
+    def head_embedding(self):
+        """The target's token embedding [V, H] (float32), which an EAGLE-3 head reads its tokens through."""
+        raise ValueError(f"{self.name} cannot hand an EAGLE-3 head the target's embedding")
+
+    def head_folder(self, gen: GenerationSettings) -> Optional[str]:
+        return eagle3_path(gen.drafter) or (self.pair.eagle3 if self.pair else None)
+
+    def eagle3_reason(self, gen: GenerationSettings) -> Optional[str]:
+        """Why this runtime cannot draft with the head (None: it can); a head that does not fit the
+        target is bad input (HarnessError)."""
+        if self.head_folder(gen) is None:
+            return f"the pair {self.pair.name if self.pair else ''} has no EAGLE-3 head of its own: give --drafter eagle3:PATH"
+        try:
+            self.target.keep_features(self.eagle3_head(gen).cfg.layer_ids)  # can the target hand them out?
+        except ValueError as e:
+            return str(e)
+        finally:
+            self.target.keep_features(())
+        return None
+
+    def eagle3_head(self, gen: GenerationSettings):
+        """The head for this drafter, loaded once (models/eagle3.py's load_head, checked against the
+        target) with its matrices packed for drafting."""
+        from models.eagle3 import load_head
+        from runtimes.eagle3 import pack
+
+        folder = self.head_folder(gen)
+        heads = self.__dict__.setdefault("_heads", {})
+        if folder not in heads:
+            heads[folder] = pack(load_head(folder, self.head_embedding(), self.target_config()))
+        return heads[folder]
+
+    def target_config(self):
+        """The target's Hugging Face config (for checking a head against it); None when unknown."""
         return None
 
     def reference(self) -> Model:
         return self.target  # between generations its cache is free: the next one resets it
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
+        self.target.keep_features(())  # the target's own passes, no hidden states kept for a head
         with self.generating():
             return Loop(self.target, None, self.is_eos).generate(prompt_ids, gen)
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         accept = sampling.forced(gen.forced) if gen.forced else sampling.verify
-        with self.generating():
+        self.target.keep_features(())
+        with self.generating():  # an EAGLE-3 drafter has the target keep its hidden states
             return Loop(self.target, self.drafter(gen), self.is_eos, accept).generate(prompt_ids, gen)

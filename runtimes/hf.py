@@ -464,6 +464,8 @@ class HFRuntime(HFText, Runtime):
         return self._reference
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if parse_drafter(gen.drafter)[0] == "eagle3":
+            return f"transformers' generate has no EAGLE-3 drafting (--drafter eagle3 runs in torch, llamacpp, llama-server and vllm)"
         if gen.forced:
             return super().supports(gen)
         if parse_drafter(gen.drafter)[0] == "ngram" and gen.draft_policy != "fixed":

@@ -181,3 +181,30 @@ def find_binary(name: str) -> str:
     if found:
         return found
     raise RuntimeUnavailable(f"{name} is not built: run {SETUP} (it builds llama.cpp's tools beside llama-cpp-python)")
+
+
+# The layer inputs a context keeps (llama.cpp's EAGLE-3 path: src/llama-ext.h, C++ names, not in
+# llama.h and not bound by llama-cpp-python): set(ctx, layer, on) before decoding, then get(ctx,
+# layer) -> float [n_tokens, n_embd] of the last decode's tokens, in batch order.
+LAYER_INP = {"set": ("llama_set_embeddings_layer_inp", "_Z30llama_set_embeddings_layer_inpP13llama_contextjb"),
+             "get": ("llama_get_embeddings_layer_inp", "_Z30llama_get_embeddings_layer_inpP13llama_contextj")}
+
+
+@functools.cache
+def layer_inputs():
+    """(set, get) bound with ctypes from the libllama llama-cpp-python loaded, or ValueError
+    naming what this build lacks."""
+    import ctypes
+
+    lib = llama_cpp.llama_cpp._lib
+    fns = {}
+    for role, names in LAYER_INP.items():
+        fn = next((getattr(lib, n) for n in names if hasattr(lib, n)), None)
+        if fn is None:
+            raise ValueError(f"this llama.cpp build exports no {names[0]} (the layer inputs an EAGLE-3 head reads)")
+        fns[role] = fn
+    fns["set"].argtypes = [llama_cpp.llama_context_p_ctypes, ctypes.c_uint32, ctypes.c_bool]
+    fns["set"].restype = None
+    fns["get"].argtypes = [llama_cpp.llama_context_p_ctypes, ctypes.c_uint32]
+    fns["get"].restype = ctypes.POINTER(ctypes.c_float)
+    return fns["set"], fns["get"]

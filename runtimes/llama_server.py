@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter, parse_policy
 from core.records import Generation, Phases
 from models import llama_files
 from runtimes import evidence
@@ -116,6 +116,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def _load(self, pair: PairSpec) -> None:
         import llama_cpp
 
+        self.pair = pair
         llama_files.quiet_logs()
         self.paths = (llama_files.check_gguf(pair.target_gguf, "target"), llama_files.check_gguf(pair.draft_gguf, "draft"))
         self.text_model = llama_files.load_model(self.paths[0], "target", vocab_only=True)
@@ -152,7 +153,11 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             if policy != LIBRARY_DEFAULT:
                 argv += ["--spec-ngram-simple-size-n", str(n), "--spec-ngram-simple-size-m", str(k or gamma)]
             return argv
-        argv += ["-md", self.paths[1], "--spec-type", "draft-simple", "-td", str(t), "-tbd", str(tb), "-ngld", ngl]
+        if kind == "eagle3":  # the head's GGUF (converted once) reads the target's layer inputs
+            argv += ["-md", str(self._eagle3_gguf(drafter)), "--spec-type", "draft-eagle3"]
+        else:
+            argv += ["-md", self.paths[1], "--spec-type", "draft-simple"]
+        argv += ["-td", str(t), "-tbd", str(tb), "-ngld", ngl]
         if policy != LIBRARY_DEFAULT:
             p_min = parse_policy(policy)[1] or 0.0
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min:g}"]
@@ -269,12 +274,36 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def verify_rule(self, gen) -> Optional[str]:
         return "greedy-match" if gen.sampling.greedy else "sample-match"
 
+    def _eagle3_gguf(self, drafter: str) -> Path:
+        """The EAGLE-3 head's GGUF through llama.cpp's own converter (models/eagle3.py's gguf_of,
+        cached), checked against the target first; ValueError with the converter's reason."""
+        from models.eagle3 import check_fits, gguf_of, read_config
+        from models.loading import model_folder
+        from models.shape import load_config
+
+        folder = eagle3_path(drafter) or self.pair.eagle3
+        if folder is None:
+            raise ValueError(f"the pair {self.pair.name} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
+        made = self.__dict__.setdefault("_eagle3", {})
+        if folder not in made:
+            target_folder = model_folder(self.pair.target, "target")
+            check_fits(read_config(folder), load_config(target_folder, "target"), folder)
+            made[folder] = gguf_of(folder, target_folder, target_gguf=self.paths[0])
+        return made[folder]
+
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if parse_drafter(gen.drafter)[0] == "eagle3":
+            if gen.draft_policy == LIBRARY_DEFAULT or gen.draft_policy == "heuristic":
+                return f"--draft-policy {gen.draft_policy} with an EAGLE-3 head: llama-server takes n-max and p-min (fixed, confidence:P)"
+            try:
+                self._eagle3_gguf(gen.drafter)
+            except ValueError as e:
+                return str(e)
         if gen.forced and gen.draft_policy == LIBRARY_DEFAULT:
             return "forced acceptance needs the server's number of draft positions: use a fixed gamma"
         if gen.draft_policy == "heuristic":
             return "llama-server has no draft-length schedule (its drafts stop on n-max and p-min only)"
-        if gen.confidence is not None and gen.drafter != "model":
+        if gen.confidence is not None and parse_drafter(gen.drafter)[0] == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; ngram-simple has none"
         return None  # fixed, confidence:P and library-default; the draft model or ngram-simple
 

@@ -135,8 +135,10 @@ STEP = HELPERS + r"""
 extern "C" void kernel(const float* emb, const float* cos, const float* sin, float* kc, float* vc,
                        const float* w_in, const float* w_qkv, const float* w_o, const float* w_post,
                        const float* w_gu, const float* w_down, const float* head, const float* norm,
-                       float* logits, float* scratch, int64_t L, int64_t layers, int64_t H, int64_t nh,
+                       float* logits, float* scratch, float* aux, const int64_t* aux_ids, int64_t n_aux,
+                       int64_t L, int64_t layers, int64_t H, int64_t nh,
                        int64_t nkv, int64_t hd, int64_t I, int64_t vocab, float eps) {
+  // aux [n_aux, H]: the residual stream entering layer aux_ids[a] (an EAGLE-3 head's features)
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv;
   const int64_t pos_stride = layers * nkv * hd;  // the cache's [capacity, layers, nkv, hd]
   float* x = scratch;         // [H] the residual stream
@@ -148,6 +150,11 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
   {
     std::vector<float> h(H > I ? H : I), q(hd), p(L + 1);  // this thread's own
     for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t a = 0; a < n_aux; ++a)
+        if (aux_ids[a] == l) {  // x is next written after two barriers
+          #pragma omp for schedule(static) nowait
+          for (int64_t i = 0; i < H; ++i) aux[a * H + i] = x[i];
+        }
       rms_norm(x, w_in + l * H, h.data(), H, eps);
       gemv<false>(w_qkv + l * nq * H, h.data(), qkv, nq, H);
       float* kl = kc + l * nkv * hd;  // layer l's cache at position 0, kv head 0
@@ -179,10 +186,12 @@ PASS = packed_matmul.TILES + HELPERS + r"""
 extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, float* vc,
                        const float* w_in, const float* p_qkv, const float* p_o, const float* w_post,
                        const float* p_gu, const float* p_down, const float* p_head, const float* norm,
-                       float* logits, float* scratch, int64_t S, int64_t L, int64_t layers, int64_t H,
+                       float* logits, float* scratch, float* aux, const int64_t* aux_ids, int64_t n_aux,
+                       int64_t S, int64_t L, int64_t layers, int64_t H,
                        int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t vocab_r, int64_t n_logits,
                        float eps) {
   // x [S, H] the tokens' embeddings, then the residual stream; cos, sin [S, hd]; logits [n_logits, vocab_r]
+  // aux [S, n_aux, H]: each token's residual stream entering layer aux_ids[a]
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv, na = nh * hd;
   const int64_t pos_stride = layers * nkv * hd;
   float* hn = scratch;        // [S, H]
@@ -194,6 +203,12 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
   {
     std::vector<float> q(hd), p(L + S);
     for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t a = 0; a < n_aux; ++a)
+        if (aux_ids[a] == l) {  // x is next written after two barriers
+          #pragma omp for schedule(static) nowait
+          for (int64_t s = 0; s < S; ++s)
+            for (int64_t i = 0; i < H; ++i) aux[(s * n_aux + a) * H + i] = x[s * H + i];
+        }
       #pragma omp for schedule(static)
       for (int64_t s = 0; s < S; ++s) rms_norm(x + s * H, w_in + l * H, hn + s * H, H, eps);
       packed_matmul<false>(hn, p_qkv + l * nq * H, qkv, S, nq, H);
@@ -229,15 +244,14 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
 
 @functools.cache
 def _kernel():
-    return packed_matmul.build(
-        ["const float*"] * 3 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 2 + ["int64_t"] * 8 + ["float"], STEP)
+    return packed_matmul.build(["const float*"] * 3 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 3
+                               + ["const int64_t*"] + ["int64_t"] * 9 + ["float"], STEP)
 
 
 @functools.cache
 def _pass_kernel():
-    return packed_matmul.build(
-        ["float*"] + ["const float*"] * 2 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 2 + ["int64_t"] * 10
-        + ["float"], PASS)
+    return packed_matmul.build(["float*"] + ["const float*"] * 2 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 3
+                               + ["const int64_t*"] + ["int64_t"] * 11 + ["float"], PASS)
 
 
 def build_failure() -> Optional[str]:
@@ -259,32 +273,42 @@ def _build() -> Optional[str]:
     return None
 
 
+NO_AUX = (torch.zeros(1), torch.zeros(1, dtype=torch.long))  # (aux, aux_ids) when no layer's input is wanted
+
+
 def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
-         eps: float, nh: int, nkv: int, hd: int) -> torch.Tensor:
+         eps: float, nh: int, nkv: int, hd: int, aux=None, aux_ids=None) -> torch.Tensor:
     """One token through every layer -> logits [V]; its k, v written into the caches k, v
     [capacity, layers, nkv, hd] at position `length`. Arguments as torch_llama.Weights holds them:
     w_in, w_post [layers, H]; w_qkv [layers, (nh+2nkv) hd, H]; w_o [layers, H, nh hd];
-    w_gu [layers, 2I, H]; w_down [layers, H, I]; head [V, H]; norm [H]; cos, sin [hd]."""
+    w_gu [layers, 2I, H]; w_down [layers, H, I]; head [V, H]; norm [H]; cos, sin [hd].
+    aux [n_aux, H] (contiguous) gets the residual stream entering each layer of aux_ids [n_aux]."""
     layers, H = w_in.shape
     inter, vocab = w_down.shape[2], head.shape[0]
     logits = torch.empty(vocab, dtype=torch.float32)
     scratch = torch.empty(H + (nh + 2 * nkv) * hd + nh * hd + 2 * inter, dtype=torch.float32)
+    aux, aux_ids = (aux, aux_ids) if aux_ids is not None else NO_AUX
     _kernel()(emb_row, cos, sin, k, v, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm, logits, scratch,
+              aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
               length, layers, H, nh, nkv, hd, inter, vocab, eps)
     return logits
 
 
 def forward_tokens(emb_rows, cos, sin, k, v, length: int, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm,
-                   eps: float, nh: int, nkv: int, hd: int, inter: int, vocab: int, n_logits: int) -> torch.Tensor:
+                   eps: float, nh: int, nkv: int, hd: int, inter: int, vocab: int, n_logits: int,
+                   aux=None, aux_ids=None) -> torch.Tensor:
     """S tokens through every layer -> logits of the last n_logits [n_logits, V]; their k, v written
     into the caches at positions length .. length + S - 1. emb_rows [S, H] (overwritten: a copy);
     cos, sin [S, hd]; w_in, w_post [layers, H]; p_* the packed stacks [layers, packed_numel] of
-    W_qkv, W_o, W_gu, W_down and the head's packed [V/16, H, 16]; norm [H]."""
+    W_qkv, W_o, W_gu, W_down and the head's packed [V/16, H, 16]; norm [H].
+    aux [S, n_aux, H] (contiguous) gets each token's residual stream entering the layers aux_ids."""
     S, H = emb_rows.shape
     layers, nq, na = w_in.shape[0], (nh + 2 * nkv) * hd, nh * hd
     vocab_r = -(-vocab // packed_matmul.BLOCK) * packed_matmul.BLOCK
     logits = torch.empty(n_logits, vocab_r, dtype=torch.float32)
     scratch = torch.empty(S * (H + nq + na + 3 * inter), dtype=torch.float32)
+    aux, aux_ids = (aux, aux_ids) if aux_ids is not None else NO_AUX
     _pass_kernel()(emb_rows, cos, sin, k, v, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm, logits, scratch,
+                   aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
                    S, length, layers, H, nh, nkv, hd, inter, vocab_r, n_logits, eps)
     return logits[:, :vocab]

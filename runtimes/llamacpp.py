@@ -20,6 +20,8 @@ What it does not do: batching (one sequence), tree drafting, llama.cpp's own sam
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import llama_cpp
 import numpy as np
 import torch
@@ -52,6 +54,30 @@ class LlamaKV(Model):
         for i in range(self.cap):
             self.batch.seq_id[i][0] = 0
         self.ids: list[int] = []  # the tokens in the KV cache, in order (what we believe it holds)
+        self.n_embd = llama_cpp.llama_model_n_embd(model)
+        self.n_layer = llama_cpp.llama_model_n_layer(model)
+        self.aux: list[int] = []  # layers whose inputs each decode keeps (keep_features)
+        self.feats = np.zeros((0, 0, self.n_embd), dtype=np.float32)  # [capacity, n_aux, n_embd]
+
+    def keep_features(self, layer_ids) -> None:
+        """llama.cpp's own layer-input outputs (lc.layer_inputs, bound with ctypes) for these layers."""
+        want = sorted(layer_ids) if layer_ids else []
+        if want == self.aux:
+            return
+        set_inp, _ = lc.layer_inputs()
+        if want and max(want) >= self.n_layer:
+            raise ValueError(f"the target has {self.n_layer} layers; the head reads {want}")
+        for lid in self.aux:
+            set_inp(self.ctx, lid, False)
+        for lid in want:
+            set_inp(self.ctx, lid, True)
+        self.aux = want
+        self.feats = np.zeros((max(256, len(self.ids)), len(want), self.n_embd), dtype=np.float32)
+
+    def features(self, start: int, end: int) -> torch.Tensor:
+        if not self.aux or end > len(self.ids):
+            raise ValueError(f"no features for positions {start}..{end - 1} (cache holds {len(self.ids)})")
+        return torch.from_numpy(self.feats[start:end].reshape(end - start, -1))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -82,8 +108,20 @@ class LlamaKV(Model):
             raise RuntimeError(f"llama_decode returned {rc} at position {n0} ({s} tokens)"
                                + (": the context is full, raise --n-ctx" if rc == 1 else ""))
         self.ids += ids
+        if self.aux:
+            self._keep_features(n0, s)
         ptr = llama_cpp.llama_get_logits(self.ctx)  # the output rows, contiguous, in batch order; synchronizes
         return np.ctypeslib.as_array(ptr, shape=(n_logits, self.n_vocab))[:, : self.vocab]  # [n_logits, V]
+
+    def _keep_features(self, n0: int, s: int) -> None:
+        """This decode's layer inputs into feats at positions n0 .. n0 + s - 1."""
+        _, get_inp = lc.layer_inputs()
+        if n0 + s > self.feats.shape[0]:
+            grown = np.zeros((max(2 * self.feats.shape[0], n0 + s), *self.feats.shape[1:]), dtype=np.float32)
+            grown[:n0] = self.feats[:n0]
+            self.feats = grown
+        for a, lid in enumerate(self.aux):
+            self.feats[n0 : n0 + s, a] = np.ctypeslib.as_array(get_inp(self.ctx, lid), shape=(s, self.n_embd))
 
     def crop(self, length: int) -> None:
         if length < len(self.ids):
@@ -118,6 +156,7 @@ class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
             raise
 
     def _load(self, pair: PairSpec) -> None:
+        self.pair = pair
         t_path = llama_files.check_gguf(pair.target_gguf, "target")
         d_path = llama_files.check_gguf(pair.draft_gguf, "draft")
         self.models = [llama_files.load_model(t_path, "target", self.settings.n_gpu_layers)]
@@ -136,6 +175,26 @@ class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
 
     def is_eos(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def head_embedding(self):
+        """The target's embedding from its Hugging Face folder (a GGUF target's float32 conversion)."""
+        from safetensors import safe_open
+
+        from models.loading import model_folder
+
+        folder = Path(model_folder(self.pair.target, "target"))
+        for f in sorted(folder.glob("*.safetensors")):
+            with safe_open(str(f), "pt") as st:
+                name = next((k for k in st.keys() if k.endswith("embed_tokens.weight")), None)
+                if name:
+                    return st.get_tensor(name).float()
+        raise ValueError(f"no embed_tokens.weight in {folder}: the EAGLE-3 head has no embedding to read its tokens through")
+
+    def target_config(self):
+        from models.loading import model_folder
+        from models.shape import load_config
+
+        return load_config(model_folder(self.pair.target, "target"), "target")
 
     def generating(self):
         return lc.single_threaded_torch()

@@ -326,6 +326,8 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if parse_drafter(gen.drafter)[0] == "eagle3":
+            return f"llama-cpp-python's loop has no EAGLE-3 drafting (--drafter eagle3 runs in torch, llamacpp, llama-server and vllm)"
         if gen.forced:
             return super().supports(gen)
         if gen.draft_policy != "fixed":

@@ -26,6 +26,8 @@ Two interfaces, each a few methods:
   runtime's toy model): forward(ids, n_logits) feeds ids after its cache and returns the logits of
   the last n_logits positions [n_logits, V]; crop(length), reset(), len(); `sync` for devices whose
   clock needs it; reset_counters()/counters() as the hook for a library's own counters.
+  A Model may also keep the hidden states entering some of its layers at every cached position
+  (keep_features, features): what an EAGLE-3 head drafts from (runtimes/eagle3.py).
 - Drafter: reset(prompt) when a generation starts, propose(seq, g, ...) -> Draft (at most g tokens,
   fewer when it stops early; their q when sampling), accepted(seq, keep) after verification so it
   can roll back or catch up. DraftModel, a second Model, is the drafter of the paper.
@@ -88,6 +90,16 @@ class Model(ABC):
         """Hook: the library's own counters after a generation, beside `ours_ns` (our clock's time
         in this model's passes). -> {key: value}, merged into Generation.extra[key][role]."""
         return {}
+
+    def keep_features(self, layer_ids) -> None:
+        """From now on keep, at every cached position, the residual stream entering each of these
+        layers (an EAGLE-3 head reads them); none: keep nothing. ValueError when this model cannot."""
+        if layer_ids:
+            raise ValueError(f"{type(self).__name__} hands out no hidden states")
+
+    def features(self, start: int, end: int) -> torch.Tensor:
+        """The kept layer inputs at cached positions start .. end - 1 -> [end - start, n_layers H]."""
+        raise ValueError(f"{type(self).__name__} hands out no hidden states")
 
 
 def feed_prompt(model: Model, prompt: list[int]) -> None:

@@ -390,6 +390,8 @@ class MlxRuntime(TokenizerText, Runtime):
         return notes
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.drafter.startswith("eagle3"):
+            return f"mlx-lm's stream_generate has no EAGLE-3 drafting (--drafter eagle3 runs in torch, llamacpp, llama-server and vllm)"
         if gen.forced:
             return super().supports(gen)
         if gen.drafter != "model":

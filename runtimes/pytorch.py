@@ -47,8 +47,24 @@ class HFForward:
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         x = torch.tensor([ids], dtype=torch.long, device=self.model.device)  # [1, S]
-        out = self.model(input_ids=x, use_cache=True, logits_to_keep=n_logits, **{self._cache_kw: self.cache})
+        l0 = self.length
+        out = self.model(input_ids=x, use_cache=True, logits_to_keep=n_logits, output_hidden_states=self.aux is not None,
+                         **{self._cache_kw: self.cache})
+        if self.aux is not None:  # hidden_states[i]: the input of layer i
+            new = torch.stack([out.hidden_states[i][0] for i in self.aux], 1)  # [S, n_aux, H]
+            self.feats = torch.cat([self.feats[:l0], new]) if self.feats is not None else new
         return out.logits[0, -n_logits:]  # [n_logits, V]
+
+    aux: Optional[list[int]] = None
+    feats: Optional[torch.Tensor] = None
+
+    def keep_features(self, layer_ids) -> None:
+        self.aux, self.feats = (sorted(layer_ids) if layer_ids else None), None
+
+    def features(self, start: int, end: int) -> torch.Tensor:
+        if self.aux is None or end > self.length:
+            raise ValueError(f"no features for positions {start}..{end - 1} (cache holds {self.length})")
+        return self.feats[start:end].flatten(1)
 
     def crop(self, length: int) -> None:
         extra = self.length - length
@@ -84,6 +100,12 @@ class TorchKV(Model):
                   else "packed matrices for several tokens" if why is None else f"several tokens through F.linear: {why}")
         return f"lean llama (static cache; {step}; {passes})"
 
+    def keep_features(self, layer_ids) -> None:
+        self.impl.keep_features(layer_ids)
+
+    def features(self, start: int, end: int) -> torch.Tensor:
+        return self.impl.features(start, end)
+
     def crop(self, length: int) -> None:
         self.impl.crop(length)
 
@@ -98,6 +120,7 @@ class TorchRuntime(HFText, LoopRuntime):
     name = "torch"
 
     def load(self, pair) -> None:
+        self.pair = pair
         self.hf = HFPair(pair, self.settings)
         vocab = len(self.hf.tokenizer)
         for role, m in (("target", self.hf.target), ("draft", self.hf.draft)):
@@ -108,6 +131,12 @@ class TorchRuntime(HFText, LoopRuntime):
         self.target = TorchKV(self.hf.target, vocab, sync=sync)
         self.draft = TorchKV(self.hf.draft, vocab, sync=sync)
         self.eos_id = self.hf.tokenizer.eos_token_id
+
+    def head_embedding(self):
+        return self.hf.target.get_input_embeddings().weight.detach().float()
+
+    def target_config(self):
+        return self.hf.target.config
 
     def describe(self) -> dict:
         return {**self.hf.describe(),

