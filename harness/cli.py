@@ -24,6 +24,7 @@ from harness.runner import RunConfig
 from models.synthetic import shipped as shipped_shapes
 
 SWEEP_GAMMAS = "1,2,4,6,8"
+DEFAULT_DRAFTERS = "model,eagle3"  # --drafter when every pair has an EAGLE-3 head of its own (the default pair)
 CALIBRATE_GAMMAS = "1,2,4,8"
 CALIBRATE_ALPHAS = "0,0.2,0.4,0.6,0.8,0.9,1"
 VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
@@ -115,10 +116,13 @@ def _common(f):
                           "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
                           "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
                           "library as a user who sets nothing gets it: hf, llama-server)."),
-        click.option("--drafter", "drafter_list", default=default_of(GenerationSettings, "drafter"), show_default=True,
+        click.option("--drafter", "drafter_list", default=None,
                      help="Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an "
                           "earlier match of the last N tokens, at most K; N default 2, K default gamma; ours in torch "
-                          "and llamacpp, the library's own in hf, llamacpp-native and llama-server)."),
+                          "and llamacpp, the library's own in hf, llamacpp-native and llama-server), eagle3[:PATH] "
+                          "(an EAGLE-3 head reading the target's hidden states: the pair's own, or the head folder "
+                          f"PATH). [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, else "
+                          f"{default_of(GenerationSettings, 'drafter')}]"),
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL file of {id, category, prompt}."),
     ]
@@ -184,7 +188,8 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
                                "run it with `harness calibrate` (forced acceptance)")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
-    drafters = _drafters(o["drafter_list"])
+    drafters = _drafters(o["drafter_list"] or (DEFAULT_DRAFTERS if all(p.eagle3 for p in resolved)
+                                               else default_of(GenerationSettings, "drafter")))
     _check_heads(resolved, drafters)
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"])
@@ -296,8 +301,10 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 @click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
 @click.option("--run", "pair_run", default=None, type=click.Path(exists=True, path_type=Path),
               help="A run folder of this pair (harness run): its alpha_hat is placed on the curves.")
+@click.option("--drafter", "drafter_list", default=default_of(GenerationSettings, "drafter"), show_default=True,
+              help="Comma list of what drafts under forced acceptance: model (the pair's draft), eagle3[:PATH] (an EAGLE-3 head).")
 @_options(REPEAT_OPTIONS, MACHINE_OPTIONS, OUT_OPTIONS)
-def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, **o):
+def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, drafter_list, **o):
     """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
     beside Leviathan's curves and the cost model; resumable like a sweep."""
     import runtimes
@@ -315,16 +322,18 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     alphas, gammas = _split(alpha_list, float, "--alpha"), _split(gamma_list, int, "--gamma")
     names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)
     settings = _runtime_settings(o)
-    for g, a in itertools.product(gammas, alphas):
-        GenerationSettings(gamma=g, max_new_tokens=max_new_tokens, forced=(a,))
+    drafters = _drafters(drafter_list)
+    for g, a, d in itertools.product(gammas, alphas, drafters):
+        GenerationSettings(gamma=g, max_new_tokens=max_new_tokens, forced=(a,), drafter=d)
     if pair_run is not None:
         load_rows([pair_run])  # a --run folder without result rows is said now, not after the grid
     out = o["out"] or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
     check_out_dir(out, o["resume"])
-    cfg = RunConfig(names, [resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])],
-                    prompts, gammas, [SamplingParams()], [max_new_tokens],
-                    o["seed"], True, forced=[(a,) for a in alphas], runtime=settings, repeats=o["repeats"],
-                    warmup=o["warmup"], out=out, resume=o["resume"])
+    spec = resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])
+    _check_heads([spec], drafters)
+    cfg = RunConfig(names, [spec], prompts, gammas, [SamplingParams()], [max_new_tokens],
+                    o["seed"], True, drafters=drafters, forced=[(a,) for a in alphas], runtime=settings,
+                    repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"])
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
     click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")

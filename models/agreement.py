@@ -8,7 +8,8 @@ value alpha_hat estimates from accepted and rejected drafts) and greedy top-1 ag
 32 tokens per prompt it is a far tighter estimate than one `harness run` (160 drafted positions,
 alpha_hat +-0.04), so it tells a weak draft from an unlucky run. Stored answers (models/
 teacher_data.py output: the distillation prompts, never the measurement ones) can be scored
-instead of sampling.
+instead of sampling. An EAGLE-3 head is scored on the same continuations per drafting position
+(`head_on_prompts`): it reads the target's hidden states, so it has no teacher-forced score of its own.
 
 It measures the models only: no runtime, no quantized kernels (llama.cpp's alpha can differ by a
 few hundredths). What it does not do: choose prompts (harness/prompts.py) or print (harness/).
@@ -85,6 +86,42 @@ def on_prompts(target, draft, tokenizer, prompts: list[tuple[str, str]], tempera
         out.add(alpha, top1)
         by_pos += alpha.mean(0)
     out.by_position = (by_pos / max(len(prompts), 1)).tolist()
+    return out
+
+
+@torch.inference_mode()
+def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], temperature: float, samples: int,
+                    tokens: int, steps: int = 4, seed: int = 0) -> list[Agreement]:
+    """An EAGLE-3 head (models/eagle3.py) on the same continuations: per drafting position 1..steps,
+    alpha(T) and top-1 against the target, the head reading the target's hidden states for
+    position 1 and its own fed-back states after (the training-time test's forward,
+    models/eagle3_train.py), so position j is scored as drafting runs it. -> one Agreement per position."""
+    from models.eagle3_train import target_features, ttt_forward
+    from models.loading import encode_prompt
+
+    check_temperature(temperature)
+    torch.manual_seed(seed)
+    out = [Agreement() for _ in range(steps)]
+    t = max(temperature, 1e-4)
+    for pid, text in prompts:
+        ids = encode_prompt(tokenizer, text)
+        x = torch.tensor([ids] * samples)
+        seq = target.generate(x, attention_mask=torch.ones_like(x), do_sample=True, temperature=temperature, top_k=0,
+                              top_p=1.0, max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=tokenizer.eos_token_id)
+        items = target_features(target, [{"ids": row.tolist(), "start": len(ids)} for row in seq], head.cfg.layer_ids, 1)
+        logits = target(input_ids=seq).logits.float()  # [N, S, V]: p at every position
+        b = {"tok": seq, "feats": torch.stack([i["feats"].float().flatten(1) for i in items]),
+             "n": torch.full((len(seq),), seq.shape[1])}
+        for j, (dl, valid) in enumerate(ttt_forward(head, b, steps)):
+            T = dl.shape[1]
+            at = torch.arange(T) + j + 1  # head index i at step j predicts the target's distribution at i+j+1
+            keep = valid & (at >= len(ids) - 1)[None]  # positions that predict generated tokens
+            p = torch.softmax(logits[:, at.clamp(max=seq.shape[1] - 1)] / t, -1)
+            q = torch.softmax(head.target_logits(dl.float()) / t, -1)
+            alpha = torch.minimum(p, q).sum(-1)[keep]
+            top1 = (p.argmax(-1) == q.argmax(-1))[keep].float()
+            out[j].add(alpha, top1)
+            out[j].per_prompt[pid] = (float(alpha.mean()), float(top1.mean()))
     return out
 
 

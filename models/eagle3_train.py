@@ -4,7 +4,8 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
 1. Features: every training sequence goes through the target once (float32, transformers'
    forward): the residual stream entering its three `layer_ids` layers at every position
    [3 Ht] and its temperature-1 top-k log-probabilities there, kept in the working folder
-   (`features/`, float16) so epochs and resumed runs pay no target compute.
+   (`features/`, float16, one folder per data file) so epochs, resumed runs and data files added
+   later pay no target compute again. The last 1 in 20 sequences of each file are held out.
 2. Draft vocabulary: the `draft_vocab` target tokens the target predicts most often (its top-1)
    over the training sequences, end-of-text included; `d2t` maps them back.
 3. Training with EAGLE-3's training-time test: at step 0 head position i takes (x_{i+1}, fc(f_i))
@@ -18,7 +19,7 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
    projections start at zero (so h = g), the final norm and the head's rows are the target's own
    (its norm and output matrix at the draft vocabulary).
 5. Checkpoints (model, optimizer, step, evaluations) every `ckpt_every` steps, `--resume`
-   continues; at each the held-out sequences (the last 1 in 20, at most 48) are scored
+   continues; at each the held-out sequences are scored
    teacher-forced per drafting position: top-1 agreement (greedy acceptance) and
    alpha(T=1) >= sum over the target's top-k of min(p, q).
 
@@ -301,16 +302,19 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
     layer_ids = tuple(sorted(cfg.layer_ids)) if cfg.layer_ids else default_layer_ids(tcfg.num_hidden_layers)
     if max(layer_ids) >= tcfg.num_hidden_layers or min(layer_ids) < 0:
         raise HarnessError(f"--layers {list(layer_ids)}: the target has layers 0..{tcfg.num_hidden_layers - 1}")
-    seqs = read_sequences(cfg.teacher_jsonl, cfg.max_len)
-    if not seqs:
+    train_set, held = [], []
+    for path in cfg.teacher_jsonl:  # features per file: a file added later costs only its own
+        seqs = read_sequences((path,), cfg.max_len)
+        data_key = hashlib.sha256(json.dumps([[s["start"], s["ids"]] for s in seqs]).encode()).hexdigest()[:16]
+        key = {"target": str(cfg.target), "layers": list(layer_ids), "k": cfg.top_k, "max_len": cfg.max_len, "data": data_key}
+        store = Features(work / "features" / f"{Path(path).stem}-{data_key}", key)
+        store.extract(target, seqs, layer_ids, cfg.top_k, progress, log)
+        data = store.load()
+        n_held = heldout_split(data)  # the end of every file is held out
+        train_set += data[: len(data) - n_held]
+        held += data[len(data) - n_held:]
+    if not train_set:
         raise HarnessError("no training sequences: give --teacher-jsonl files (harness models teacher-data) or --generate N")
-    key = {"target": str(cfg.target), "layers": list(layer_ids), "k": cfg.top_k, "max_len": cfg.max_len,
-           "data": hashlib.sha256(json.dumps([[s["start"], s["ids"]] for s in seqs]).encode()).hexdigest()[:16]}
-    store = Features(work / "features", key)
-    store.extract(target, seqs, layer_ids, cfg.top_k, progress, log)
-    data = store.load()
-    n_held = heldout_split(data)
-    train_set, held = data[: len(data) - n_held], data[len(data) - n_held:]
     vocab_file = work / "vocab.pt"
     if resume and vocab_file.exists():
         vocab_ids = torch.load(vocab_file)

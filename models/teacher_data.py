@@ -223,7 +223,7 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     import llama_cpp
 
     from core.errors import HarnessError
-    from core.machine import physical_cores
+    from core.limits import threads_of
     from models import llama_files
 
     model = llama_files.load_model(llama_files.check_gguf(gguf, "target"), "target")
@@ -237,7 +237,7 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     cp.n_ctx = batch * longest
     cp.kv_unified = True
     cp.n_batch = cp.n_ubatch = max(batch, max(len(p) for p in prompts))
-    cp.n_threads = cp.n_threads_batch = threads or physical_cores()
+    cp.n_threads = cp.n_threads_batch = threads_of(threads or None)
     ctx = llama_cpp.llama_init_from_model(model, cp)
     if not ctx:
         llama_cpp.llama_model_free(model)

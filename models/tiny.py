@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 EOS = "<|endoftext|>"
@@ -164,7 +164,3 @@ def ensure_pair(name: str = "tiny") -> tuple[Path, Path]:
 
         shutil.rmtree(tmp, ignore_errors=True)
     return t_dir, d_dir
-
-
-def with_seed(name: str, seed: int) -> TinySpec:
-    return replace(SPECS[name], seed=seed)

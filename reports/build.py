@@ -12,6 +12,8 @@ only (its text ends with the roofline of the same cells). What it does not do: m
 
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 from typing import Optional
@@ -164,7 +166,7 @@ def write_calibration(run_dir: Path, pair_run: Optional[Path] = None) -> tuple[P
     out = _out_dir([run_dir], None)
     pngs = []
     for runtime in dict.fromkeys(e["runtime"] for e in es):
-        name = f"calibration-{runtime}.png".replace(" ", "_")
+        name = "calibration-" + re.sub(r"[^\w.,:+-]+", "_", runtime).strip("_") + ".png"
         if calibration.plot([e for e in es if e["runtime"] == runtime], out / name):
             pngs.append(name)
     (out / "calibration.md").write_text(calibration.markdown(es, pngs))

@@ -84,9 +84,19 @@ def load(folders: list[Path], forced: bool = False) -> Loaded:
 
 def drafting(row: dict) -> Optional[str]:
     """How a speculative row drafted, when not the default (fixed gamma, the draft model):
-    e.g. "library-default", "ngram:2,4"; None otherwise."""
-    parts = [x for x, default in ((row.get("draft_policy"), "fixed"), (row.get("drafter"), "model")) if x and x != default]
+    e.g. "library-default", "ngram:2,4", "eagle3" (the pair's head; another head by its folder's
+    name: "eagle3:NAME"); None otherwise."""
+    parts = [x for x, default in ((row.get("draft_policy"), "fixed"), (_drafter_label(row.get("drafter")), "model"))
+             if x and x != default]
     return ", ".join(parts) or None
+
+
+def _drafter_label(drafter: Optional[str]) -> Optional[str]:
+    kind, _, path = (drafter or "").partition(":")
+    if kind != "eagle3" or not path:
+        return drafter
+    p = Path(path)
+    return f"eagle3:{p.parent.name + '/' if p.name in ('head', '') else ''}{p.name}"
 
 
 def by_drafting(rows: list[dict]) -> list[dict]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import llama_cpp
 
 from core.config import RuntimeSettings
-from core.machine import physical_cores
+from core.limits import threads_of
 from models import llama_files
 from models.shape import pair_sizes, sizes_from_gguf
 
@@ -52,7 +52,7 @@ def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
     cores (a 40-token SmolLM2 prefill took 12 s instead of 1 s here under load). On a loaded
     machine pass --n-threads 1.
     """
-    n = settings.n_threads or physical_cores()
+    n = threads_of(settings.n_threads)
     return n, n
 
 

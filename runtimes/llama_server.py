@@ -20,6 +20,11 @@ settings only on the command line (its per-request `speculative.*` fields are co
   ngram-simple`: n 12, m 48 in this build). llama.cpp's lookup matches exactly the last N tokens
   (no shorter fallback), the latest earlier occurrence, and drafts nothing if fewer than N
   tokens follow it. The heuristic schedule has no server equivalent (skipped).
+- `--drafter eagle3[:PATH]`: `-md HEAD.gguf --spec-type draft-eagle3` with the fixed or confidence
+  settings above: the EAGLE-3 head (models/eagle3.py) converted by llama.cpp's own
+  convert_hf_to_gguf.py once (cached; its tokenizer metadata the target GGUF's), the server
+  extracting the target's layer inputs itself. A head the converter refuses is a skipped row with
+  the converter's reason.
 Each has the run's threads (-t/-tb, and -td/-tbd for the draft), context, batch size, flash
 attention off and GPU layers, like the other llama.cpp runtimes; one slot, no prompt cache, and
 `cache_prompt: false`, so every request prefills. The runner measures one setting at a time, so

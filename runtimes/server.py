@@ -327,9 +327,12 @@ def setting_name(spec: Optional[tuple]) -> str:
     if spec is None:
         return "baseline"
     policy, gamma, drafter, forced = spec
+    kind, _, path = drafter.partition(":")
+    if kind == "eagle3" and path:  # a head by its folder's name, not its whole path
+        drafter = "eagle3-" + (Path(path).name if Path(path).name != "head" else Path(path).parent.name)
     parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else []) \
         + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
-    return "-".join(parts).replace(":", "").replace(",", "-")
+    return re.sub(r"[^\w.+-]+", "-", "-".join(parts).replace(":", "").replace(",", "-"))
 
 
 class ServerPool(OrderedDict):
