@@ -16,7 +16,7 @@ import click
 from core.config import default_of
 from core.errors import HarnessError
 from models import teacher_data as td
-from models.eagle3_config import Eagle3Config
+from models.eagle3_config import PRECISIONS, Eagle3Config
 from models.presets import EAGLE3_HEAD
 
 MAX_BYTES = 32 * 1024 * 1024  # what the repository allows the shipped head to weigh
@@ -44,6 +44,8 @@ def _d(name: str):
 @click.option("--layers", default="", help="The three target layers the head reads, e.g. 2,15,27 (default: 2, n/2, n-3).")
 @click.option("--top-k", default=_d("top_k"), show_default=True, type=int, help="Target log-probs kept per position.")
 @click.option("--max-len", default=_d("max_len"), show_default=True, type=int, help="Tokens of a sequence at most.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=_d("precision"), show_default=True,
+              help="bfloat16: the training's matrix products under autocast (about 2x faster on CPUs with AVX512-BF16).")
 @click.option("--seed", default=_d("seed"), show_default=True, type=int)
 @click.option("--threads", default=_d("threads"), show_default=True, type=int, help="0: one per physical core.")
 @click.option("--ckpt-every", default=_d("ckpt_every"), show_default=True, type=int)
@@ -52,7 +54,7 @@ def _d(name: str):
 @click.option("--no-gguf", is_flag=True, help="Do not convert the head to GGUF (llama-server converts it on first use).")
 @click.option("--no-progress", is_flag=True)
 def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, draft_vocab, ttt_steps, layers, top_k, max_len,
-           seed, threads, ckpt_every, eval_every, resume, no_gguf, no_progress):
+           precision, seed, threads, ckpt_every, eval_every, resume, no_gguf, no_progress):
     """Train an EAGLE-3 head for TARGET on its own answers and hidden states (CPU), write its folder."""
     from models.eagle3_train import train
 
@@ -65,7 +67,8 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, dr
     work = Path(work or Path(".cache/eagle3") / out.name)
     cfg = Eagle3Config(target=target, work=str(work), steps=steps, batch=batch, lr=lr, draft_vocab=draft_vocab,
                        ttt_steps=ttt_steps, top_k=top_k, seed=seed, threads=threads, ckpt_every=ckpt_every,
-                       eval_every=eval_every, layer_ids=ids, teacher_jsonl=tuple(teacher_jsonl), max_len=max_len)
+                       eval_every=eval_every, layer_ids=ids, teacher_jsonl=tuple(teacher_jsonl), max_len=max_len,
+                       precision=precision)
     for f in teacher_jsonl:
         if not Path(f).is_file():
             raise HarnessError(f"--teacher-jsonl {f}: no such file (write one with `harness models teacher-data`)")

@@ -11,6 +11,9 @@ from core.config import at_least
 from core.errors import HarnessError
 
 
+PRECISIONS = ("float32", "bfloat16")
+
+
 @dataclass(frozen=True)
 class Eagle3Config:
     target: str
@@ -28,6 +31,7 @@ class Eagle3Config:
     layer_ids: tuple = ()  # the target layers the head reads; () the default (2, n/2, n-3)
     teacher_jsonl: tuple = ()  # sequences written by `harness models teacher-data`
     max_len: int = 192  # tokens of a sequence at most (the end is kept)
+    precision: str = "float32"  # or bfloat16: the head's matrix products under torch.autocast (CPUs with AVX512-BF16)
 
     def __post_init__(self):
         for flag, value, low in (("--steps", self.steps, 0), ("--batch", self.batch, 1),
@@ -38,5 +42,7 @@ class Eagle3Config:
             at_least(flag, value, low)
         if not self.lr > 0:
             raise HarnessError(f"--lr must be > 0, got {self.lr}")
+        if self.precision not in PRECISIONS:
+            raise HarnessError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.layer_ids and len(self.layer_ids) != 3:
             raise HarnessError(f"--layers takes three target layer ids, got {list(self.layer_ids)}")

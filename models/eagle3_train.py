@@ -14,7 +14,8 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
    0..i and to its own steps 1..j at index i (the keys drafting writes), and predicts the target's
    distribution at i+j+1. The loss is the cross-entropy from the target's top-k, renormalised
    over the draft vocabulary, to the head's softmax, averaged over the steps. Gradients flow
-   through the fed-back states. AdamW, warm-up then cosine, gradient clip 1.
+   through the fed-back states. AdamW, warm-up then cosine, gradient clip 1; the products in
+   float32, or in bfloat16 under torch.autocast (`precision`; the weights stay float32).
 4. Initialisation: fc reads the last of the three layers as it is, the layer's output
    projections start at zero (so h = g), the final norm and the head's rows are the target's own
    (its norm and output matrix at the draft vocabulary).
@@ -362,7 +363,8 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
         items = [train_set[rng.randrange(len(train_set))] for _ in range(cfg.batch)]
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
-        loss, per_step = ttt_loss(head, batch_of(items, t2d), cfg.ttt_steps)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bfloat16"):
+            loss, per_step = ttt_loss(head, batch_of(items, t2d), cfg.ttt_steps)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
