@@ -129,10 +129,14 @@ class GenerationSettings:
     # forced[min(i, len - 1)] whatever the tokens, so rounds follow Leviathan's i.i.d. model while
     # every pass costs what it costs; the output is then not the target's (rows say `synthetic`).
     forced: Optional[tuple[float, ...]] = None
+    # Client streams a server is loaded with at once (`--concurrency`): 1 is one request at a time,
+    # the generation's own; above 1 the generation is one request of a closed-loop cell (runtimes/load.py).
+    concurrency: int = 1
 
     def __post_init__(self):
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
+        at_least("--concurrency", self.concurrency, 1, "client streams at once")
         if self.forced is not None and not (self.forced and all(0 <= a <= 1 for a in self.forced)):
             raise HarnessError(f"--alpha (forced acceptance) must be one or more rates in [0, 1], got {self.forced}")
         parse_policy(self.draft_policy)

@@ -186,21 +186,28 @@ GREEDY_MISMATCH = ("greedy speculative output differs from the baseline's: a cor
                    "(baseline) logits differ slightly and near-ties can flip")
 
 
-GROUP_FIELDS = ("runtime", "pair", "mode", "gamma", "temperature", "top_p", "top_k", "max_new_tokens")
+GROUP_FIELDS = ("runtime", "pair", "mode", "gamma", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency")
+
+
+def group_value(row: dict, k: str):
+    """A row's value of a GROUP_FIELDS field (rows written before `concurrency` existed ran at 1)."""
+    return (row.get(k) or 1) if k == "concurrency" else row.get(k)
+
+
+def quantile(xs: Iterable[Optional[float]], f: float) -> Optional[float]:
+    """The f-quantile (0 <= f <= 1) of the non-null values, linear interpolation; None when empty."""
+    v = sorted(x for x in xs if x is not None and not math.isnan(x))
+    if not v:
+        return None
+    i = f * (len(v) - 1)
+    lo = int(i)
+    return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (i - lo)
 
 
 def quartiles(xs: Iterable[Optional[float]]) -> tuple[Optional[float], Optional[float], Optional[float]]:
     """(q1, median, q3) of the non-null values, linear interpolation; (None,)*3 when empty."""
-    v = sorted(x for x in xs if x is not None and not math.isnan(x))
-    if not v:
-        return None, None, None
-
-    def q(f: float) -> float:
-        i = f * (len(v) - 1)
-        lo = int(i)
-        return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (i - lo)
-
-    return q(0.25), q(0.5), q(0.75)
+    v = [x for x in xs if x is not None and not math.isnan(x)]
+    return quantile(v, 0.25), quantile(v, 0.5), quantile(v, 0.75)
 
 
 def summarize(rows: Sequence[dict]) -> list[dict]:
@@ -214,7 +221,7 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
     for r in rows:
         if r.get("error"):
             continue
-        groups.setdefault(tuple(r.get(k) for k in GROUP_FIELDS), []).append(r)
+        groups.setdefault(tuple(group_value(r, k) for k in GROUP_FIELDS), []).append(r)
     out = []
     for key, rs in groups.items():
         mode = rs[0]["mode"]

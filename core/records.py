@@ -69,6 +69,11 @@ class Generation:
     draft_max: Optional[int] = None  # the most drafts per round, when the library chose it (draft policy not fixed)
     notes: dict[str, str] = field(default_factory=dict)  # e.g. {"sampling_s": "inside llama.cpp"}
     extra: dict = field(default_factory=dict)  # runtime-specific numbers (library counters, ...)
+    n_tokens: Optional[int] = None  # tokens generated when not all their ids are known (a server's stream held some back)
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids) if self.n_tokens is None else self.n_tokens
 
     def keep_steps(self, logits) -> None:
         """What a baseline reports of the target's logits at its steps ([steps, V]): the mean

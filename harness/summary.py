@@ -12,7 +12,7 @@ from core import metrics
 from core.timing import PHASE_FIELDS as PHASES
 from reports import mismatch, tables
 VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
-           ("max_new_tokens", "max_new", 9))
+           ("max_new_tokens", "max_new", 9), ("concurrency", "N", 4))
 
 
 def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
@@ -45,7 +45,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
             + phases + f"{wall:>8.2f}s"
         )
         if s.get("greedy_match") is False:
-            same = [r for r in rows if all(r.get(k) == s[k] for k in metrics.GROUP_FIELDS)]
+            same = [r for r in rows if all(metrics.group_value(r, k) == s[k] for k in metrics.GROUP_FIELDS)]
             lines += [f"  !! {line}" for line in mismatch.runtime_lines(same, s["runtime"])]
     across = mismatch.agreement_lines(mismatch.agreement(measured))
     if across:

@@ -19,13 +19,24 @@ from pathlib import Path
 from typing import Optional
 
 from core.errors import HarnessError
-from reports import explain, markdown, mismatch, plots, tables
+from core.results import read_run_json
+from reports import concurrency, explain, markdown, mismatch, plots, tables
 from reports.ceiling import CFlops
 from reports.figures import run_figures
 from reports.load import REPORT_DIR, drafting, load
 from reports.roofline import limits_line, roofline
 
 WATERFALL = "waterfall.png"
+CONCURRENCY_PNG = "speedup_vs_concurrency.png"
+
+
+def _batched_costs(sources) -> dict:
+    """run.json's batched pass costs (harness/runner.py) of every run folder, by pair."""
+    out: dict = {}
+    for s in sources:
+        folder = Path(s) if Path(s).is_dir() else Path(s).parent
+        out |= (read_run_json(folder) or {}).get("batched_costs") or {}
+    return out
 
 PLOTTERS = [("phases.png", plots.phases, "cells"), ("speedup_vs_gamma.png", plots.speedup_vs_gamma, "cells"),
             ("acceptance_vs_gamma.png", plots.acceptance_vs_gamma, "categories"),
@@ -100,12 +111,15 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     data["figures"] = run_figures(rows)
     measured = [r for r in rows if "runtime_name" not in r]  # each row once (load.by_drafting adds views)
     data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
+    data["under_load"] = concurrency.cells(rows, _batched_costs(loaded.sources))
+    png = concurrency.plot(data["under_load"], out / CONCURRENCY_PNG)
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
                                                      data["figures"], data["mismatches"], data["agreement"],
-                                                     _roofline_lines(roof)))
+                                                     _roofline_lines(roof),
+                                                     concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG)))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
-                      ("agreement", "agreement.csv"), ("roofline", "roofline.csv")):
+                      ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
            **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons,
@@ -185,6 +199,8 @@ def write_explain(dirs: list, out: Optional[Path] = None) -> tuple[str, Optional
     out = _out_dir(dirs, out)
     expls, comparisons, lines, png = _explain(rows, out)
     roof = roofline(rows)
+    loaded_sources = [Path(d) for d in dirs]
+    lines += concurrency.regime_lines(concurrency.cells(rows, _batched_costs(loaded_sources)))
     (out / "explain.json").write_text(json.dumps({"explain": expls, "comparisons": comparisons, "roofline": _json_safe(roof.records),
                                                  "roofline_notes": roof.notes}, indent=2, ensure_ascii=False, allow_nan=False))
     return "\n".join(lines + _roofline_lines(roof)), png

@@ -59,7 +59,7 @@ def entries(rows: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[f
     breakevens, the pair's alpha_hat (from pair_rows, a normal run's rows) and the goal's check."""
     ok = [r for r in rows if not r.get("error")]
     out = []
-    for group in tables.groups(ok, ["runtime", "pair", "temperature", "max_new_tokens"]):
+    for group in tables.groups(ok, ["runtime", "pair", "temperature", "max_new_tokens", "concurrency"]):
         base = [r for r in group if r["mode"] == "baseline"]
         spec = [r for r in group if r["mode"] == "speculative" and r.get("synthetic")]
         base_rate = _decode_rate(base)
@@ -80,7 +80,8 @@ def entries(rows: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[f
             c_flops = c_flops_for(first.get("pair_refs"), first.get("drafter"))
             # the model at the acceptance the random draws realized (a few hundred rounds stray from alpha)
             model = [(a, theory.costed_speedup(a if ah is None else ah, g, costs)) for (a, _), ah in zip(points, realized)]
-            e = {"runtime": first["runtime"], "pair": first["pair"], "pair_label": first.get("pair_label") or first["pair"],
+            n = first.get("concurrency") or 1
+            e = {"runtime": first["runtime"] + (f" at N = {n}" if n > 1 else ""), "concurrency": n, "pair": first["pair"], "pair_label": first.get("pair_label") or first["pair"],
                  "gamma": g, "points": points, "realized_alpha": realized, "c": k["c"], "v": k["v"], "o": k["o"], "o_base": k["o_base"],
                  "c_flops": c_flops, "costs": costs,
                  "breakeven_measured": _crossing(points),

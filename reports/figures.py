@@ -22,7 +22,7 @@ def run_figures(rows: list[dict]) -> list[dict]:
             if s["mode"] != "speculative":
                 continue
             def same_setting(x: dict) -> bool:  # as s but for mode and gamma
-                return all(x.get(k) == s[k] for k in metrics.GROUP_FIELDS if k not in ("mode", "gamma"))
+                return all(metrics.group_value(x, k) == s[k] for k in metrics.GROUP_FIELDS if k not in ("mode", "gamma"))
 
             same = [r for r in mine if not r.get("error") and same_setting(r)]
             spec = [rd for r in same if r["mode"] == "speculative" and r["gamma"] == s["gamma"] for rd in r["rounds"] or []]

@@ -164,7 +164,7 @@ AGREEMENT_COLS = [("prompt", "prompt", "s"), ("a", "runtime A", "s"), ("b", "run
 def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
              explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None,
              mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
-             roofline: Optional[list[str]] = None) -> str:
+             roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `explain` is
     explain_section's lines, `roofline` roofline_section's; `figures` (reports/figures.py) get a
     section when several run folders are read."""
@@ -178,6 +178,7 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
             "measured (median draft step / median target step); the gap is the measured-c ceiling minus the "
             "measured speedup.", ""]
     out += ["## Where the time goes", ""] + md_table(cells, PHASE_COLS) + [""]
+    out += under_load or []
     if categories:
         out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
     if figures and len(sources) > 1:

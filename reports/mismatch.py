@@ -69,7 +69,8 @@ def _baselines(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     """(pair, prompt, repeat, max_new_tokens, seed) -> runtime -> its greedy baseline row."""
     out: dict[tuple, dict[str, dict]] = {}
     for r in rows:
-        if r.get("mode") == "baseline" and not r.get("error") and r.get("temperature") == 0 and r.get("token_ids") is not None:
+        if r.get("mode") == "baseline" and not r.get("error") and r.get("temperature") == 0 and r.get("token_ids") is not None \
+                and (r.get("concurrency") or 1) == 1:  # batched under load the ids may part anyway
             key = (r["pair"], r["prompt_id"], r["repeat"], r["max_new_tokens"], r["seed"])
             out.setdefault(key, {})[r["runtime"]] = r
     return out

@@ -19,7 +19,7 @@ import pandas as pd
 from core import metrics, theory
 from core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
-SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens"]
+SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency"]
 
 
 def _settings(row: dict) -> dict:
@@ -35,7 +35,7 @@ def groups(rows: list[dict], keys: list[str]) -> list[list[dict]]:
     """Rows grouped by `keys` (None is a value like any other), in first-seen order."""
     if not rows:
         return []
-    df = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows]).astype(object)
+    df = pd.DataFrame([{k: metrics.group_value(r, k) for k in keys} for r in rows]).astype(object)
     df = df.where(df.notna(), "\0none")  # group None/NaN together, never drop them
     idx = df.groupby(keys, sort=False, dropna=False).indices
     return [[rows[i] for i in sorted(ix)] for ix in idx.values()]

@@ -208,3 +208,57 @@ def layer_inputs():
     fns["get"].argtypes = [llama_cpp.llama_context_p_ctypes, ctypes.c_uint32]
     fns["get"].restype = ctypes.POINTER(ctypes.c_float)
     return fns["set"], fns["get"]
+
+
+# ---- batched passes: the cost model under load ------------------------------------------------------
+
+
+def batched_pass_s(path: str, settings: RuntimeSettings, n: int, tokens: int, depth: int = 64, repeats: int = 5) -> float:
+    """Seconds of one llama_decode of n sequences x `tokens` tokens each, every sequence `depth`
+    tokens deep (a decode step of n requests at once: tokens 1; a verify pass of n: gamma + 1),
+    the median of `repeats` after one warm-up; the model at `path`, the settings' threads."""
+    import statistics
+    import time
+
+    model = llama_files.load_model(path, "model", settings.n_gpu_layers)
+    per = depth + tokens
+    p = context_params(settings, n * per + 8)
+    p.n_seq_max = n
+    p.n_batch = p.n_ubatch = max(n * depth, n * tokens)
+    p.kv_unified = True
+    ctx = llama_cpp.llama_init_from_model(model, p)
+    batch = llama_cpp.llama_batch_init(n * max(depth, tokens), 0, 1)
+    try:
+        if not ctx:
+            raise RuntimeError(f"llama.cpp could not create a context for {n} sequences")
+        mem = llama_cpp.llama_get_memory(ctx)
+        vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+
+        def decode(length: int, start: int) -> None:
+            batch.n_tokens = n * length
+            for s in range(n):
+                for j in range(length):
+                    i = s * length + j
+                    batch.token[i] = (7 * i + 13) % vocab
+                    batch.pos[i] = start + j
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = s
+                    batch.logits[i] = j == length - 1 or length > 1
+            if llama_cpp.llama_decode(ctx, batch) != 0:
+                raise RuntimeError(f"llama_decode failed for {n} x {length} tokens")
+
+        decode(depth, 0)
+        times = []
+        for _ in range(repeats + 1):
+            t = time.perf_counter()
+            decode(tokens, depth)
+            llama_cpp.llama_synchronize(ctx)
+            times.append(time.perf_counter() - t)
+            for s in range(n):
+                llama_cpp.llama_memory_seq_rm(mem, s, depth, -1)
+        return statistics.median(times[1:])
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        if ctx:
+            llama_cpp.llama_free(ctx)
+        llama_cpp.llama_model_free(model)

@@ -72,12 +72,14 @@ from models import llama_files
 from runtimes import evidence
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
-from runtimes.server import ServerError, ServerPool, ServerProcess, ServerRuntime, server_rounds, setting, setting_name
+from runtimes.server import (ServerError, ServerPool, ServerProcess, ServerRuntime, concurrency_of, is_baseline,
+                             server_rounds, setting, setting_name)
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
 LOG_WAIT_S = 5.0  # the server logs a request's statistics just after answering it
 
 ROUND_LINE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
+SLOT_ROUND_LINE = re.compile(r"id\s+(\d+) \| task (\d+) \| accepted\s+(\d+)/\s*(\d+) draft tokens")
 DRAFT_STATS = re.compile(r"statistics\s+[\w-]+:.*dur\(b,g,a\) = ([\d.]+), ([\d.]+), ([\d.]+) ms")
 REQUEST_DONE = re.compile(r"print_timing: .*total time")
 DRAFT_SETTINGS = re.compile(r"- n_max=(\d+), n_min=(\d+), p_min=([\d.]+)")  # logged by draft-simple at start
@@ -143,12 +145,12 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         t, tb = lc.n_threads(s)
         nb = str(min(lc.N_BATCH, self.n_ctx))
         ngl = "all" if s.n_gpu_layers < 0 else str(s.n_gpu_layers)  # our -1 = every layer
-        argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", "1", "-t", str(t), "-tb", str(tb),
-                "-b", nb, "-ub", nb, "-fa", "off", "-ngl", ngl, "--metrics", "--no-webui",
+        argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", str(concurrency_of(spec)), "-t", str(t),
+                "-tb", str(tb), "-b", nb, "-ub", nb, "-fa", "off", "-ngl", ngl, "--metrics", "--no-webui",
                 "--cache-ram", "0", "-lv", "4"]
-        if spec is None:
+        if is_baseline(spec):
             return argv
-        policy, gamma, drafter, forced = spec
+        policy, gamma, drafter, forced = spec[:4]
         kind, n, k = parse_drafter(drafter)
         if forced:  # the server takes P(position i accepted), unconditional: the products of ours
             rates = list(itertools.accumulate((forced[min(i, len(forced) - 1)] for i in range(gamma)), operator.mul))
@@ -254,6 +256,69 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
                           draft_max=(srv.info["draft"] or {}).get("n_max"),
                           extra={"timings": tm, "server_metrics": metrics_delta, "stop_type": resp.get("stop_type"),
                                  "server_draft": srv.info["draft"]})
+
+    # -- under load (--concurrency N: -np N slots, closed-loop cells; runtimes/load.py) ------------
+
+    def load_body(self, ids: list[int], gen: GenerationSettings) -> dict:
+        return {**self._body(ids, gen), "stream": True}
+
+    @staticmethod
+    def load_chunk(event: dict) -> tuple[list[int], Optional[int], Optional[dict]]:
+        """A chunk's ids and tokens_predicted: a token that ends in an incomplete UTF-8 character is
+        held back and its id never streamed (the next chunk's content carries its text), so counts
+        come from tokens_predicted, not from the ids."""
+        ids = [int(t) for t in event.get("tokens") or []]
+        return ids, event.get("tokens_predicted"), event if event.get("stop") else None
+
+    def load_counters(self, srv: ServerProcess) -> dict:
+        return _server_metrics(srv.request("/metrics"))
+
+    def load_generations(self, srv, cell, gens, speculative: bool, log: str, before: dict, after: dict) -> list:
+        """Each request's Generation from its final chunk (the server's timings and counts) and its
+        rounds from the per-slot log lines: a slot serves one request at a time, so its tasks in
+        log order are its requests in the order they started. drafted/accepted summed over the
+        requests must be the /metrics counters' difference around the cell."""
+        by_slot: dict[int, dict[int, list]] = {}
+        for slot, task, a, n in SLOT_ROUND_LINE.findall(log):
+            by_slot.setdefault(int(slot), {}).setdefault(int(task), []).append((int(n), int(a)))
+        queues = {slot: list(tasks.values()) for slot, tasks in by_slot.items()}
+        out = []
+        ok = sorted((r for r in cell.requests if r.error is None and r.final), key=lambda r: r.start_s)
+        rounds_of = {}
+        for r in ok:
+            q = queues.get(int(r.final.get("id_slot", -1)), [])
+            rounds_of[r.index] = q.pop(0) if q and speculative else []
+        delta = _metrics_delta(before, after)
+        if speculative and len(ok) == len(cell.requests):  # a failed request's counts are unknown
+            drafted = sum(r.final["timings"].get("draft_n", 0) for r in ok)
+            accepted = sum(r.final["timings"].get("draft_n_accepted", 0) for r in ok)
+            if (drafted, accepted) != (delta["draft_tokens"], delta["accepted"]):
+                raise ServerError(f"llama-server's per-request counts ({drafted} drafted, {accepted} accepted) disagree "
+                                  f"with its /metrics counters around the cell ({delta})")
+        for r, gen in zip(cell.requests, gens):
+            if r.error is not None or not r.final:
+                out.append(r.error or "the stream ended without a final chunk")
+                continue
+            tm, wall = r.final["timings"], r.end_s - r.start_s
+            prefill, decode = tm["prompt_ms"] * 1e-3, tm["predicted_ms"] * 1e-3
+            steps = rounds_of.get(r.index) or []
+            if speculative and sum(n for n, _ in steps) != tm.get("draft_n", 0):
+                steps = None  # the log and the request disagree: no rounds rather than wrong ones
+            phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=None if speculative else 0.0, verify_s=decode,
+                            sampling_s=None, unaccounted_s=wall - prefill - decode)
+            notes = self._notes(speculative) | {"target_entropy": "not recomputed under load",
+                                                "unaccounted_s": "the client's wall minus the server's prompt and decode time"}
+            if speculative:
+                notes["draft_s"] = "under load llama.cpp's drafting counter is the server's, not one request's"
+                notes["verify_s"] = "predicted_ms: the whole decode (drafting, verify passes, sampling, the server loop)"
+            rounds = server_rounds(steps, r.n_tokens) if steps is not None else []
+            if len(r.tokens) != r.n_tokens:
+                notes["token_ids"] = (f"{r.n_tokens - len(r.tokens)} of {r.n_tokens} ids held back by the server's stream "
+                                      "(incomplete UTF-8): token_ids is what it streamed")
+            out.append(Generation(r.tokens, phases, rounds, notes=notes, n_tokens=r.n_tokens,
+                                  draft_max=(srv.info.get("draft") or {}).get("n_max") if speculative else None,
+                                  extra={"timings": tm, "id_slot": r.final.get("id_slot"), "server_metrics_cell": delta}))
+        return out
 
     @staticmethod
     def _check_counts(logged: list[tuple[int, int]], tm: dict, delta: dict) -> None:

@@ -318,20 +318,44 @@ def server_rounds(steps: list[tuple[int, int]], n_out: int) -> list[RoundRecord]
 
 def setting(gen) -> tuple:
     """What a speculative server is started for (GenerationSettings ->): (draft policy, most drafts,
-    drafter, forced rates); the servers take these only when they start."""
-    return gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced
+    drafter, forced rates), and the client streams it serves at once when more than one; the
+    servers take these only when they start."""
+    s = (gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced)
+    return s if gen.concurrency == 1 else s + (gen.concurrency,)
+
+
+def baseline_setting(concurrency: int = 1) -> Optional[tuple]:
+    """The baseline's server: None one request at a time, else (None, None, None, None, N)."""
+    return None if concurrency == 1 else (None, None, None, None, concurrency)
+
+
+def setting_of(item) -> Optional[tuple]:
+    """start_setting's items: None (the baseline), an int N (the baseline at concurrency N) or a
+    speculative GenerationSettings."""
+    if item is None or isinstance(item, int):
+        return baseline_setting(item or 1)
+    return setting(item)
+
+
+def concurrency_of(spec: Optional[tuple]) -> int:
+    return spec[4] if spec is not None and len(spec) > 4 else 1
+
+
+def is_baseline(spec: Optional[tuple]) -> bool:
+    return spec is None or spec[0] is None
 
 
 def setting_name(spec: Optional[tuple]) -> str:
     """A server's setting in its log's name: baseline, fixed-gamma4, confidence0.5-gamma6-ngram1-3, ..."""
-    if spec is None:
-        return "baseline"
-    policy, gamma, drafter, forced = spec
+    n = concurrency_of(spec)
+    if is_baseline(spec):
+        return "baseline" + (f"-np{n}" if n > 1 else "")
+    policy, gamma, drafter, forced = spec[:4]
     kind, _, path = drafter.partition(":")
     if kind == "eagle3" and path:  # a head by its folder's name, not its whole path
         drafter = "eagle3-" + (Path(path).name if Path(path).name != "head" else Path(path).parent.name)
     parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else []) \
-        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else [])
+        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else []) + ([f"np{n}"] if n > 1 else [])
     return re.sub(r"[^\w.+-]+", "-", "-".join(parts).replace(":", "").replace(",", "-"))
 
 
@@ -425,15 +449,49 @@ class ServerRuntime:
     one_setting_at_a_time = True
     starts_early = True
     starts_together = 1
+    serves_concurrently = True  # --concurrency N > 1: closed-loop cells (generate_load)
     servers: ServerPool
+    load_path = "/completion"  # the streaming endpoint of generate_load
+
+    def generate_load(self, prompts: list[list[int]], gens: list, speculative: bool) -> tuple:
+        """One cell under load (runtimes/load.py): request i sends prompts[i] with gens[i] (all of
+        one setting and concurrency N), N streams at once -> (Cell, [Generation, or an error line,
+        per request]). The server's counters around the cell must add up to the requests' own."""
+        from runtimes import load
+
+        n = gens[0].concurrency
+        srv = self._server(setting(gens[0]) if speculative else baseline_setting(n))
+        mark, before = srv.log_mark(), self.load_counters(srv)
+        cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids, g) for ids, g in zip(prompts, gens)], n,
+                             self.load_chunk)
+        if not srv.alive():
+            raise ServerError(f"{srv.name} died during a cell under load: {srv.reason()}")
+        return cell, self.load_generations(srv, cell, gens, speculative, srv.log_text(since=mark), before,
+                                           self.load_counters(srv))
+
+    def load_counters(self, srv: ServerProcess) -> dict:
+        """The server's cumulative speculative counters (its /metrics), read around a cell."""
+        return {}
+
+    def load_body(self, ids: list[int], gen) -> dict:
+        raise NotImplementedError
+
+    def load_chunk(self, event: dict) -> tuple[list[int], Optional[dict]]:
+        raise NotImplementedError
+
+    def load_generations(self, srv, cell, gens, speculative: bool, log: str, before: dict, after: dict) -> list:
+        raise NotImplementedError
+
+    def load_capacity(self, concurrency: int) -> int:
+        """Tokens (prompt and answer) each of `concurrency` sequences can hold at once."""
+        return self.context_length // concurrency
 
     def _server(self, spec: Optional[tuple], together: tuple = ()) -> ServerProcess:
         """The running server for a setting (None: baseline), started and warmed up if needed."""
         return self.servers.get_or_start(spec, self._launch, self._ready, together)
 
     def _specs(self, gen, upcoming) -> tuple[Optional[tuple], tuple]:
-        spec = None if gen is None else setting(gen)
-        return spec, tuple(None if g is None else setting(g) for g in upcoming)[:max(self.starts_together - 1, 0)]
+        return setting_of(gen), tuple(setting_of(g) for g in upcoming)[:max(self.starts_together - 1, 0)]
 
     def start_setting(self, gen, upcoming=()) -> None:
         spec, later = self._specs(gen, upcoming)

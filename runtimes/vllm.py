@@ -70,7 +70,8 @@ from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
-from runtimes.server import ServerError, ServerPool, ServerProcess, ServerRuntime, server_rounds, setting, setting_name
+from runtimes.server import (ServerError, ServerPool, ServerProcess, ServerRuntime, concurrency_of, is_baseline,
+                             server_rounds, setting, setting_name)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
@@ -173,15 +174,15 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     def _argv(self, spec: Optional[tuple]) -> list[str]:
         serve = [str(FORKED_SERVE)] if self._in_process_worker() else ["-m", SERVE]
         argv = [self.python, *serve, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
-                "--max-model-len", str(self.context), "--max-num-seqs", "1", "--enforce-eager",
+                "--max-model-len", str(self.context), "--max-num-seqs", str(concurrency_of(spec)), "--enforce-eager",
                 "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
                 "--disable-uvicorn-access-log"]
         if self._in_process_worker():
             argv += ["--distributed-executor-backend", "uni"]
         argv += os.environ.get("HARNESS_VLLM_ARGS", "").split()
-        if spec is None:
+        if is_baseline(spec):
             return argv
-        _, gamma, drafter, forced = spec
+        _, gamma, drafter, forced = spec[:4]
         kind, n, k = parse_drafter(drafter)
         if kind == "ngram":
             cfg = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": n, "num_speculative_tokens": k or gamma}
@@ -275,6 +276,52 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         self._check_counts(steps, delta)
         extra |= {"server_metrics": delta, "spec_decoding": {k: v for k, v in sd.items() if not k.startswith("per_step")}}
         return Generation(out, phases, server_rounds(steps, len(out)), notes=self._notes(True), extra=extra)
+
+    # -- under load (--concurrency N: --max-num-seqs N, closed-loop cells; runtimes/load.py) -------
+
+    load_path = "/v1/completions"
+
+    def load_body(self, ids: list[int], gen: GenerationSettings) -> dict:
+        return {**self._body(ids, gen), "stream": True, "stream_options": {"include_usage": True}}
+
+    @staticmethod
+    def load_chunk(event: dict) -> tuple[list[int], Optional[int], Optional[dict]]:
+        tokens = [int(t) for c in event.get("choices") or [] for t in c.get("token_ids") or []]
+        return tokens, None, (event if "usage" in event and not event.get("choices") else None)
+
+    def load_counters(self, srv: ServerProcess) -> dict:
+        return spec_metrics(srv.request("/metrics"))
+
+    def load_capacity(self, concurrency: int) -> int:
+        """min(--max-model-len, the KV cache's tokens / N): the engine keeps N sequences' caches at once."""
+        sizes = (self._model_sizes() or {}).get("target") or {}
+        per = sizes.get("kv_bytes_per_position")
+        kv_tokens = int(float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) * 2**30 // per) if per else self.context * concurrency
+        return min(self.context, kv_tokens // concurrency)
+
+    def load_generations(self, srv, cell, gens, speculative: bool, log: str, before: dict, after: dict) -> list:
+        """Each request from vLLM's own metrics on its final (usage) chunk: time to first token,
+        generation time and, speculative, its per-step drafted/accepted counts, whose sums over
+        the cell must be the /metrics counters' difference."""
+        out, all_steps = [], []
+        for r in cell.requests:
+            m = (r.final or {}).get("metrics") or {}
+            if r.error is not None or m.get("time_to_first_token_ms") is None:
+                out.append(r.error or f"vLLM's stream ended without per-request metrics: {str(r.final)[:200]}")
+                continue
+            wall = r.end_s - r.start_s
+            prefill, decode = m["time_to_first_token_ms"] * 1e-3, (m.get("generation_time_ms") or 0.0) * 1e-3
+            phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=None if speculative else 0.0, verify_s=decode,
+                            sampling_s=None, unaccounted_s=wall - prefill - decode)
+            sd = m.get("speculative_decoding") or {}
+            steps = list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or [])) if speculative else []
+            all_steps += steps
+            notes = self._notes(speculative) | {"unaccounted_s": "the client's wall minus vLLM's time to first token and generation time"}
+            out.append(Generation(r.tokens, phases, server_rounds(steps, len(r.tokens)), notes=notes,
+                                  extra={"metrics": {k: v for k, v in m.items() if k != "speculative_decoding"}}))
+        if speculative and all(isinstance(g, Generation) for g in out):  # a failed request's counts are unknown
+            self._check_counts(all_steps, metrics_delta(before, after))
+        return out
 
     @staticmethod
     def _check_counts(steps: list[tuple[int, int]], delta: dict) -> None:

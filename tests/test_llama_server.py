@@ -461,3 +461,52 @@ def test_library_default_beside_fixed_gamma_in_a_run_its_report_and_resume(tmp_p
     assert again.exit_code == 0, again.output
     rows2 = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows2) == len(rows) + 1  # only the skipped row is tried again
+
+
+def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
+    """`--concurrency 1,2` with the real llama-server (-np 2): at N = 2 every prompt is sent
+    repeats_at(2) times through two closed-loop streams, one row per request with its cell, the
+    client's times and the server's counts (checked against /metrics inside the runtime); the
+    in-process runtime is one skipped row; each setting's server starts once; a resumed run
+    measures nothing again; the report has its section under load."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    before = server_pids()
+    out = tmp_path / "o"
+    args = ["run", "--runtime", "torch,llama-server", "--pair", "tiny", "--concurrency", "1,2", "--gamma", "2",
+            "--max-new-tokens", "12", "--prompts", "math", "--n-threads", "1", "--n-ctx", "1024", "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    load = [r for r in rows if r["runtime"] == "llama-server" and r["concurrency"] == 2]
+    assert len(load) == 2 * 5 and not [r for r in load if r["error"]]  # 5 prompts once each: 5 >= 2N requests a cell
+    spec = [r for r in load if r["mode"] == "speculative"]
+    assert len({r["cell"] for r in spec}) == 1 and all(r["ttft_s"] > 0 and r["request_end_s"] > r["request_start_s"] for r in spec)
+    assert sum(r["n_drafted"] for r in spec) == sum(r["extra"]["timings"]["draft_n"] for r in spec) > 0
+    assert all(r["new_tokens"] == 12 or r["token_ids"][-1:] == [256] for r in load)  # 12 tokens unless it ended
+    assert [r["error"] for r in rows if r["runtime"] == "torch" and r["concurrency"] == 2] == [
+        "skipped: torch runs one sequence at a time (--concurrency above 1 runs on the server runtimes)"]
+    starts = json.loads((out / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
+    assert starts == {"baseline": 1, "fixed-gamma2": 1, "baseline-np2": 1, "fixed-gamma2-np2": 1}
+    assert "batched_costs" in json.loads((out / "run.json").read_text())
+    report = (out / "report" / "report.md").read_text()
+    assert "## Under load" in report and "speedup_vs_concurrency.png" in report
+    again = CliRunner().invoke(main, args + ["--resume"])
+    after = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    measured = lambda rs: [r for r in rs if not r["error"]]  # noqa: E731 - a skipped row is tried again
+    assert again.exit_code == 0 and len(measured(after)) == len(measured(rows)), again.output
+    assert not server_pids() - before
+
+
+@pytest.mark.parametrize("flag, why", [("0", "--concurrency must be >= 1"),
+                                       ("64", "do not fit llama-server's context")])
+def test_impossible_concurrency_is_one_line_and_exit_2(tmp_path, flag, why):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    res = CliRunner().invoke(main, ["run", "--runtime", "llama-server", "--pair", "tiny", "--concurrency", flag,
+                                    "--prompts", "math", "--n-ctx", "512", "--n-threads", "1", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and why in res.output, res.output

@@ -220,3 +220,22 @@ def test_kill_9_of_the_harness_takes_every_engine_process_with_it(tmp_path):
     while time.monotonic() < deadline and engine_pids() & mine:
         time.sleep(0.2)
     assert not engine_pids() & mine, "vLLM processes outlived a kill -9 of the harness"
+
+
+def test_under_load_vllm_serves_n_sequences_and_each_request_is_a_row(tmp_path):
+    """`--concurrency 2` (--max-num-seqs 2): a row per request with the client's times, the
+    per-step counts summed over the cell equal to /metrics (checked in the runtime), the
+    engines' command lines asking for two sequences, and no engine left."""
+    before = engine_pids()
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["run", "--runtime", "vllm", *ARGS, "--concurrency", "2", "--gamma", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 5 and not [r for r in rows if r["error"]], [r["error"] for r in rows]
+    spec = [r for r in rows if r["mode"] == "speculative"]
+    assert all(r["concurrency"] == 2 and r["ttft_s"] > 0 and r["cell"] for r in rows)
+    assert sum(r["n_drafted"] for r in spec) > 0
+    logs = sorted((out / "vllm").iterdir())
+    assert [p.name for p in logs] == ["01-baseline-np2.log", "02-fixed-gamma2-np2.log"]
+    assert all("--max-num-seqs 2" in p.read_text().splitlines()[0] for p in logs)
+    assert not engine_pids() - before

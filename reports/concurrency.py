@@ -1,0 +1,203 @@
+"""Speculation under load (`--concurrency`): per runtime (and drafting), gamma and concurrency N,
+what the clients saw, the speedup of speculation in aggregate throughput and in per-request
+latency, the measured crossover N (where speculation stops paying), and the batched cost
+model's prediction beside it.
+
+- aggregate output tokens/s: a cell's tokens over its wall (N > 1: the client's clock from the
+  first request sent to the last answer; N = 1: one request after another, the rows' walls);
+- per request: decode tokens/s (tokens after the first over the time after the first), time to
+  first token (the client's; at N = 1 the runtime's prefill), latency (the request's wall);
+- speedups against the baseline cell of the same runtime, settings and N: aggregate throughput
+  and median latency;
+- crossover: the N where the aggregate speedup falls below 1, interpolated linearly between the
+  last N at or above it and the first below;
+- predicted: Leviathan's formula with the costs of the batch (costed_speedup of core/theory.py with
+  o = 0): v(N) = a pass of N sequences x (gamma + 1) tokens over a pass of N x 1, c(N) = the
+  draft's N x 1 pass over the target's, both measured by llama.cpp in-process on the pair's GGUF
+  files (run.json's `batched_costs`, harness/runner.py), alpha_hat of the cell. `verify_regime`
+  says whether that verify batch still costs about a one-token step (memory bound) or grows with
+  its tokens (compute bound).
+
+What it does not do: measure (runtimes/load.py, harness/runner.py), or the other sections.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from core import metrics, theory
+
+MEMORY_BOUND_V = 1.5  # a verify batch below this many one-token passes is still "memory bound"
+
+
+def _n(r: dict) -> int:
+    return r.get("concurrency") or 1
+
+
+def _group_key(r: dict) -> tuple:
+    return (r["pair"], r["runtime"], r.get("temperature"), r.get("top_p"), r.get("top_k"), r.get("max_new_tokens"))
+
+
+def cells(rows: list[dict], batched: Optional[dict] = None) -> list[dict]:
+    """One record per (runtime, settings, mode, gamma, N) of the runs that measured more than one
+    concurrency; speculative records carry their speedups, crossover and prediction."""
+    ok = [r for r in rows if not r.get("error") and not r.get("synthetic")]
+    if len({_n(r) for r in ok}) < 2 and not any(_n(r) > 1 for r in ok):
+        return []
+    groups: dict[tuple, list[dict]] = {}
+    for r in ok:
+        groups.setdefault((*_group_key(r), r["mode"], r.get("gamma") if r["mode"] == "speculative" else None, _n(r)), []).append(r)
+    out = {k: _record(k, rs) for k, rs in groups.items()}
+    for k, rec in out.items():
+        if rec["mode"] != "speculative":
+            continue
+        base = out.get((*k[:6], "baseline", None, k[8]))
+        if base:
+            rec["speedup_aggregate"] = _ratio(rec["aggregate_tps"], base["aggregate_tps"])
+            rec["speedup_latency"] = _ratio(base["latency_median_s"], rec["latency_median_s"])
+        rec.update(_predicted(rec, (batched or {}).get(rec["pair"])))
+    records = sorted(out.values(), key=lambda c: (c["pair"], c["runtime"], c["mode"] != "baseline", c["gamma"] or 0, c["concurrency"]))
+    for rec in records:
+        if rec["mode"] == "speculative":
+            same = [c for c in records if c["mode"] == "speculative" and c["runtime"] == rec["runtime"]
+                    and c["gamma"] == rec["gamma"] and c["pair"] == rec["pair"]]
+            rec["crossover"] = crossover([(c["concurrency"], c.get("speedup_aggregate")) for c in same])
+            rec["crossover_predicted"] = crossover([(c["concurrency"], c.get("predicted_speedup")) for c in same])
+    return records
+
+
+def _record(key: tuple, rs: list[dict]) -> dict:
+    pair, runtime, temperature, top_p, top_k, max_new, mode, gamma, n = key
+    tokens = sum(r["new_tokens"] for r in rs)
+    if n > 1:  # the cells' own clock
+        walls = {r.get("cell") or "": ((r.get("extra") or {}).get("cell") or {}).get("wall_s") for r in rs}
+        wall = sum(w for w in walls.values() if w) or None
+        lat = [r["request_end_s"] - r["request_start_s"] for r in rs if r.get("request_end_s") is not None]
+        ttft = [r.get("ttft_s") for r in rs]
+    else:
+        wall = sum(r["wall_s"] for r in rs)
+        lat = [r["wall_s"] for r in rs]
+        ttft = [r.get("prefill_s") for r in rs]
+    decode = [(r["new_tokens"] - 1) / (w - (t or 0.0)) for r, w, t in zip(rs, lat, ttft)
+              if r["new_tokens"] > 1 and t is not None and w > (t or 0.0)]
+    rounds = [rd for r in rs for rd in (r.get("rounds") or [])]
+    return {"pair": pair, "runtime": runtime, "mode": mode, "gamma": gamma, "concurrency": n, "temperature": temperature,
+            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new, "requests": len(rs), "tokens": tokens,
+            "aggregate_tps": tokens / wall if wall else None,
+            "decode_tps_median": metrics.quantile(decode, 0.5), "decode_tps_p90": metrics.quantile(decode, 0.9),
+            "ttft_median_s": metrics.quantile(ttft, 0.5), "ttft_p90_s": metrics.quantile(ttft, 0.9),
+            "latency_median_s": metrics.quantile(lat, 0.5),
+            "alpha_hat": metrics.alpha_hat(rounds) if mode == "speculative" else None,
+            "speedup_aggregate": None, "speedup_latency": None}
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def _predicted(rec: dict, costs: Optional[dict]) -> dict:
+    """The batched cost model at this cell's N, gamma and alpha_hat (module docstring)."""
+    a, g, n = rec["alpha_hat"], rec["gamma"], str(rec["concurrency"])
+    t = ((costs or {}).get("target") or {}).get(n) or {}
+    d = ((costs or {}).get("draft") or {}).get(n) or {}
+    k = str((g or 0) + 1)
+    if a is None or not g or "1" not in t or k not in t or "1" not in d:
+        return {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None}
+    v, c = t[k] / t["1"], d["1"] / t["1"]
+    return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0)), "v_batched": v,
+            "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound"}
+
+
+def regime_lines(records: list[dict]) -> list[str]:
+    """`harness explain` under load: per speculative cell, its verify batch's cost and regime."""
+    out = []
+    for c in records:
+        if c["mode"] != "speculative" or c.get("v_batched") is None:
+            continue
+        out.append(f"{c['runtime']} gamma {c['gamma']} at N = {c['concurrency']}: a verify batch of {c['concurrency']} x "
+                   f"{c['gamma'] + 1} tokens costs {c['v_batched']:.2f} batched one-token passes ({c['verify_regime']}); "
+                   f"the draft's pass {c['c_batched']:.2f} of the target's; predicted speedup "
+                   f"{c['predicted_speedup']:.2f}, measured " + (f"{c['speedup_aggregate']:.2f}" if c["speedup_aggregate"] else "-"))
+    return (["", "Under load (reports/concurrency.py):"] + [f"- {line}" for line in out]) if out else []
+
+
+def crossover(points: list[tuple[int, Optional[float]]]) -> Optional[float]:
+    """The N where a speedup falls below 1 (linear between the last N >= 1 and the first < 1; the
+    first N when it is below 1 already); None when it never does."""
+    pts = sorted((n, s) for n, s in points if s is not None)
+    for i, (n, s) in enumerate(pts):
+        if s < 1.0:
+            if i == 0:
+                return float(n)
+            n0, s0 = pts[i - 1]
+            return n0 + (s0 - 1.0) / (s0 - s) * (n - n0)
+    return None
+
+
+def markdown(records: list[dict], png: Optional[str]) -> list[str]:
+    """The report's section "Under load"."""
+    if not records:
+        return []
+    lines = ["## Under load: speculation at 1..N concurrent requests", "",
+             "Aggregate output tokens/s of each cell (N streams, closed loop), per request decode tokens/s and time to "
+             "first token (median / p90), and the speedup of speculation in aggregate throughput and in median "
+             "latency; predicted: Leviathan's formula with this machine's batched pass costs (v: N x (gamma+1) tokens "
+             "over N x 1, c: the draft's N x 1 over the target's).", "",
+             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat | speedup (throughput) | speedup (latency) "
+             "| predicted | v | verify batch |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    f = lambda x, spec=".2f": "-" if x is None else format(x, spec)  # noqa: E731
+    for c in records:
+        lines.append(f"| {c['runtime']} | {c['gamma'] or '-'} | {c['concurrency']} | {f(c['aggregate_tps'], '.1f')} | "
+                     f"{f(c['decode_tps_median'], '.1f')} / {f(c['decode_tps_p90'], '.1f')} | "
+                     f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} | "
+                     f"{f(c['speedup_aggregate'])} | {f(c['speedup_latency'])} | {f(c.get('predicted_speedup'))} | "
+                     f"{f(c.get('v_batched'))} | {c.get('verify_regime') or '-'} |")
+    seen = set()
+    lines.append("")
+    for c in records:
+        key = (c["runtime"], c["gamma"])
+        if c["mode"] != "speculative" or key in seen:
+            continue
+        seen.add(key)
+        got, pred = c.get("crossover"), c.get("crossover_predicted")
+        lines.append(f"- {c['runtime']}, gamma {c['gamma']}: " + (f"speculation stops paying in throughput at N = {got:.1f}"
+                     if got is not None else "speculation pays at every N measured")
+                     + ("; predicted " + (f"at N = {pred:.1f}" if pred is not None else "never, within the N measured")
+                        if c.get("predicted_speedup") is not None else ""))
+    if png:
+        lines += ["", f"![speedup against concurrency]({png})"]
+    return lines + [""]
+
+
+def plot(records: list[dict], path) -> Optional[object]:
+    """Speedup (throughput, solid; latency, dashed) against N per runtime and gamma; the crossover
+    marked; the prediction dotted."""
+    spec = [c for c in records if c["mode"] == "speculative" and c.get("speedup_aggregate") is not None]
+    if not spec:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for (runtime, gamma) in dict.fromkeys((c["runtime"], c["gamma"]) for c in spec):
+        cs = sorted((c for c in spec if c["runtime"] == runtime and c["gamma"] == gamma), key=lambda c: c["concurrency"])
+        ns = [c["concurrency"] for c in cs]
+        line, = ax.plot(ns, [c["speedup_aggregate"] for c in cs], "o-", label=f"{runtime} g{gamma}: throughput")
+        ax.plot(ns, [c["speedup_latency"] for c in cs], "s--", color=line.get_color(), alpha=0.7, label="latency")
+        if any(c.get("predicted_speedup") is not None for c in cs):
+            ax.plot(ns, [c.get("predicted_speedup") for c in cs], ":", color=line.get_color(), label="predicted")
+        if cs[0].get("crossover") is not None:
+            ax.axvline(cs[0]["crossover"], color=line.get_color(), lw=0.8, ls="-.")
+            ax.annotate(f"N = {cs[0]['crossover']:.1f}", (cs[0]["crossover"], 1.0), color=line.get_color(), fontsize=8,
+                        xytext=(3, 6), textcoords="offset points")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent requests N")
+    ax.set_ylabel("speedup of speculation")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
