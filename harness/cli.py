@@ -118,13 +118,13 @@ def _common(f):
                      help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
                           "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
                           "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
-                          "library as a user who sets nothing gets it: hf, llama-server)."),
+                          "library as a user who sets nothing gets it). `harness runtimes` says which runtime runs which."),
         click.option("--drafter", "drafter_list", default=None,
                      help="Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an "
-                          "earlier match of the last N tokens, at most K; N default 2, K default gamma; ours in torch "
-                          "and llamacpp, the library's own in hf, llamacpp-native and llama-server), eagle3[:PATH] "
-                          "(an EAGLE-3 head reading the target's hidden states: the pair's own, or the head folder "
-                          f"PATH). [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, else "
+                          "earlier match of the last N tokens, at most K; N default 2, K default gamma; ours in our loop, "
+                          "the library's own elsewhere), eagle3[:PATH] (an EAGLE-3 head reading the target's hidden "
+                          "states: the pair's own, or the head folder PATH); `harness runtimes` says which runtime runs "
+                          f"which. [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, else "
                           f"{default_of(GenerationSettings, 'drafter')}]"),
         click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                      help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL file of {id, category, prompt}."),
@@ -292,7 +292,7 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 
 @main.command()
 @click.option("--runtime", "runtime_spec", default="torch,llamacpp", show_default=True,
-              help="Comma list of runtimes that can force acceptance (torch, llamacpp, llama-server), or 'all'.")
+              help="Comma list of runtimes that can force acceptance (`harness runtimes` names them), or 'all'.")
 @click.option("--pair", default=None,
               help="Preset pair name (default: the embedded default pair), or synthetic:TARGET,DRAFT: random weights in "
                    "real shapes, each a config.json, a model folder or a shipped shape: " + ", ".join(shipped_shapes()) + ".")
@@ -343,6 +343,15 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
     click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")
+
+
+@main.command(name="runtimes")
+def runtimes_command():
+    """Every registered runtime and what it runs: drafters, draft policies, forced acceptance,
+    concurrency (from each runtime's own declaration, runtimes/base.py)."""
+    import runtimes
+
+    click.echo("\n".join(runtimes.capability_lines()))
 
 
 @main.command()

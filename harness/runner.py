@@ -458,7 +458,8 @@ class Runner:
         settings = self._settings()
         if not getattr(rt, "serves_concurrently", False):
             gen = c.settings(c.samplings[0], c.max_new_tokens[0], 0, concurrency=n)
-            why = f"skipped: {name} runs one sequence at a time (--concurrency above 1 runs on the server runtimes)"
+            why = (f"skipped: {name} runs one sequence at a time (--concurrency above 1 runs on "
+                   f"{runtimes.listed(runtimes.able('serves_concurrently'))})")
             _log(f"[{tag}] --concurrency {n}: {why}")
             self._emit(generation_row(pair, rt, name, "baseline", c.prompts[0], 0, gen, None, error=why, **kw))
             self.bar.update(per * len(settings) * len(c.samplings) * len(c.max_new_tokens))

@@ -55,6 +55,55 @@ def parse_names(spec: str) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
+def able(attr: str, value=True) -> list[str]:
+    """The registered runtimes whose class declares `value` in capability `attr` (runtimes/base.py:
+    drafters, policies, forces, serves_concurrently), in registry order; a runtime whose
+    dependency is missing here is left out."""
+    out = []
+    for n in names():
+        try:
+            have = getattr(get(n), attr, None)
+        except RuntimeUnavailable:
+            continue
+        if (value in have) if isinstance(have, (tuple, list, set, frozenset)) else have == value:
+            out.append(n)
+    return out
+
+
+def capabilities() -> list[dict]:
+    """Per registered runtime what its class declares (runtimes/base.py), or why it cannot load here."""
+    out = []
+    for n in names():
+        try:
+            cls = get(n)
+        except RuntimeUnavailable as e:
+            out.append({"runtime": n, "unavailable": str(e)})
+            continue
+        out.append({"runtime": n, "drafters": list(cls.drafters), "policies": list(cls.policies), "forces": cls.forces,
+                    "concurrency": cls.serves_concurrently, "in_all": n not in not_in_all()})
+    return out
+
+
+def capability_lines() -> list[str]:
+    """`harness runtimes`: one line per runtime."""
+    lines = [f"{'runtime':16s} {'drafters':22s} {'draft policies':46s} {'forced':7s} {'--concurrency':13s}"]
+    for c in capabilities():
+        if "unavailable" in c:
+            lines.append(f"{c['runtime']:16s} (not here: {c['unavailable']})")
+            continue
+        lines.append(f"{c['runtime']:16s} {', '.join(c['drafters']):22s} {', '.join(c['policies']):46s} "
+                     f"{'yes' if c['forces'] else 'no':7s} {'yes' if c['concurrency'] else 'no':13s}"
+                     + ("" if c["in_all"] else "  (not in --runtime all here: " + not_in_all()[c["runtime"]] + ")"))
+    return lines
+
+
+def listed(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c' (or 'none')."""
+    if not items:
+        return "none"
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def get(name: str):
     """The runtime class for a name; RuntimeUnavailable if its dependency is not installed."""
     if name not in REGISTRY:

@@ -19,12 +19,18 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Optional, Sequence
 
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, eagle3_path, parse_drafter
+from core.config import (LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, eagle3_path,
+                         parse_drafter, parse_policy)
 from core import sampling
 from core.records import Generation
 from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
 from runtimes.ngram import NgramDrafter
+
+
+DRAFTER_NAMES = {"model": "draft model", "ngram": "prompt lookup", "eagle3": "EAGLE-3 drafting"}
+POLICY_NAMES = {"fixed": "fixed draft length", "confidence": "confidence stopping",
+                "heuristic": "heuristic draft-length schedule", LIBRARY_DEFAULT: "library default"}
 
 
 class Runtime(ABC):
@@ -38,6 +44,13 @@ class Runtime(ABC):
     # run and have it launch its first servers then (start_early), pausing them (hold) while any
     # other runtime measures and resuming them (release) while the others load.
     starts_early: bool = False
+    # What the runtime can run, by kind (core/config.py's parse_drafter, parse_policy): supports()
+    # refuses the rest, and runtimes.able() names the runtimes that can, for its texts, the command
+    # line's `harness runtimes` and the bench's figures.
+    drafters: tuple[str, ...] = ("model",)
+    policies: tuple[str, ...] = ("fixed",)
+    forces: bool = False  # forced acceptance (harness calibrate)
+    serves_concurrently: bool = False  # --concurrency above 1 (a server runtime)
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings
@@ -93,13 +106,19 @@ class Runtime(ABC):
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         """None when this runtime can run the draft policy and drafter of `gen`
-        (core/config.DRAFT_POLICIES, parse_drafter), else why not: a "skipped" row says it."""
-        if gen.forced:
-            return f"{self.name} cannot force acceptance (its library decides each draft; forced acceptance runs in torch, llamacpp and llama-server)"
-        if gen.draft_policy != "fixed":
-            return f"{self.name} drafts a fixed gamma (--draft-policy {gen.draft_policy} runs in torch and llamacpp)"
-        if gen.drafter != "model":
-            return f"{self.name} drafts with the draft model only (--drafter {gen.drafter} runs in torch and llamacpp)"
+        (core/config.DRAFT_POLICIES, parse_drafter), else why not: a "skipped" row says it. Here
+        what the class declares (drafters, policies, forces); a runtime adds its own rules."""
+        from runtimes import able, listed
+
+        kind, policy = parse_drafter(gen.drafter)[0], parse_policy(gen.draft_policy)[0]
+        if gen.forced and not self.forces:
+            return (f"{self.name} cannot force acceptance (its library decides each draft; forced acceptance runs in "
+                    f"{listed(able('forces'))})")
+        if kind not in self.drafters:
+            return f"{self.name} has no {DRAFTER_NAMES[kind]} (--drafter {kind} runs in {listed(able('drafters', kind))})"
+        if policy not in self.policies:
+            return (f"{self.name} has no {POLICY_NAMES[policy]} (--draft-policy {gen.draft_policy} runs in "
+                    f"{listed(able('policies', policy))})")
         return None
 
     def reference(self) -> Optional[Model]:
@@ -161,9 +180,14 @@ class LoopRuntime(Runtime):
             return Eagle3Drafter(self.eagle3_head(gen), self.target, gen.confidence)
         return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft, gen.confidence)
 
+    drafters = ("model", "ngram", "eagle3")
+    policies = ("fixed", "confidence", "heuristic")
+    forces = True
+
     def supports(self, gen: GenerationSettings) -> Optional[str]:
-        if gen.draft_policy == LIBRARY_DEFAULT:
-            return f"{self.name} is the harness's own loop: it has no library default (use fixed, confidence:P or heuristic)"
+        why = super().supports(gen)
+        if why:
+            return why
         kind = parse_drafter(gen.drafter)[0]
         if gen.confidence is not None and kind == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"

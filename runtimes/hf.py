@@ -463,11 +463,13 @@ class HFRuntime(HFText, Runtime):
             self._reference = TorchKV(self.target, len(self.tokenizer), lean=False, sync=self.sync)
         return self._reference
 
+    drafters = ("model", "ngram")
+    policies = ("fixed", "confidence", "heuristic", LIBRARY_DEFAULT)
+
     def supports(self, gen: GenerationSettings) -> Optional[str]:
-        if parse_drafter(gen.drafter)[0] == "eagle3":
-            return f"transformers' generate has no EAGLE-3 drafting (--drafter eagle3 runs in torch, llamacpp, llama-server and vllm)"
-        if gen.forced:
-            return super().supports(gen)
+        why = super().supports(gen)
+        if why:
+            return why
         if parse_drafter(gen.drafter)[0] == "ngram" and gen.draft_policy != "fixed":
             return (f"transformers' prompt lookup drafts a fixed prompt_lookup_num_tokens (it has no default, no "
                     f"confidence and no schedule): --draft-policy {gen.draft_policy} does not apply")

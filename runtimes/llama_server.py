@@ -361,9 +361,16 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             made[folder] = gguf_of(folder, target_folder, target_gguf=self.paths[0])
         return made[folder]
 
+    drafters = ("model", "ngram", "eagle3")
+    policies = ("fixed", "confidence", LIBRARY_DEFAULT)  # n-max, p-min, nothing set; no schedule
+    forces = True  # --spec-synth-rates
+
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        why = super().supports(gen)
+        if why:
+            return why
         if parse_drafter(gen.drafter)[0] == "eagle3":
-            if gen.draft_policy == LIBRARY_DEFAULT or gen.draft_policy == "heuristic":
+            if gen.draft_policy == LIBRARY_DEFAULT:
                 return f"--draft-policy {gen.draft_policy} with an EAGLE-3 head: llama-server takes n-max and p-min (fixed, confidence:P)"
             try:
                 self._eagle3_gguf(gen.drafter)
@@ -371,8 +378,6 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
                 return str(e)
         if gen.forced and gen.draft_policy == LIBRARY_DEFAULT:
             return "forced acceptance needs the server's number of draft positions: use a fixed gamma"
-        if gen.draft_policy == "heuristic":
-            return "llama-server has no draft-length schedule (its drafts stop on n-max and p-min only)"
         if gen.confidence is not None and parse_drafter(gen.drafter)[0] == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; ngram-simple has none"
         return None  # fixed, confidence:P and library-default; the draft model or ngram-simple

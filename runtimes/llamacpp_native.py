@@ -325,15 +325,8 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
     def describe(self) -> dict:
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
-    def supports(self, gen: GenerationSettings) -> Optional[str]:
-        if parse_drafter(gen.drafter)[0] == "eagle3":
-            return f"llama-cpp-python's loop has no EAGLE-3 drafting (--drafter eagle3 runs in torch, llamacpp, llama-server and vllm)"
-        if gen.forced:
-            return super().supports(gen)
-        if gen.draft_policy != "fixed":
-            return (f"llama-cpp-python's loop drafts what its draft model returns, a fixed length "
-                    f"(--draft-policy {gen.draft_policy} runs in torch, llamacpp, hf and llama-server)")
-        return None  # the draft model and the library's LlamaPromptLookupDecoding
+    drafters = ("model", "ngram")  # its draft model and its LlamaPromptLookupDecoding, a fixed length
+    policies = ("fixed",)
 
     def verify_rule(self, gen) -> str:
         return "greedy-match" if gen.sampling.greedy else "sample-match"

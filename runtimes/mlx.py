@@ -389,18 +389,8 @@ class MlxRuntime(TokenizerText, Runtime):
             notes["distribution"] = "mlx-lm applies top-p before top-k and temperature; core/sampling.py after them"
         return notes
 
-    def supports(self, gen: GenerationSettings) -> Optional[str]:
-        if gen.drafter.startswith("eagle3"):
-            return f"mlx-lm's stream_generate has no EAGLE-3 drafting (--drafter eagle3 runs in torch, llamacpp, llama-server and vllm)"
-        if gen.forced:
-            return super().supports(gen)
-        if gen.drafter != "model":
-            return (f"mlx-lm's stream_generate drafts with a draft model only, it has no prompt lookup "
-                    f"(--drafter {gen.drafter} runs in torch, llamacpp, hf, llamacpp-native and llama-server)")
-        if gen.draft_policy not in ("fixed", LIBRARY_DEFAULT):
-            return (f"mlx-lm's loop drafts a fixed num_draft_tokens, with no confidence stopping and no schedule "
-                    f"(--draft-policy {gen.draft_policy} runs in torch, llamacpp and hf)")
-        return None
+    drafters = ("model",)  # stream_generate's draft_model, num_draft_tokens (its default without one)
+    policies = ("fixed", LIBRARY_DEFAULT)
 
     def verify_rule(self, gen: GenerationSettings) -> str:
         return "greedy-match" if gen.sampling.greedy else "sample-match"

@@ -366,16 +366,21 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         check_fits(read_config(folder), load_config(self.paths[0], "target"), folder)
         return str(Path(folder).expanduser().resolve())
 
+    drafters = ("model", "ngram", "eagle3")
+    policies = ("fixed",)  # num_speculative_tokens
+    forces = True  # rejection_sample_method synthetic, where the engine allows it (not on CPU)
+
     def supports(self, gen: GenerationSettings) -> Optional[str]:
+        if gen.forced and self.on_cpu:
+            return "vLLM's synthetic acceptance is not supported with CPU sampling (its engine stops at the first request)"
+        why = super().supports(gen)
+        if why:
+            return why
         if parse_drafter(gen.drafter)[0] == "eagle3":
             try:
                 self._head_folder(gen.drafter)
             except ValueError as e:
                 return str(e)
-        if gen.forced and self.on_cpu:
-            return "vLLM's synthetic acceptance is not supported with CPU sampling (its engine stops at the first request)"
-        if gen.draft_policy != "fixed":
-            return f"vLLM has no draft policy but a fixed num_speculative_tokens (--draft-policy {gen.draft_policy})"
         return None
 
     # -- the rest of the interface (text: TokenizerText) ------------------------------------------

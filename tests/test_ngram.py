@@ -105,7 +105,8 @@ def test_each_runtimes_lookup_in_one_run_and_what_it_cannot_do_says_why(tmp_path
         ("torch", "fixed"), ("torch", "heuristic"), ("llamacpp-native", "fixed")}
     assert all(r["greedy_match"] and r["drafter"] == "ngram:2,3" for r in lookup)
     skipped = [r for r in rows if r["error"]]
-    assert len(skipped) == 1 and skipped[0]["runtime"] == "llamacpp-native" and "fixed length" in skipped[0]["error"]
+    assert len(skipped) == 1 and skipped[0]["runtime"] == "llamacpp-native"
+    assert "has no heuristic draft-length schedule" in skipped[0]["error"] and "runs in torch, hf and llamacpp" in skipped[0]["error"]
     assert skipped[0]["error"].startswith("skipped: ")
     report = (out / "report" / "report.md").read_text()
     for view in ("torch [ngram:2,3]", "torch [heuristic, ngram:2,3]", "llamacpp-native [ngram:2,3]"):
