@@ -109,10 +109,10 @@ def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
 
 
 def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
-    from harness.prompts import BUILTIN
+    from harness.prompts import CATEGORIES, builtin as prompts_of
     from models.teacher_data import make_prompts
 
-    builtin = {p for ps in BUILTIN.values() for p in ps}
+    builtin = {p.text for c in CATEGORIES for p in prompts_of(c)}
     for kind in ("mixed", "explain"):
         a = make_prompts(200, 3, kind)
         assert a == make_prompts(200, 3, kind) and a != make_prompts(200, 4, kind)

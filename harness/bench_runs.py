@@ -1,0 +1,100 @@
+"""`harness bench`'s figures of whole runs: 6 (the default run's wall, first and cached) and 11 (our
+load client against vllm bench serve); harness/bench.py says what each measures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from core.config import GenerationSettings, PairSpec
+from core.results import read_run_json
+from harness.bench_common import (
+    DEFAULT_RUN_GOAL_S,
+    LOAD_GOAL,
+    LOAD_NS,
+    Figure,
+    alternate,
+)
+
+
+class RunFigures:
+    """Figures that run the harness or a server as a user does (a mixin of harness/bench.py's Bench)."""
+
+    def fig6_default_run(self) -> Figure:
+        """The default `harness run --runtime all` twice, each in a process of its own: first with
+        empty caches (a fresh machine: the GGUF conversions, the torch kernels' build, this
+        machine's limits, vLLM's own cache), then again with the caches the first run filled."""
+        import tempfile
+
+        walls, notes, starts = {}, [], {}
+        with tempfile.TemporaryDirectory(prefix="bench-default-") as tmp:
+            env = {**os.environ, "HARNESS_CACHE": str(Path(tmp) / "cache"), "VLLM_CACHE_ROOT": str(Path(tmp) / "vllm")}
+            for name in ("first", "cached"):
+                out = Path(tmp) / name
+                t = time.perf_counter()
+                r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", "all", "--out", str(out)],
+                                   capture_output=True, text=True, env=env)
+                walls[name] = round(time.perf_counter() - t, 1)
+                if r.returncode != 0:
+                    notes.append(f"{name}: " + (r.stderr.strip().splitlines() or ["failed"])[-1])
+                info = (read_run_json(out) or {}).get("runtimes", {})
+                starts[name] = {k: v["server_starts"] for k, v in info.items() if isinstance(v, dict) and "server_starts" in v}
+        return Figure(6, "wall of the default `harness run --runtime all` (s), caches filled", walls["cached"],
+                      f"<= {DEFAULT_RUN_GOAL_S['cached']} s cached, <= {DEFAULT_RUN_GOAL_S['first']} s first, 2 cores",
+                      {"wall_s": walls, "server_starts": starts}, note="; ".join(notes))
+
+    def fig11_load_client(self, pair: PairSpec) -> Figure:
+        """Our closed-loop client (runtimes/load.py) against vLLM's own benchmark client on the same
+        baseline engine at each N, alternated (ours, theirs, ours, theirs)."""
+        import tempfile
+
+        from harness.prompts import DEFAULT_PROMPTS, load_prompts
+
+        rt = self.runtime_for("vllm", pair)
+        if rt is None:
+            return Figure(11, "our load client / vllm bench serve", None, f"within {LOAD_GOAL:.0%}", note="vllm not available")
+        prompts = load_prompts(DEFAULT_PROMPTS)
+        texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
+                                                  add_generation_prompt=True) for p in prompts]
+        detail, worst = {}, 0.0
+        try:
+            with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
+                data = Path(tmp) / "prompts.jsonl"
+                data.write_text("".join(json.dumps({"prompt": t, "output_tokens": 32}) + "\n" for t in texts))
+                for n in LOAD_NS:
+                    gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=n)
+                    requests = max(2 * n, len(prompts)) * 2
+                    rt.start_setting(n if n > 1 else None)
+                    ids = [rt.encode(prompts[i % len(prompts)].text) for i in range(requests)]
+                    srv = rt.servers[None if n == 1 else (None, None, None, None, n)]
+
+                    def ours() -> float:
+                        cell, gs = rt.generate_load(ids, [gen] * requests, False)
+                        return sum(r.n_tokens for r in cell.requests) / cell.wall_s
+
+                    def theirs() -> float:
+                        out = Path(tmp) / f"vllm-{n}.json"
+                        subprocess.run([rt.python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+                                        "--host", "127.0.0.1", "--port", str(srv.port), "--model", "target",
+                                        "--tokenizer", rt.paths[0], "--dataset-name", "custom", "--dataset-path", str(data),
+                                        "--skip-chat-template", "--custom-output-len", "32", "--ignore-eos",
+                                        "--num-prompts", str(requests), "--max-concurrency", str(n), "--temperature", "0",
+                                        "--save-result", "--result-dir", tmp, "--result-filename", out.name],
+                                       capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                        return json.loads(out.read_text())["output_throughput"] if out.exists() else float("nan")
+
+                    got = alternate({"ours": ours, "vllm_bench_serve": theirs}, 2)
+                    rel = got["ours"] / got["vllm_bench_serve"] - 1 if got["vllm_bench_serve"] == got["vllm_bench_serve"] else None
+                    detail[f"N={n}"] = {**{k: round(v, 2) for k, v in got.items()}, "relative": rel}
+                    worst = max(worst, abs(rel)) if rel is not None else worst
+        finally:
+            rt.close()
+        return Figure(11, "our load client's aggregate tok/s / vllm bench serve's, vLLM baseline (largest |difference|)",
+                      worst, f"<= {LOAD_GOAL:.0%} at N = {', '.join(map(str, LOAD_NS))}", detail)
+
+
+
