@@ -10,7 +10,7 @@ translation, summarization, question answering, math reasoning, retrieval-augmen
 `translation`, `summarization`, `qa`, `math-reasoning` and `rag`. `summarization` (passages of
 about 300 words) and `rag` (three numbered documents, or a 40-line function to edit) carry long
 inputs whose phrases the answer copies, where prompt-lookup drafting should shine. The texts are
-data, harness/prompt_sets/CATEGORY.jsonl ({id, category, prompt}), read by the loader that reads a
+data, one JSONL file per category in harness/prompt_sets ({id, category, prompt}), read by the loader that reads a
 user's --prompts file. The set
 `spec-bench` names these six, `all` every category. Every prompt is written for this project
 (none is taken from Spec-Bench, MT-bench or another dataset); each is under 700 SmolLM2 tokens
