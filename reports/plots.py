@@ -95,9 +95,13 @@ def phases(cells: list[dict], path: Path) -> Optional[Path]:
 
 
 def speedup_vs_gamma(cells: list[dict], path: Path) -> Optional[Path]:
+    """Measured speedup and Leviathan's ceilings against gamma; with a single gamma, bars: each
+    runtime's measured speedup beside its two ceilings (a line through one point says nothing)."""
     spec = [c for c in cells if c["mode"] == "speculative" and c["speedup"] is not None]
     if not spec:
         return None
+    if len({c["gamma"] for c in spec}) == 1:
+        return _speedup_bars(spec, path)
     fig = Figure(figsize=(8, 5))
     ax = fig.add_subplot()
     for i, (name, rs) in enumerate(_series(spec, varying(spec)).items()):
@@ -112,6 +116,26 @@ def speedup_vs_gamma(cells: list[dict], path: Path) -> Optional[Path]:
     ax.axhline(1.0, color="black", lw=0.8)
     _axes(ax, "gamma (draft tokens per round)", "speedup over the same runtime's baseline (x)",
           "Measured speedup vs Leviathan's ceiling" + _pair(spec), len(ax.get_lines()) - 1)
+    return _save(fig, path)
+
+
+def _speedup_bars(spec: list[dict], path: Path) -> Optional[Path]:
+    names = list(_series(spec, varying(spec)).items())
+    fig = Figure(figsize=(max(6.0, 1.1 * len(names) + 2), 4.8))
+    ax = fig.add_subplot()
+    width = 0.27
+    for j, (col, what) in enumerate((("speedup", "measured"), ("theory_speedup_measured", "ceiling, c measured"),
+                                     ("theory_speedup_flops", "ceiling, c FLOPs"))):
+        xs = [i + (j - 1) * width for i in range(len(names))]
+        ys = [rs[0][col] if rs[0][col] is not None else 0.0 for _, rs in names]
+        ax.bar(xs, ys, width, color=f"C{j}", label=what)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_ylabel("speedup over the same runtime's baseline (x)")
+    ax.set_title(f"Measured speedup beside Leviathan's ceiling, gamma {spec[0]['gamma']}" + _pair(spec))
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([n for n, _ in names], rotation=30, ha="right", fontsize=8)
+    _legend(ax, 3)
+    ax.grid(alpha=0.3, axis="y")
     return _save(fig, path)
 
 

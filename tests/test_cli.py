@@ -48,8 +48,8 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
     for row in rows:
         assert set(DESIGN_FIELDS) <= set(row), set(DESIGN_FIELDS) - set(row)
         assert row["error"] is None
-        ph = sum(row[k] for k in ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s"))
-        assert ph == pytest.approx(row["wall_s"], abs=1e-9)
+        assert all(row[k] >= 0 for k in ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s"))
+        assert row["unaccounted_s"] < 0.5 * row["wall_s"]  # the passes and choices are booked to their phases
         assert row["new_tokens"] == len(row["token_ids"]) == sum(rd["emitted"] for rd in row["rounds"])
         if row["mode"] == "speculative":
             assert row["greedy_match"] is True and row["gamma"] == 3 and row["alpha_hat"] is not None

@@ -9,7 +9,7 @@ import pytest
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from core.errors import RuntimeUnavailable
-from core.metrics import TIME_FIELDS
+from tests.phases import check_phases
 
 PROMPTS = ["The quick brown fox", "Speculative decoding is", "def fib(n):"]
 GREEDY = SamplingParams()
@@ -44,21 +44,6 @@ def hf_rt(tiny_pair):
 
 def counts(g) -> list[tuple[int, int, int]]:
     return [(r.drafted, r.accepted, r.emitted) for r in g.rounds]
-
-
-def assert_identity(g, speculative: bool) -> None:
-    """prefill + draft + verify + sampling + unaccounted == wall, per generation and per round; none < 0."""
-    p = g.phases.to_dict()
-    assert all(p[f] >= 0 for f in TIME_FIELDS)
-    assert sum(p[f] for f in TIME_FIELDS[1:]) == pytest.approx(p["wall_s"], abs=NS)
-    assert p["verify_s"] > 0 and p["sampling_s"] > 0 and p["prefill_s"] > 0
-    assert (p["draft_s"] > 0) == speculative
-    for r in g.rounds:
-        parts = (r.draft_s, r.verify_s, r.sampling_s, r.unaccounted_s)
-        assert min(parts) >= 0
-        assert sum(parts) == pytest.approx(r.wall_s, abs=NS)
-    # rounds do not overlap each other or the prefill
-    assert sum(r.wall_s for r in g.rounds) + p["prefill_s"] <= p["wall_s"] + NS
 
 
 def test_registered():
@@ -107,8 +92,8 @@ def test_phase_identity(hf_rt, sampling):
     """Also with logits processors run over gamma+1 positions per verification (sampled)."""
     ids = hf_rt.encode(PROMPTS[1])
     gen = settings(gamma=4, sampling=sampling)
-    assert_identity(hf_rt.generate_speculative(ids, gen), speculative=True)
-    assert_identity(hf_rt.generate_baseline(ids, gen), speculative=False)
+    check_phases(hf_rt.generate_speculative(ids, gen), speculative=True)
+    check_phases(hf_rt.generate_baseline(ids, gen), speculative=False)
 
 
 def test_sampling_is_seeded(hf_rt):
@@ -173,7 +158,7 @@ def test_self_draft_accepts_everything(tiny_pair):
     spec = rt.generate_speculative(ids, gen)
     assert spec.token_ids == rt.generate_baseline(ids, gen).token_ids
     assert all(r.accepted == r.drafted for r in spec.rounds)
-    assert_identity(spec, speculative=True)
+    check_phases(spec, speculative=True)
 
 
 def test_missing_seam_says_version(monkeypatch):
@@ -275,7 +260,7 @@ def test_prompt_lookup_is_transformers_own(hf_rt, sampling):
     assert g.extra["draft_settings"] == {"num_output_tokens": 3, "max_matching_ngram_size": 2}
     assert sum(r.emitted for r in g.rounds) == len(g.token_ids) == 30
     assert max(r.drafted for r in g.rounds) == 3 and g.phases.draft_s > 0  # the lookup is the draft phase
-    assert_identity(g, speculative=True)
+    check_phases(g, speculative=True)
     assert hf_rt.verify_rule(gen) == ("greedy-match" if sampling.greedy else "sample-match")
     if sampling.greedy:
         assert g.token_ids == hf_rt.generate_baseline(ids, gen).token_ids

@@ -14,7 +14,7 @@ import pytest
 
 from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from core.errors import RuntimeUnavailable
-from core.metrics import TIME_FIELDS
+from tests.phases import check_phases
 
 PROMPTS = ["The quick brown fox", "Speculative decoding is", "def fib(n):"]
 GREEDY = SamplingParams()
@@ -43,20 +43,6 @@ def mlx_rt(mlx_lm, tiny_pair):
     rt.load(tiny_pair)
     yield rt
     rt.close()
-
-
-def assert_identity(g, speculative: bool) -> None:
-    """prefill + draft + verify + sampling + unaccounted == wall, per generation and per round; none < 0."""
-    p = g.phases.to_dict()
-    assert all(p[f] is not None and p[f] >= 0 for f in TIME_FIELDS)
-    assert sum(p[f] for f in TIME_FIELDS[1:]) == pytest.approx(p["wall_s"], abs=NS)
-    assert p["verify_s"] > 0 and p["sampling_s"] > 0 and p["prefill_s"] > 0
-    assert (p["draft_s"] > 0) == speculative
-    for r in g.rounds:
-        parts = (r.draft_s, r.verify_s, r.sampling_s, r.unaccounted_s)
-        assert min(parts) >= 0 and r.verify_s > 0 and r.sampling_s > 0
-        assert sum(parts) == pytest.approx(r.wall_s, abs=NS)
-    assert sum(r.wall_s for r in g.rounds) + p["prefill_s"] <= p["wall_s"] + NS  # rounds exclude the prefill
 
 
 # ---- missing mlx-lm -------------------------------------------------------------------------------
@@ -107,7 +93,7 @@ def test_self_draft_accepts_everything(mlx_lm, tiny_pair):
     spec = rt.generate_speculative(ids, gen)
     assert spec.token_ids == rt.generate_baseline(ids, gen).token_ids
     assert all(r.accepted == r.drafted for r in spec.rounds)
-    assert_identity(spec, speculative=True)
+    check_phases(spec, speculative=True)
 
 
 def test_eos_rule_matches_torch(mlx_rt, torch_rt, monkeypatch):
@@ -175,8 +161,8 @@ def test_phase_identity(mlx_rt, sampling):
     ids = mlx_rt.encode(PROMPTS[1])
     gen = settings(gamma=4, sampling=sampling)
     spec, base = mlx_rt.generate_speculative(ids, gen), mlx_rt.generate_baseline(ids, gen)
-    assert_identity(spec, speculative=True)
-    assert_identity(base, speculative=False)
+    check_phases(spec, speculative=True)
+    check_phases(base, speculative=False)
     assert all(r.draft_s > 0 for r in spec.rounds) and all(r.draft_s == 0 for r in base.rounds)
     assert {"prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s"} <= set(spec.notes)
 
@@ -283,7 +269,7 @@ def test_the_rule_is_sample_match(micro):
 def test_supports(mlx_rt):
     for policy, drafter in (("fixed", "model"), ("library-default", "model")):
         assert mlx_rt.supports(settings(policy=policy, drafter=drafter)) is None
-    for policy, drafter, why in (("confidence:0.4", "model", "no confidence stopping"), ("heuristic", "model", "no schedule"),
+    for policy, drafter, why in (("confidence:0.4", "model", "no confidence stopping"), ("heuristic", "model", "no heuristic draft-length schedule"),
                                  ("fixed", "ngram", "no prompt lookup"), ("library-default", "ngram:2,3", "no prompt lookup")):
         assert why in mlx_rt.supports(settings(policy=policy, drafter=drafter))
     forced = GenerationSettings(GREEDY, 4, 8, forced=(0.5,))
@@ -310,7 +296,7 @@ def test_a_run_rows_report_and_explain(mlx_lm, tmp_path):
     skipped = [r for r in rows if r["error"]]
     assert {(r["draft_policy"], r["drafter"]) for r in skipped} == {("heuristic", "model"), ("fixed", "ngram"),
                                                                     ("heuristic", "ngram"), ("library-default", "ngram")}
-    assert all(r["error"].startswith("skipped: mlx-lm") for r in skipped)
+    assert all(r["error"].startswith("skipped: mlx has no ") for r in skipped)
     spec = [r for r in rows if r["mode"] == "speculative" and not r["error"]]
     assert {r["draft_policy"] for r in spec} == {"fixed", "library-default"} and all(r["greedy_match"] for r in spec)
     assert {r["gamma"] for r in spec if r["draft_policy"] == "library-default"} == {library_gamma()}

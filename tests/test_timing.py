@@ -1,4 +1,6 @@
-"""The phase identity prefill + draft + verify + sampling + unaccounted == wall."""
+"""The phase timer: each phase books what was spent in it, unaccounted is what no phase booked (it
+is defined as wall minus the phases, so their sum is the wall by construction; what can be wrong
+is a phase booking too little or too much, or two phases at once), one phase at a time."""
 
 import time
 
@@ -10,7 +12,7 @@ from core.timing import PhaseTimer
 PH = ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
 
 
-def test_timer_identity_is_exact_in_nanoseconds():
+def test_each_phase_books_its_own_time_and_orchestration_is_unaccounted():
     calls = []
     timer = PhaseTimer(sync=lambda: calls.append(1))
     timer.start()
@@ -21,15 +23,24 @@ def test_timer_identity_is_exact_in_nanoseconds():
         with timer.phase("draft"):
             time.sleep(0.001)
         with timer.phase("verify"):
-            time.sleep(0.001)
-        time.sleep(0.001)  # orchestration
+            time.sleep(0.003)
+        time.sleep(0.002)  # orchestration: in no phase
         r = timer.end_round()
-        assert sum(r.ns.values()) + r.unaccounted_ns == r.wall_ns
-        assert r.unaccounted_ns >= 1_000_000
+        assert r.ns["draft"] >= 1_000_000 and r.ns["verify"] >= 3_000_000 and r.ns["sampling"] == 0
+        assert r.unaccounted_ns >= 2_000_000  # the orchestration, not booked to draft or verify
+        assert r.ns["verify"] > r.ns["draft"]  # each phase got its own sleep, not its neighbour's
     total = timer.stop()
-    assert sum(total.ns.values()) + total.unaccounted_ns == total.wall_ns
-    assert total.ns["prefill"] >= 2_000_000 and total.ns["draft"] >= 3_000_000
+    assert total.ns["prefill"] >= 2_000_000 and total.ns["draft"] >= 3_000_000 and total.ns["verify"] >= 9_000_000
+    assert total.unaccounted_ns >= 6_000_000 and total.ns["prefill"] < total.ns["verify"]
     assert calls, "sync must be called before reading the clock"
+
+
+def test_one_phase_at_a_time():
+    timer = PhaseTimer()
+    timer.start()
+    timer.begin("draft")
+    with pytest.raises(RuntimeError, match="begun while 'draft' is open"):
+        timer.begin("verify")
 
 
 def test_phase_is_booked_even_when_the_body_raises():
@@ -43,18 +54,21 @@ def test_phase_is_booked_even_when_the_body_raises():
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
-def test_generation_phases_sum_to_wall(torch_rt, temperature):
+def test_a_generation_books_its_work_to_its_phases(torch_rt, temperature):
+    """Every phase non-negative, the model passes in draft and verify, the choices in sampling,
+    little left unaccounted (the loop's own bookkeeping), and the rounds inside the generation."""
     ids = torch_rt.encode("Photosynthesis is")
     gen = GenerationSettings(SamplingParams(temperature=temperature, top_k=50, top_p=0.9), gamma=3, max_new_tokens=20, ignore_eos=True)
-    for g in (torch_rt.generate_baseline(ids, gen), torch_rt.generate_speculative(ids, gen)):
+    for spec, g in ((False, torch_rt.generate_baseline(ids, gen)), (True, torch_rt.generate_speculative(ids, gen))):
         ph = g.phases.to_dict()
         assert all(ph[k] >= 0 for k in PH)
-        assert sum(ph[k] for k in PH) == pytest.approx(ph["wall_s"], abs=1e-9)
+        assert ph["prefill_s"] > 0 and ph["verify_s"] > 0 and ph["sampling_s"] > 0
+        assert (ph["draft_s"] > 0) == spec
+        assert ph["unaccounted_s"] < 0.5 * ph["wall_s"]  # the passes and choices are most of it
         for r in g.rounds:
             d = r.to_dict()
-            assert all(d[k] >= 0 for k in PH[1:])
-            assert sum(d[k] for k in PH[1:]) == pytest.approx(d["wall_s"], abs=1e-9)
-        # rounds fit inside the generation
+            assert all(d[k] >= 0 for k in PH[1:]) and d["verify_s"] > 0
+        # rounds fit inside the generation, after its prefill
         assert sum(r.wall_s for r in g.rounds) <= ph["wall_s"] - ph["prefill_s"] + 1e-9
 
 
@@ -70,7 +84,7 @@ def test_the_harness_s_own_bookkeeping_is_outside_every_wall():
     r = timer.end_round()
     total = timer.stop()
     assert 2_000_000 <= r.wall_ns < 15_000_000 and total.wall_ns < 15_000_000
-    assert sum(r.ns.values()) + r.unaccounted_ns == r.wall_ns and r.unaccounted_ns >= 0
+    assert r.ns["verify"] >= 2_000_000 and 0 <= r.unaccounted_ns < 15_000_000  # the 20 ms are in neither
     timer.start()
     timer.begin("draft")
     with pytest.raises(RuntimeError, match="while phase 'draft' is open"):

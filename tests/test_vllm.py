@@ -84,10 +84,10 @@ class TestTwoEngines:
             assert len(base.token_ids) == 24 and spec.token_ids == base.token_ids
             _check_counts(spec, 3)
             assert any(r.accepted for r in spec.rounds)  # the pair agrees often enough to accept something
-            for g in (base, spec):  # prefill + decode + unaccounted is the wall; vLLM splits no draft from verify
+            for g in (base, spec):  # vLLM's own prefill and decode times inside the client's wall
                 p = g.phases
                 assert p.prefill_s > 0 and p.verify_s > 0 and p.unaccounted_s >= 0
-                assert p.prefill_s + p.verify_s + p.unaccounted_s + (p.draft_s or 0.0) == pytest.approx(p.wall_s)
+                assert p.prefill_s + p.verify_s <= p.wall_s
             assert spec.phases.draft_s is None and "no draft/verify split" in spec.notes["draft_s"]
             assert base.phases.draft_s == 0.0 and all(r.drafted == 0 for r in base.rounds)
         assert vllm_rt.verify_rule(gen) == "greedy-match"
