@@ -69,6 +69,9 @@ def eagle3_path(spec: str) -> Optional[str]:
     kind, _, path = spec.partition(":")
     return path or None if kind == "eagle3" else None
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+# The torch runtime's forward: kernels (its C++ kernels, runtimes/llama_step.py), eager (PyTorch's
+# own ops throughout) or auto (kernels on a CPU in float32 where they build, else eager)
+TORCH_FORWARDS = ("auto", "kernels", "eager")
 
 
 def at_least(flag: str, value, low, why: str = "") -> None:
@@ -166,8 +169,11 @@ class RuntimeSettings:
     n_threads: Optional[int] = None
     n_gpu_layers: int = 0
     n_ctx: Optional[int] = None
+    torch_forward: str = "auto"  # TORCH_FORWARDS: what the torch runtime's forward runs
 
     def __post_init__(self):
+        if self.torch_forward not in TORCH_FORWARDS:
+            raise HarnessError(f"--torch-forward must be one of {', '.join(TORCH_FORWARDS)}, got {self.torch_forward!r}")
         if self.device not in DEVICES and not self.device.startswith("cuda:"):
             raise HarnessError(f"--device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.dtype not in DTYPES:

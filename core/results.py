@@ -32,7 +32,7 @@ OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
 KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "forced_rates",
-              "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency")
+              "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward")
 # one request of a cell under load (--concurrency N > 1): the client's clock; null in other rows
 LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median_s", "itl_p90_s")
 KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed

@@ -134,7 +134,7 @@ class SpecFigures:
         detail: dict = {}
         for name in heads:
             for drafter in ("model", "eagle3"):
-                spec = [x for x in rows if x.get("runtime_name", x["runtime"]) == name and x["mode"] == "speculative"
+                spec = [x for x in rows if x["runtime"].split(" [")[0] == name and x["mode"] == "speculative"
                         and x.get("drafter") == drafter]
                 if not spec:
                     continue

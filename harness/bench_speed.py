@@ -57,7 +57,7 @@ class SpeedFigures:
             return f
 
         # and the lean forward with its one-token step eager (not the step kernel): the figure without the kernel
-        eager = Loop(TorchKV(model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
+        eager = Loop(TorchKV(model, rt.target.vocab, sync=rt.target.sync, kernels=False), None, rt.is_eos)
         med = alternate({"torch": e2e(Loop(rt.target, None, rt.is_eos)), "torch_eager_step": e2e(eager),
                          "torch_transformers_forward": e2e(hf_fwd), "hf_generate": hf_generate}, self.repeats)
         med.update(lean_path=rt.target.lean is not None, forward=rt.target.describe(), threads=torch.get_num_threads(),
@@ -129,7 +129,7 @@ class SpeedFigures:
             fns[name] = lambda rt=rt, ids=ids: baseline_step_s(rt.generate_baseline(ids, self.gen))
             sizes[name], depth[name] = target, len(ids) + self.tokens / 2
             if name == "torch":  # the same weights with the one-token step eager, beside it
-                eager = Loop(TorchKV(rt.target.model, rt.target.vocab, sync=rt.target.sync, compiled=False), None, rt.is_eos)
+                eager = Loop(TorchKV(rt.target.model, rt.target.vocab, sync=rt.target.sync, kernels=False), None, rt.is_eos)
                 fns["torch (eager step)"] = lambda eager=eager, ids=ids: baseline_step_s(eager.generate(ids, self.gen))
                 sizes["torch (eager step)"], depth["torch (eager step)"] = target, depth[name]
 

@@ -84,6 +84,10 @@ MACHINE_OPTIONS = [
     click.option("--n-threads", default=_rs("n_threads"), type=int,
                  help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; "
                       "use 1 on a busy machine)."),
+    click.option("--torch-forward", "torch_forward_list", default=_rs("torch_forward"), show_default=True,
+                 help="Comma list (an axis) of what torch's forward runs: kernels (its C++ one-token step and "
+                      "packed matrices, runtimes/llama_step.py), eager (PyTorch's own ops throughout), auto "
+                      "(kernels on a CPU in float32 where they build, else eager)."),
     click.option("--n-gpu-layers", default=_rs("n_gpu_layers"), show_default=True, type=int,
                  help="llama.cpp layers to offload (-1 = all)."),
     click.option("--n-ctx", default=_rs("n_ctx"), type=int,
@@ -106,8 +110,14 @@ def _options(*groups):
 
 
 def _runtime_settings(o: dict) -> RuntimeSettings:
+    for f in _torch_forwards(o):
+        RuntimeSettings(torch_forward=f)  # each forward checked before anything loads
     return RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
                            n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
+
+
+def _torch_forwards(o: dict) -> list[str]:
+    return [f.strip() for f in o["torch_forward_list"].split(",") if f.strip()]
 
 
 def _common(f):
@@ -196,7 +206,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     _check_heads(resolved, drafters)
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
-                    concurrencies=_split(o["concurrency_list"], int, "--concurrency"))
+                    concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o))
     rows = run_all(cfg)
     if rows and all(r["error"] for r in rows):  # nothing measured (the runner said why): no table, no report
         errors = out / "errors.log"
@@ -339,7 +349,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     cfg = RunConfig(names, [spec], prompts, gammas, [SamplingParams()], [max_new_tokens],
                     o["seed"], True, drafters=drafters, forced=[(a,) for a in alphas], runtime=settings,
                     repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],
-                    concurrencies=concurrencies)
+                    concurrencies=concurrencies, torch_forwards=_torch_forwards(o))
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
     click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")

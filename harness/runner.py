@@ -70,6 +70,7 @@ class RunConfig:
     resume: bool = False
     forced: Optional[list[tuple]] = None  # forced acceptance rates per setting (harness calibrate); None: the models decide
     concurrencies: list[int] = field(default_factory=lambda: [1])  # client streams at once (--concurrency)
+    torch_forwards: list[str] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
 
     def __post_init__(self):
         at_least("--repeats", self.repeats, 1)
@@ -77,7 +78,7 @@ class RunConfig:
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
                          ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings),
                          ("--draft-policy", self.draft_policies), ("--drafter", self.drafters),
-                         ("--concurrency", self.concurrencies)):
+                         ("--concurrency", self.concurrencies), ("--torch-forward", self.torch_forwards)):
             if not xs:
                 raise HarnessError(f"nothing to run: {name} is empty")
         if self.forced is None and any(p.synthetic for p in self.pairs):
@@ -86,6 +87,8 @@ class RunConfig:
         for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
                                                   self.forced or [None], self.concurrencies):
             GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
+        for f in self.torch_forwards:
+            replace(self.runtime, torch_forward=f)  # validates each forward
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
                  policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
@@ -108,10 +111,14 @@ class RunConfig:
         return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
                 for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
 
+    def n_runtimes(self) -> int:
+        """Runtimes measured: torch once per --torch-forward."""
+        return len(self.runtimes) + ("torch" in self.runtimes) * (len(set(self.torch_forwards)) - 1)
+
     def n_rows(self) -> int:
         per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings())) \
             * len(self.samplings) * len(self.max_new_tokens)
-        return len(self.runtimes) * len(self.pairs) * len(self.prompts) * per_prompt
+        return self.n_runtimes() * len(self.pairs) * len(self.prompts) * per_prompt
 
 
 def _log(msg: str) -> None:
@@ -123,9 +130,10 @@ def _log(msg: str) -> None:
 def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
                    gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
                    baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings(),
-                   label: Optional[str] = None) -> dict:
+                   label: Optional[str] = None, forward: Optional[str] = None) -> dict:
     """core.results.make_row for one generation of runtime `rt` (None when it never loaded);
-    `label` is the pair as a person names it (models.info.pair_label)."""
+    `label` is the pair as a person names it (models.info.pair_label); `forward` the forward a
+    runtime with a choice of them runs (torch: kernels or eager), None for the others."""
     desc = rt.describe() if rt is not None else {}
     identity = {"runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
                 "category": prompt.category, "repeat": repeat}
@@ -133,6 +141,7 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
                    verify_rule=rt.verify_rule(gen) if rt is not None else None)
     row["pair_label"] = label or pair.name
+    row["torch_forward"] = desc.get("torch_forward", forward)
     return row
 
 
@@ -167,7 +176,7 @@ class Runner:
                 "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in cfg.pairs],
                 "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
                 "max_new_tokens": cfg.max_new_tokens, "draft_policies": cfg.draft_policies,
-                "drafters": cfg.drafters, "seed": cfg.seed,
+                "drafters": cfg.drafters, "torch_forwards": cfg.torch_forwards, "seed": cfg.seed,
                 "ignore_eos": cfg.ignore_eos,
                 "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
                 "prompts": [asdict(p) for p in cfg.prompts],
@@ -191,16 +200,46 @@ class Runner:
         self.bar = tqdm(total=self.cfg.n_rows(), unit="gen", desc="generations", file=sys.stderr,
                         dynamic_ncols=True, disable=None)
         self.early: dict[tuple[str, str], Runtime] = {}  # (runtime, pair) -> loaded, its first servers starting
+        self.forward: Optional[str] = None  # the forward of the runtime now measured (_forwards)
         try:
             self._start_early()
             for name, pair in itertools.product(self.cfg.runtimes, self.cfg.pairs):
-                self._runtime_pair(name, pair)
+                for self.forward in self._forwards(name):
+                    self._runtime_pair(name, pair)
+            self.forward = None
         finally:
             for rt in self.early.values():
                 rt.close()
             self.bar.close()
             self.writer.close()
         return self.rows
+
+    def _forwards(self, name: str) -> list[Optional[str]]:
+        """The forwards a runtime runs in this run, each measured as a runtime of its own: --torch-forward
+        resolved (auto: kernels where they build here, else eager) for a runtime with a choice of
+        forwards (torch), [None] for the others."""
+        try:
+            if not runtimes.get(name).forwards:
+                return [None]
+        except RuntimeUnavailable:  # not installed here: its turn says so
+            return [None]
+        from runtimes.pytorch import resolve_forward
+
+        return list(dict.fromkeys(resolve_forward(replace(self.cfg.runtime, torch_forward=f))[0]
+                                  for f in self.cfg.torch_forwards))
+
+    @property
+    def rs(self) -> RuntimeSettings:
+        """The runtime settings of the runtime now measured (its forward, where it has a choice)."""
+        return replace(self.cfg.runtime, torch_forward=self.forward) if self.forward else self.cfg.runtime
+
+    def _label(self, name: str) -> str:
+        """The runtime as the console, run.json and the report name it: `torch [kernels]` where the
+        forward is a choice, else its registry name."""
+        return f"{name} [{self.forward}]" if self.forward else name
+
+    def _row_kw(self, pair: PairSpec) -> dict:
+        return dict(settings=self.rs, label=self.labels[pair.name], forward=self.forward)
 
     def _start_early(self) -> None:
         """Each server runtime measured after another one (`starts_early`) is loaded now and launches
@@ -278,7 +317,7 @@ class Runner:
                "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
                "drafter": drafter if spec else None, "forced_rates": forced,
                "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
-               "seed": gen.seed, "concurrency": concurrency}
+               "seed": gen.seed, "concurrency": concurrency, "torch_forward": self.forward}
         return gen, row_key(row)
 
     def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
@@ -288,25 +327,25 @@ class Runner:
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
         todo = self._todo(name, pair)
-        self.bar.update(self.cfg.n_rows() // (len(self.cfg.runtimes) * len(self.cfg.pairs)) - len(todo))
+        self.bar.update(self.cfg.n_rows() // (self.cfg.n_runtimes() * len(self.cfg.pairs)) - len(todo))
         if not todo:
             return
         rt = None
-        tag = name if len(self.cfg.pairs) == 1 else f"{name} {pair.name}"
+        label = self._label(name)
+        tag = label if len(self.cfg.pairs) == 1 else f"{label} {pair.name}"
         try:
             rt = self.early.pop((name, pair.name), None) or self._load(name, pair)
-            self.info["runtimes"][name] = rt.describe()
+            self.info["runtimes"][label] = rt.describe()
             write_run_json(self.out, self.info)
             self._measure(name, pair, rt, tag)
         except (RuntimeUnavailable, _LoadFailed) as e:
             reason = _one_line(e.__cause__) if isinstance(e, _LoadFailed) else str(e)
             _log(f"[{tag}] skipped: {reason}")
-            self.info["runtimes"][name] = {"skipped": reason}
+            self.info["runtimes"][label] = {"skipped": reason}
             write_run_json(self.out, self.info)
             s, n = self.cfg.samplings[0], self.cfg.max_new_tokens[0]
             self._emit(generation_row(pair, None, name, "baseline", self.cfg.prompts[0], 0, self.cfg.settings(s, n, 0),
-                                      None, error=f"skipped: {reason}", settings=self.cfg.runtime,
-                                      label=self.labels[pair.name]))
+                                      None, error=f"skipped: {reason}", **self._row_kw(pair)))
             self.bar.update(len(todo))
         finally:
             if rt is not None:
@@ -316,15 +355,16 @@ class Runner:
         """run.json's roofline[pair][runtime]: the model sizes the runtime describes and each
         prompt's token count, what the report's roofline needs beside the rows (kept per pair: a
         sweep over pairs loads a runtime once per pair, and `runtimes` holds the last description)."""
-        entry = {"model_sizes": self.info["runtimes"][name].get("model_sizes"),  # the description just taken
+        label = self._label(name)
+        entry = {"model_sizes": self.info["runtimes"][label].get("model_sizes"),  # the description just taken
                  "prompt_tokens": {k: len(v) for k, v in encoded.items()}}
-        self.info.setdefault("roofline", {}).setdefault(pair.name, {})[name] = entry
+        self.info.setdefault("roofline", {}).setdefault(pair.name, {})[label] = entry
         write_run_json(self.out, self.info)
 
     def _load(self, name: str, pair: PairSpec) -> Runtime:
         cls = runtimes.get(name)
-        rt = cls(self.cfg.runtime, workdir=self.out)
-        _log(f"[{name}] loading {pair.name} ...")
+        rt = cls(self.rs, workdir=self.out)
+        _log(f"[{self._label(name)}] loading {pair.name} ...")
         try:
             rt.load(pair)
         except HarnessError:
@@ -369,10 +409,10 @@ class Runner:
         finally:
             for other in self.early.values():
                 other.release()
-            self.info["runtimes"][name] = rt.describe()  # with what measuring added (a server's starts)
+            desc = self.info["runtimes"][self._label(name)] = rt.describe()  # with what measuring added (a server's starts)
             write_run_json(self.out, self.info)
-            if "server_starts" in self.info["runtimes"][name]:
-                starts = self.info["runtimes"][name]["server_starts"]
+            if "server_starts" in desc:
+                starts = desc["server_starts"]
                 _log(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items()))
 
     def _blocks(self, name, pair, rt, bases) -> list["_Block"]:
@@ -432,7 +472,7 @@ class Runner:
                     said.add(how)
                     _log(f"[{tag}] --draft-policy {gen.draft_policy} --drafter {gen.drafter}: skipped: {b.why[how]}")
                     self._emit(generation_row(pair, rt, name, mode, p, rep, gen, None, error=f"skipped: {b.why[how]}",
-                                              settings=c.runtime, label=self.labels[pair.name]))
+                                              **self._row_kw(pair)))
                 self.bar.update(1)
                 continue
             base = bases.get(_cell_id(cell))
@@ -453,7 +493,7 @@ class Runner:
         per request. A cell with every row measured is kept (resume by cell); a runtime that runs
         one sequence at a time is one skipped row."""
         c = self.cfg
-        kw = dict(settings=c.runtime, label=self.labels[pair.name])
+        kw = self._row_kw(pair)
         per = c.repeats_at(n) * len(c.prompts)
         settings = self._settings()
         if not getattr(rt, "serves_concurrently", False):
@@ -487,7 +527,7 @@ class Runner:
                 self._emit(generation_row(pair, rt, name, mode, c.prompts[0], 0, first, None, error=f"skipped: {why}", **kw))
                 self.bar.update(sum(len(cl) for cl in cells))
                 continue
-            upcoming = [cl[0][0][1] if m == "speculative" else n for m, cls in plan[i + 1:] for cl in cls[:1]]
+            upcoming = [cls[0][0][1] if m == "speculative" else n for m, cls in plan[i + 1:] if cls]  # each later setting's first request's settings
             rt.start_setting(first if spec else n, upcoming)
             if c.warmup:  # n requests at once, outside every cell
                 warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
@@ -536,7 +576,7 @@ class Runner:
                      f"(above {100 * CLIENT_CPU_WARN:.0f} %): it may be part of what was measured")
 
     def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
-        kw = dict(settings=self.cfg.runtime, label=self.labels[pair.name])
+        kw = self._row_kw(pair)
         try:
             g = rt.generate_speculative(ids, gen) if mode == "speculative" else rt.generate_baseline(ids, gen)
         except HarnessError:

@@ -100,24 +100,32 @@ def _drafter_label(drafter: Optional[str]) -> Optional[str]:
 
 
 def by_drafting(rows: list[dict]) -> list[dict]:
-    """Speculative rows that drafted otherwise than by default (a draft policy other than `fixed`,
-    a drafter other than the draft model) shown as a runtime of their own, "RUNTIME [HOW]", with
-    copies of that runtime's baseline rows, so every table, plot and explanation sets e.g.
-    untuned llama-server, or prompt lookup, beside the same runtime at fixed gamma (under
-    `library-default` its `gamma` is the draft length the library used at most)."""
+    """Rows as the reports name their runtime: a runtime whose forward was a choice as
+    "RUNTIME [FORWARD]" (torch [kernels]); speculative rows that drafted otherwise than by default
+    (a draft policy other than `fixed`, a drafter other than the draft model) as a runtime of their
+    own, "RUNTIME [HOW]" (torch [kernels, ngram]), with copies of that runtime's baseline rows, so
+    every table, plot and explanation sets e.g. untuned llama-server, or prompt lookup, beside the
+    same runtime at fixed gamma (under `library-default` its `gamma` is the draft length the library
+    used at most). `runtime_name` is the runtime a view was made from, as run.json names it."""
+    rows = [{**r, "runtime": f"{r['runtime']} [{r['torch_forward']}]"} if r.get("torch_forward") else r for r in rows]
     out, extra = [], []
     ways: dict[tuple, set] = {}
     for r in rows:
         how = drafting(r) if r.get("mode") == "speculative" else None
         if how:
             ways.setdefault((r["runtime"], r.get("source")), set()).add(how)
-            r = {**r, "runtime": f"{r['runtime']} [{how}]", "runtime_name": r["runtime"]}
+            r = {**r, "runtime": _view(r["runtime"], how), "runtime_name": r["runtime"]}
         out.append(r)
     for r in rows:
         if r.get("mode") == "baseline":
             for how in sorted(ways.get((r["runtime"], r.get("source")), ())):
-                extra.append({**r, "runtime": f"{r['runtime']} [{how}]", "runtime_name": r["runtime"]})
+                extra.append({**r, "runtime": _view(r["runtime"], how), "runtime_name": r["runtime"]})
     return out + extra
+
+
+def _view(runtime: str, how: str) -> str:
+    """"torch" + "ngram" -> "torch [ngram]"; "torch [kernels]" + "ngram" -> "torch [kernels, ngram]"."""
+    return f"{runtime[:-1]}, {how}]" if runtime.endswith("]") else f"{runtime} [{how}]"
 
 
 def _models(refs: Optional[dict]) -> tuple:

@@ -51,6 +51,9 @@ class Runtime(ABC):
     policies: tuple[str, ...] = ("fixed",)
     forces: bool = False  # forced acceptance (harness calibrate)
     serves_concurrently: bool = False  # --concurrency above 1 (a server runtime)
+    # The forwards a runtime can run its models through (--torch-forward; torch: kernels, eager):
+    # the runner measures each one asked for as a runtime of its own, "NAME [FORWARD]".
+    forwards: tuple[str, ...] = ()
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings

@@ -38,8 +38,11 @@ against 44.0 ms for the eager pass over the same packed matrices (32.3 of it the
 one-token step 22.4 ms: v 1.38 instead of 1.95.
 
 Built once per machine by torchinductor's C++ builder (its flags and vector ISA,
-`at::vec::Vectorized`, OpenMP with torch's thread count), cached under $HARNESS_CACHE/inductor:
-about 12 s the first time. It owns the forward's arithmetic; not the weights' layout or the cache
+`at::vec::Vectorized`, OpenMP), cached under $HARNESS_CACHE/inductor:
+about 12 s the first time. Each call's team is torch.get_num_threads() threads,
+named in the parallel region (so --n-threads governs it whichever OpenMP runtime the module links),
+and counts itself into TEAM (`threads_used`); every argument is checked before the call (`_check`).
+It owns the forward's arithmetic; not the weights' layout or the cache
 (runtimes/torch_llama.py), nor the packing (runtimes/packed_matmul.py).
 """
 
@@ -137,7 +140,7 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
                        const float* w_gu, const float* w_down, const float* head, const float* norm,
                        float* logits, float* scratch, float* aux, const int64_t* aux_ids, int64_t n_aux,
                        int64_t L, int64_t layers, int64_t H, int64_t nh,
-                       int64_t nkv, int64_t hd, int64_t I, int64_t vocab, float eps) {
+                       int64_t nkv, int64_t hd, int64_t I, int64_t vocab, float eps, int64_t* team, int64_t threads) {
   // aux [n_aux, H]: the residual stream entering layer aux_ids[a] (an EAGLE-3 head's features)
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv;
   const int64_t pos_stride = layers * nkv * hd;  // the cache's [capacity, layers, nkv, hd]
@@ -146,8 +149,10 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
   float* att = qkv + nq;      // [nh hd]
   float* gu = att + nh * hd;  // [2I]
   for (int64_t i = 0; i < H; ++i) x[i] = emb[i];
-  #pragma omp parallel
+  #pragma omp parallel num_threads(threads)
   {
+    #pragma omp atomic
+    team[0] += 1;  // the threads that did work (llama_step.threads_used)
     std::vector<float> h(H > I ? H : I), q(hd), p(L + 1);  // this thread's own
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
@@ -189,7 +194,7 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
                        float* logits, float* scratch, float* aux, const int64_t* aux_ids, int64_t n_aux,
                        int64_t S, int64_t L, int64_t layers, int64_t H,
                        int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t vocab_r, int64_t n_logits,
-                       float eps) {
+                       float eps, int64_t* team, int64_t threads) {
   // x [S, H] the tokens' embeddings, then the residual stream; cos, sin [S, hd]; logits [n_logits, vocab_r]
   // aux [S, n_aux, H]: each token's residual stream entering layer aux_ids[a]
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv, na = nh * hd;
@@ -199,8 +204,10 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
   float* att = qkv + S * nq;  // [S, nh hd]
   float* gu = att + S * na;   // [S, 2I]
   float* act = gu + S * 2 * I;  // [S, I]
-  #pragma omp parallel
+  #pragma omp parallel num_threads(threads)
   {
+    #pragma omp atomic
+    team[0] += 1;  // the threads that did work (llama_step.threads_used)
     std::vector<float> q(hd), p(L + S);
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
@@ -245,13 +252,13 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
 @functools.cache
 def _kernel():
     return packed_matmul.build(["const float*"] * 3 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 3
-                               + ["const int64_t*"] + ["int64_t"] * 9 + ["float"], STEP)
+                               + ["const int64_t*"] + ["int64_t"] * 9 + ["float", "int64_t*", "int64_t"], STEP)
 
 
 @functools.cache
 def _pass_kernel():
     return packed_matmul.build(["float*"] + ["const float*"] * 2 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 3
-                               + ["const int64_t*"] + ["int64_t"] * 11 + ["float"], PASS)
+                               + ["const int64_t*"] + ["int64_t"] * 11 + ["float", "int64_t*", "int64_t"], PASS)
 
 
 def build_failure() -> Optional[str]:
@@ -274,6 +281,49 @@ def _build() -> Optional[str]:
 
 
 NO_AUX = (torch.zeros(1), torch.zeros(1, dtype=torch.long))  # (aux, aux_ids) when no layer's input is wanted
+TEAM = torch.zeros(1, dtype=torch.long)  # the kernels count into it the threads that did work
+
+
+def threads_used() -> int:
+    """The threads that did work in the last kernel call (its OpenMP team, torch's thread count)."""
+    return int(TEAM[0])
+
+
+def _call(kernel, *args) -> None:
+    """kernel(*args, TEAM, threads): a team of torch.get_num_threads() threads (--n-threads), counted."""
+    TEAM.zero_()
+    kernel(*args, TEAM, torch.get_num_threads())
+
+
+def _check(**args) -> None:
+    """name=(tensor, shape or element count, dtype): each a contiguous CPU tensor of exactly that
+    shape (or size) and dtype, else one ValueError naming it. The kernels read raw pointers: a
+    tensor of another shape, dtype or stride would be read past its end, never refused."""
+    for name, (t, want, dtype) in args.items():
+        ok = (isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype == dtype and t.is_contiguous()
+              and (t.numel() == want if isinstance(want, int) else tuple(t.shape) == tuple(want)))
+        if not ok:
+            got = (f"{t.dtype} {list(t.shape)} on {t.device}{'' if t.is_contiguous() else ', not contiguous'}"
+                   if isinstance(t, torch.Tensor) else type(t).__name__)
+            size = f"{want} elements" if isinstance(want, int) else f"shape {list(want)}"
+            raise ValueError(f"llama_step: {name} must be a contiguous CPU {dtype} tensor of {size}, got {got}")
+
+
+def _check_aux(aux, aux_ids, rows: int, H: int, layers: int) -> tuple:
+    """(aux, aux_ids) checked: aux [rows, n_aux, H] float32, aux_ids [n_aux] int64 in 0..layers-1."""
+    if aux_ids is None:
+        return NO_AUX
+    _check(aux_ids=(aux_ids, (aux_ids.numel(),), torch.long), aux=(aux, rows * aux_ids.numel() * H, torch.float32))
+    if aux_ids.numel() and not (0 <= int(aux_ids.min()) and int(aux_ids.max()) < layers):
+        raise ValueError(f"llama_step: aux_ids {aux_ids.tolist()} must name layers 0..{layers - 1}")
+    return aux, aux_ids
+
+
+def _check_cache(k, v, layers: int, nkv: int, hd: int, end: int) -> None:
+    cap = k.shape[0] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0
+    _check(k=(k, (cap, layers, nkv, hd), torch.float32), v=(v, (cap, layers, nkv, hd), torch.float32))
+    if end > cap:
+        raise ValueError(f"llama_step: positions up to {end} do not fit the {cap}-position cache")
 
 
 def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
@@ -282,15 +332,26 @@ def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w
     [capacity, layers, nkv, hd] at position `length`. Arguments as torch_llama.Weights holds them:
     w_in, w_post [layers, H]; w_qkv [layers, (nh+2nkv) hd, H]; w_o [layers, H, nh hd];
     w_gu [layers, 2I, H]; w_down [layers, H, I]; head [V, H]; norm [H]; cos, sin [hd].
-    aux [n_aux, H] (contiguous) gets the residual stream entering each layer of aux_ids [n_aux]."""
+    aux [1, n_aux, H] (contiguous) gets the residual stream entering each layer of aux_ids [n_aux].
+    Every argument is checked first (ValueError naming the first that does not fit)."""
+    f32 = torch.float32
+    _check(w_in=(w_in, w_in.shape if w_in.dim() == 2 else (-1, -1), f32))
     layers, H = w_in.shape
-    inter, vocab = w_down.shape[2], head.shape[0]
-    logits = torch.empty(vocab, dtype=torch.float32)
-    scratch = torch.empty(H + (nh + 2 * nkv) * hd + nh * hd + 2 * inter, dtype=torch.float32)
-    aux, aux_ids = (aux, aux_ids) if aux_ids is not None else NO_AUX
-    _kernel()(emb_row, cos, sin, k, v, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm, logits, scratch,
-              aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
-              length, layers, H, nh, nkv, hd, inter, vocab, eps)
+    inter = w_down.shape[-1] if w_down.dim() == 3 else -1
+    vocab = head.shape[0] if head.dim() == 2 else -1
+    if nh <= 0 or nkv <= 0 or nh % nkv or hd <= 0 or length < 0:
+        raise ValueError(f"llama_step: {nh} query heads, {nkv} kv heads of {hd}, position {length}: not a Llama step")
+    _check(emb_row=(emb_row, (H,), f32), cos=(cos, (hd,), f32), sin=(sin, (hd,), f32),
+           w_qkv=(w_qkv, (layers, (nh + 2 * nkv) * hd, H), f32), w_o=(w_o, (layers, H, nh * hd), f32),
+           w_post=(w_post, (layers, H), f32), w_gu=(w_gu, (layers, 2 * inter, H), f32),
+           w_down=(w_down, (layers, H, inter), f32), head=(head, (vocab, H), f32), norm=(norm, (H,), f32))
+    _check_cache(k, v, layers, nkv, hd, length + 1)
+    aux, aux_ids = _check_aux(aux, aux_ids, 1, H, layers)
+    logits = torch.empty(vocab, dtype=f32)
+    scratch = torch.empty(H + (nh + 2 * nkv) * hd + nh * hd + 2 * inter, dtype=f32)
+    _call(_kernel(), emb_row, cos, sin, k, v, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm, logits, scratch,
+          aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
+          length, layers, H, nh, nkv, hd, inter, vocab, eps)
     return logits
 
 
@@ -301,14 +362,29 @@ def forward_tokens(emb_rows, cos, sin, k, v, length: int, w_in, p_qkv, p_o, w_po
     into the caches at positions length .. length + S - 1. emb_rows [S, H] (overwritten: a copy);
     cos, sin [S, hd]; w_in, w_post [layers, H]; p_* the packed stacks [layers, packed_numel] of
     W_qkv, W_o, W_gu, W_down and the head's packed [V/16, H, 16]; norm [H].
-    aux [S, n_aux, H] (contiguous) gets each token's residual stream entering the layers aux_ids."""
-    S, H = emb_rows.shape
-    layers, nq, na = w_in.shape[0], (nh + 2 * nkv) * hd, nh * hd
-    vocab_r = -(-vocab // packed_matmul.BLOCK) * packed_matmul.BLOCK
-    logits = torch.empty(n_logits, vocab_r, dtype=torch.float32)
-    scratch = torch.empty(S * (H + nq + na + 3 * inter), dtype=torch.float32)
-    aux, aux_ids = (aux, aux_ids) if aux_ids is not None else NO_AUX
-    _pass_kernel()(emb_rows, cos, sin, k, v, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm, logits, scratch,
-                   aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
-                   S, length, layers, H, nh, nkv, hd, inter, vocab_r, n_logits, eps)
+    aux [S, n_aux, H] (contiguous) gets each token's residual stream entering the layers aux_ids.
+    Every argument is checked first (ValueError naming the first that does not fit)."""
+    f32, pn, B = torch.float32, packed_matmul.packed_numel, packed_matmul.BLOCK
+    _check(w_in=(w_in, w_in.shape if w_in.dim() == 2 else (-1, -1), f32))
+    layers, H = w_in.shape
+    S = emb_rows.shape[0] if emb_rows.dim() == 2 else -1
+    nq, na = (nh + 2 * nkv) * hd, nh * hd
+    if nh <= 0 or nkv <= 0 or nh % nkv or hd <= 0 or length < 0 or not 1 <= n_logits <= S:
+        raise ValueError(f"llama_step: {nh} query heads, {nkv} kv heads of {hd}, position {length}, "
+                         f"{n_logits} logits of {S} tokens: not a Llama pass")
+    if any(n % B for n in (nq, H, 2 * inter, na)):
+        raise ValueError(f"llama_step: the pass kernel needs matrices of whole {B}-row blocks "
+                         f"(qkv {nq}, hidden {H}, gate-up {2 * inter}, attention {na})")
+    _check(emb_rows=(emb_rows, (S, H), f32), cos=(cos, (S, hd), f32), sin=(sin, (S, hd), f32),
+           p_qkv=(p_qkv, layers * pn(nq, H), f32), p_o=(p_o, layers * pn(H, na), f32),
+           w_post=(w_post, (layers, H), f32), p_gu=(p_gu, layers * pn(2 * inter, H), f32),
+           p_down=(p_down, layers * pn(H, inter), f32), p_head=(p_head, pn(vocab, H), f32), norm=(norm, (H,), f32))
+    _check_cache(k, v, layers, nkv, hd, length + S)
+    aux, aux_ids = _check_aux(aux, aux_ids, S, H, layers)
+    vocab_r = -(-vocab // B) * B
+    logits = torch.empty(n_logits, vocab_r, dtype=f32)
+    scratch = torch.empty(S * (H + nq + na + 3 * inter), dtype=f32)
+    _call(_pass_kernel(), emb_rows, cos, sin, k, v, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm, logits, scratch,
+          aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
+          S, length, layers, H, nh, nkv, hd, inter, vocab_r, n_logits, eps)
     return logits[:, :vocab]

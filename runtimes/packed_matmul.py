@@ -17,7 +17,7 @@ matmul and 63-67 ms for MKL's (torch.matmul); one token 17-20 ms (oneDNN 31-37);
 (oneDNN 40, MKL 94); 200 tokens 344 ms (oneDNN 300, MKL 397).
 
 The kernel is C++, built when the first model is packed, by torchinductor's C++ builder (its compiler flags and
-vector ISA, `at::vec::Vectorized`, OpenMP over the blocks with torch's thread count), cached under
+vector ISA, `at::vec::Vectorized`, OpenMP over the blocks, a team of torch.get_num_threads() named in the call), cached under
 $HARNESS_CACHE/inductor; a couple of seconds the first time. It owns the packing and the product;
 not the choice of which pass uses it (runtimes/torch_llama.py), and no other dtype or device:
 `unusable_reason` says why a model's passes use F.linear instead.
@@ -92,8 +92,9 @@ static inline void packed_matmul(const float* x, const float* packed, float* y, 
 """
 
 SOURCE = TILES + r"""
-extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in) {
-  #pragma omp parallel
+extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in,
+                       int64_t threads) {
+  #pragma omp parallel num_threads(threads)
   packed_matmul<false>(x, packed, y, S, out, in);
 }
 """
@@ -163,7 +164,7 @@ def _load_built(key: str, path: Path):
 
 @functools.cache
 def _kernel():
-    return build(["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t"], SOURCE)
+    return build(["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t", "int64_t"], SOURCE)
 
 
 def has_cxx_compiler() -> bool:
@@ -207,10 +208,14 @@ def pack(weight: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
 
 def matmul(x: torch.Tensor, packed: torch.Tensor, out: int) -> torch.Tensor:
     """x [..., in] float32 times the packed [blocks, in, 16] matrix of `out` rows -> [..., out]."""
+    if not (packed.dim() == 3 and packed.shape[2] == BLOCK and packed.dtype == torch.float32 and packed.is_contiguous()
+            and x.dtype == torch.float32 and x.shape[-1] == packed.shape[1] and 0 < out <= packed.shape[0] * BLOCK):
+        raise ValueError(f"packed_matmul: x {x.dtype} {list(x.shape)} times packed {packed.dtype} {list(packed.shape)} "
+                         f"(contiguous float32 [blocks, in, {BLOCK}]) for {out} rows does not fit")
     inn = packed.shape[1]
     rows = x.reshape(-1, inn).contiguous()  # [S, in]
     y = torch.empty(rows.shape[0], packed.shape[0] * BLOCK, dtype=x.dtype)  # [S, out rounded up]
-    _kernel()(rows, packed, y, rows.shape[0], y.shape[1], inn)
+    _kernel()(rows, packed, y, rows.shape[0], y.shape[1], inn, torch.get_num_threads())
     if y.shape[1] != out:
         y = y[:, :out].contiguous()
     return y.view(*x.shape[:-1], out)

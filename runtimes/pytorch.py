@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from core.errors import HarnessError
+from core.errors import HarnessError, RuntimeUnavailable
 from core.timing import device_sync
 from runtimes.base import LoopRuntime
 from runtimes.loop import Model
@@ -78,14 +78,14 @@ class HFForward:
 class TorchKV(Model):
     """A transformers causal LM with its own KV cache, as the shared loop's Model. [B=1]"""
 
-    def __init__(self, model, vocab: int, lean: bool = True, sync=None, compiled: Optional[bool] = None):
+    def __init__(self, model, vocab: int, lean: bool = True, sync=None, kernels: Optional[bool] = None, packed: bool = True):
         from runtimes import torch_llama
 
         self.model = model
         self.vocab = vocab  # compare over the tokenizer's ids only (embedding rows may be padded)
         self.sync = sync
         self.why_not_lean = "turned off" if not lean else torch_llama.unsupported_reason(model)
-        self.lean = None if self.why_not_lean else torch_llama.LlamaFast(model, compiled)
+        self.lean = None if self.why_not_lean else torch_llama.LlamaFast(model, kernels, packed)
         self.impl = self.lean or HFForward(model)
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
@@ -94,7 +94,7 @@ class TorchKV(Model):
     def describe(self) -> str:
         if self.lean is None:
             return f"transformers ({self.why_not_lean})"
-        step = "one-token step kernel" if self.lean.compiled else f"one-token step eager: {self.lean.why_not_compiled}"
+        step = "one-token step kernel" if self.lean.kernels else f"one-token step eager: {self.lean.why_no_kernels}"
         why = self.lean.weights.why_not_packed
         passes = ("several tokens through the pass kernel" if self.lean.kernel_passes
                   else "packed matrices for several tokens" if why is None else f"several tokens through F.linear: {why}")
@@ -116,11 +116,28 @@ class TorchKV(Model):
         return self.impl.length
 
 
+def resolve_forward(settings) -> tuple[str, Optional[str]]:
+    """(the forward --torch-forward names: kernels or eager, why the kernels cannot run here or
+    None): auto is kernels where they build for the run's device and dtype, else eager."""
+    from runtimes import torch_llama
+    from runtimes.torch_common import resolve_device, resolve_dtype
+
+    device = resolve_device(settings.device)
+    why = torch_llama.kernel_reason(resolve_dtype(settings.dtype, device), torch.device(device))
+    if settings.torch_forward == "auto":
+        return ("kernels" if why is None else "eager"), why
+    return settings.torch_forward, why
+
+
 class TorchRuntime(HFText, LoopRuntime):
     name = "torch"
+    forwards = ("kernels", "eager")
 
     def load(self, pair) -> None:
         self.pair = pair
+        why = resolve_forward(self.settings)[1]
+        if self.settings.torch_forward == "kernels" and why:
+            raise RuntimeUnavailable(f"--torch-forward kernels: {why} (--torch-forward eager runs PyTorch's own ops)")
         self.hf = HFPair(pair, self.settings)
         vocab = len(self.hf.tokenizer)
         for role, m in (("target", self.hf.target), ("draft", self.hf.draft)):
@@ -128,8 +145,10 @@ class TorchRuntime(HFText, LoopRuntime):
                 raise HarnessError(f"{role} model has {m.config.vocab_size} embedding rows but its tokenizer {vocab} ids; "
                                    "the files do not belong together")
         sync = device_sync(self.hf.device)
-        self.target = TorchKV(self.hf.target, vocab, sync=sync)
-        self.draft = TorchKV(self.hf.draft, vocab, sync=sync)
+        self.forward = resolve_forward(self.settings)[0]
+        eager = self.forward == "eager"  # PyTorch's own ops throughout: no C++ kernel, F.linear over plain matrices
+        self.target = TorchKV(self.hf.target, vocab, sync=sync, kernels=False if eager else None, packed=not eager)
+        self.draft = TorchKV(self.hf.draft, vocab, sync=sync, kernels=False if eager else None, packed=not eager)
         self.eos_id = self.hf.tokenizer.eos_token_id
 
     def head_embedding(self):
@@ -139,7 +158,7 @@ class TorchRuntime(HFText, LoopRuntime):
         return self.hf.target.config
 
     def describe(self) -> dict:
-        return {**self.hf.describe(),
+        return {**self.hf.describe(), "torch_forward": self.forward,
                 "forward": {role: kv.describe() for role, kv in (("target", self.target), ("draft", self.draft))}}
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ Three paths, chosen per call:
   split of its rows, six barriers a layer. A step is memory bound: it must read every matrix, so
   what counts is the rate at which it streams them. The matrices live in one buffer of
   transparent huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a
-  CPU in float32 with a C++ compiler (`compile_reason`); the kernels are built at load, about 12 s
+  CPU in float32 with a C++ compiler (`kernel_reason`); the kernels are built at load, about 12 s
   the first time on a machine. If they do not build the process says so once and runs eager.
 - up to PASS_MAX_TOKENS tokens (the verify pass, a draft's catch-up of two, a short prefill):
   llama_step's `forward_tokens`, the same forward with each matrix through packed_matmul's tile over a packed
@@ -150,11 +150,11 @@ class Weights:
     second arena where packed_matmul can run: `why_not_packed` is None) and the norms stacked
     ([layers, H]). Made once per model; a self-draft shares it."""
 
-    def __init__(self, model, device: torch.device, dtype: torch.dtype):
+    def __init__(self, model, device: torch.device, dtype: torch.dtype, packed: bool = True):
         kinds = _kinds(model)
         shapes = [(len(per), sum(lin.weight.shape[0] for lin in per[0]), per[0][0].weight.shape[1]) for per in kinds]
         shapes.append((1, *model.lm_head.weight.shape))  # (layers, out, in) per kind, the head last
-        self.why_not_packed = packed_matmul.unusable_reason(device, dtype)
+        self.why_not_packed = packed_matmul.unusable_reason(device, dtype) if packed else "turned off (the eager forward)"
         arena = Arena(sum(_aligned(n * r * c) for n, r, c in shapes), device, dtype)
         packed = None if self.why_not_packed else Arena(
             sum(_aligned(n * packed_matmul.packed_numel(r, c)) for n, r, c in shapes), device, dtype)
@@ -193,8 +193,8 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + rotated * sin
 
 
-def compile_reason(dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    """None when the one-token step runs as one compiled C++ kernel (runtimes/llama_step.py), else why not."""
+def kernel_reason(dtype: torch.dtype, device: torch.device) -> Optional[str]:
+    """None when the forward runs through the C++ kernels (runtimes/llama_step.py), else why not."""
     if device.type != "cpu" or dtype != torch.float32:
         return "the step kernel runs only on a CPU in float32"
     return llama_step.build_failure()
@@ -202,22 +202,24 @@ def compile_reason(dtype: torch.dtype, device: torch.device) -> Optional[str]:
 
 class LlamaFast:
     """The model's weights with a static KV cache; `forward(ids, n_logits)` as KVModel's.
-    `compiled`: False runs the one-token step eager; otherwise it runs through the step kernel
-    where compile_reason() allows."""
+    `kernels`: False runs every pass eager; otherwise the one-token step and short passes run
+    through the C++ kernels where kernel_reason() allows. `packed`: False gives the eager passes
+    PyTorch's own F.linear over the plain matrices (the `eager` forward, what a from-scratch
+    PyTorch user writes) instead of packed_matmul's kernel."""
 
-    def __init__(self, model, compiled: Optional[bool] = None):
+    def __init__(self, model, kernels: Optional[bool] = None, packed: bool = True):
         a = shape_from_config(model.config)
         self.model = model
         self.eps, self.hd, self.nh, self.nkv = a.norm_eps, a.head_dim, a.heads, a.kv_heads
         w = model.model.embed_tokens.weight
         self.device, self.dtype = w.device, w.dtype
-        if not hasattr(model, "_lean"):  # once per model: a self-draft shares them
-            model._lean = Weights(model, self.device, self.dtype)
+        if not hasattr(model, "_lean"):  # once per model (packed or not, as the first asks): a self-draft shares them
+            model._lean = Weights(model, self.device, self.dtype, packed)
         self.weights = model._lean
         self.layers, self.head = self.weights.layers, self.weights.head
-        self.why_not_compiled = "turned off" if compiled is False else compile_reason(self.dtype, self.device)
+        self.why_no_kernels = "turned off" if kernels is False else kernel_reason(self.dtype, self.device)
         rows = [s.shape[1] for s in self.weights.stacks] + [self.hd * self.nh]  # whole 16-row blocks for the pass kernel
-        self.kernel_passes = (self.why_not_compiled is None and self.weights.why_not_packed is None
+        self.kernel_passes = (self.why_no_kernels is None and self.weights.why_not_packed is None
                               and all(r % packed_matmul.BLOCK == 0 for r in rows))
         self.k: Optional[torch.Tensor] = None  # [capacity, layers, kv_heads, hd]
         self.v: Optional[torch.Tensor] = None
@@ -249,8 +251,8 @@ class LlamaFast:
         return self.feats[start:end].flatten(1)
 
     @property
-    def compiled(self) -> bool:
-        return self.why_not_compiled is None
+    def kernels(self) -> bool:
+        return self.why_no_kernels is None
 
     def _reserve(self, need: int) -> None:
         cap = 0 if self.k is None else self.k.shape[0]
@@ -271,7 +273,7 @@ class LlamaFast:
 
     def forward(self, ids: list[int], n_logits: int) -> torch.Tensor:
         """Feed ids [S] after the cache; -> logits of the last n_logits positions [n_logits, V]."""
-        if len(ids) == 1 and self.compiled:
+        if len(ids) == 1 and self.kernels:
             return self._step(ids[0])
         if self.kernel_passes and len(ids) <= PASS_MAX_TOKENS:
             return self._pass(ids, n_logits)

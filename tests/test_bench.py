@@ -95,7 +95,7 @@ def test_figure_8_is_the_largest_gap_between_forced_acceptance_and_the_cost_mode
     b = Bench(tiny_gguf.target_gguf, 12, 1, 3, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
     fig = b.fig8_calibration(tiny_gguf)
     cells = fig.detail["off_model"]
-    assert set(cells) == {f"{rt} gamma {g}" for rt in ("torch", "llamacpp") for g in (1, 2, 4, 8)}
+    assert set(cells) == {f"{rt} gamma {g}" for rt in ("torch [kernels]", "llamacpp") for g in (1, 2, 4, 8)}
     assert fig.value == max(cells.values()) and fig.detail["within_goal"] == sum(v <= 0.10 for v in cells.values())
     assert all(0 < k["v"] and 0 < k["c"] for k in fig.detail["costs"].values())
 

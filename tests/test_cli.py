@@ -42,7 +42,7 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
     info = json.loads((out / "run.json").read_text())
     assert info["config"]["gammas"] == [3] and info["environment"]["packages"]["torch"]
     assert info["model_files"] and all(len(f["sha256"]) == 64 for f in info["model_files"])
-    assert info["runtimes"]["torch"]["device"] == "cpu"
+    assert info["runtimes"]["torch [kernels]"]["device"] == "cpu" and info["runtimes"]["torch [kernels]"]["torch_forward"] == "kernels"
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 5 * 2 * 2  # prompts x repeats x modes
     for row in rows:
@@ -56,6 +56,29 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
         else:
             assert row["greedy_match"] is None and row["alpha_hat"] is None
     assert {r["seed"] for r in rows} == {0, 1}
+
+
+def test_torch_forward_is_an_axis_each_forward_a_runtime_of_its_own(tmp_path):
+    """--torch-forward kernels,eager: both measured, each named in its rows, run.json and report."""
+    out = tmp_path / "run"
+    r = harness("run", "--runtime", "torch", "--pair", "tiny", "--max-new-tokens", "8", "--prompts", "factual",
+                "--torch-forward", "kernels,eager", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted({(x["runtime"], x["torch_forward"]) for x in rows}) == [("torch", "eager"), ("torch", "kernels")]
+    assert len(rows) == 2 * 5 * 2 and not any(x["error"] for x in rows)
+    info = json.loads((out / "run.json").read_text())
+    forward = {k: v["forward"]["target"] for k, v in info["runtimes"].items()}
+    assert set(forward) == {"torch [kernels]", "torch [eager]"} and set(info["roofline"]["tiny"]) == set(forward)
+    assert "kernel" in forward["torch [kernels]"] and "kernel" not in forward["torch [eager]"]
+    report = (out / "report" / "report.md").read_text()
+    for label in ("torch [kernels]", "torch [eager]"):
+        assert label in r.stdout and label in report
+    same = {x["prompt_id"]: x["token_ids"] for x in rows if x["torch_forward"] == "kernels" and x["mode"] == "baseline"}
+    assert same == {x["prompt_id"]: x["token_ids"] for x in rows if x["torch_forward"] == "eager" and x["mode"] == "baseline"}
+    bad = harness("run", "--runtime", "torch", "--pair", "tiny", "--torch-forward", "compiled", "--out", str(tmp_path / "b"))
+    assert bad.returncode == 2 and "--torch-forward must be one of auto, kernels, eager" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 @pytest.mark.parametrize(

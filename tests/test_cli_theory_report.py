@@ -94,5 +94,5 @@ def test_run_ends_with_its_report(tmp_path, tiny_pair):
     assert res.exit_code == 0, res.output
     assert f"report: {out / 'report' / 'report.md'}" in res.output
     md = (out / "report" / "report.md").read_text()
-    assert "**Fastest: torch**" in md and "c_flops for pair tiny" in md
+    assert "**Fastest: torch [kernels]**" in md and "c_flops for pair tiny" in md
     assert (out / "report" / "phases.png").read_bytes()[:4] == b"\x89PNG"

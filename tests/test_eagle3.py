@@ -63,7 +63,7 @@ def test_drafting_computes_what_training_computed(pair, kernels):
     head = rt.eagle3_head(_gen())
     t = rt.target
     if not kernels:
-        t.lean.why_not_compiled, t.lean.kernel_passes = "turned off", False
+        t.lean.why_no_kernels, t.lean.kernel_passes = "turned off", False
     t.reset()
     t.keep_features(head.cfg.layer_ids)
     for chunk in (seq[:20], seq[20:21], seq[21:25], seq[25:-1]):  # a long pass, a step, short passes

@@ -86,8 +86,33 @@ def test_defect_1_target_cropped_one_too_late_is_caught(torch_rt, monkeypatch):
         run_checked(torch_rt, "The quick brown fox", gamma=4)
 
 
-def test_defect_1_is_caught_by_the_shadow_alone(torch_rt, monkeypatch):
-    """Without the loop's own invariant check, the shadow (cache-free logits, prefix) still catches it."""
+@pytest.fixture(scope="module")
+def eager_rt(tiny_pair):
+    from core.config import RuntimeSettings
+    from runtimes.pytorch import TorchRuntime
+
+    rt = TorchRuntime(RuntimeSettings(device="cpu", torch_forward="eager"))
+    rt.load(tiny_pair)
+    return rt
+
+
+def test_defect_1_is_caught_by_the_kernels_boundary(torch_rt, monkeypatch):
+    """The C++ step refuses the pass a cache out of step asks for (more logits than tokens)."""
+    def late_rollback(self, seq, keep):
+        self.target.crop(keep + 1)
+        self.drafter.accepted(seq, keep)
+
+    monkeypatch.setattr(Loop, "_rollback", late_rollback)
+    monkeypatch.setattr(Loop, "_check", lambda self, seq: None)
+    if torch_rt.describe().get("torch_forward") != "kernels":
+        pytest.skip("the kernels do not build here: the eager test below covers the defect")
+    with pytest.raises(ValueError, match="not a Llama pass"):
+        run_checked(torch_rt, "The quick brown fox", gamma=4)
+
+
+def test_defect_1_is_caught_by_the_shadow_alone(eager_rt, monkeypatch):
+    """Without the loop's own invariant check, the shadow (cache-free logits, prefix) still catches
+    it (PyTorch's own ops, which take the out-of-step pass without complaint)."""
     def late_rollback(self, seq, keep):
         self.target.crop(keep + 1)
         self.drafter.accepted(seq, keep)
@@ -95,7 +120,7 @@ def test_defect_1_is_caught_by_the_shadow_alone(torch_rt, monkeypatch):
     monkeypatch.setattr(Loop, "_rollback", late_rollback)
     monkeypatch.setattr(Loop, "_check", lambda self, seq: None)
     with pytest.raises(AssertionError):
-        run_checked(torch_rt, "The quick brown fox", gamma=4)
+        run_checked(eager_rt, "The quick brown fox", gamma=4)
 
 
 def test_defect_2_draft_misses_last_draft_on_full_accept_is_caught(torch_rt, monkeypatch):

@@ -109,5 +109,5 @@ def test_each_runtimes_lookup_in_one_run_and_what_it_cannot_do_says_why(tmp_path
     assert "has no heuristic draft-length schedule" in skipped[0]["error"] and "runs in torch, hf and llamacpp" in skipped[0]["error"]
     assert skipped[0]["error"].startswith("skipped: ")
     report = (out / "report" / "report.md").read_text()
-    for view in ("torch [ngram:2,3]", "torch [heuristic, ngram:2,3]", "llamacpp-native [ngram:2,3]"):
+    for view in ("torch [kernels, ngram:2,3]", "torch [kernels, heuristic, ngram:2,3]", "llamacpp-native [ngram:2,3]"):
         assert view in res.output and view in report

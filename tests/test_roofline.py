@@ -104,11 +104,11 @@ def test_a_real_runs_run_json_has_the_limits_and_the_models_sizes(tiny_run, tiny
     info = json.loads((tiny_run / "run.json").read_text())
     limits = info["machine_limits"]
     assert limits["threads"] == 1 and limits["read_gb_s"] > 0 and limits["matmul_f32_gflops"] > 0
-    for rt in ("torch", "llamacpp"):
+    for rt in ("torch [kernels]", "llamacpp"):
         entry = info["roofline"]["tiny"][rt]
         assert entry["model_sizes"] == info["runtimes"][rt]["model_sizes"]
         assert set(entry["prompt_tokens"]) == {f"code-{i}" for i in range(1, 6)} and min(entry["prompt_tokens"].values()) > 0
-    torch_sizes, llama_sizes = (info["roofline"]["tiny"][rt]["model_sizes"] for rt in ("torch", "llamacpp"))
+    torch_sizes, llama_sizes = (info["roofline"]["tiny"][rt]["model_sizes"] for rt in ("torch [kernels]", "llamacpp"))
     for role, folder in (("target", tiny_gguf.target), ("draft", tiny_gguf.draft)):
         assert torch_sizes[role]["weight_bytes"] == _linear_bytes(folder)  # float32 in torch
         assert llama_sizes[role]["weight_bytes"] == torch_sizes[role]["weight_bytes"]  # the f32 GGUF: the same matrices
@@ -122,13 +122,14 @@ def test_a_real_runs_fractions_recomputed_from_its_rows(tiny_run):
     limits = info["machine_limits"]
     rows = [json.loads(line) for line in (tiny_run / "results.jsonl").read_text().splitlines()]
     got = roofline(load([tiny_run]).rows).records
-    assert {(r["runtime"], r["step"]) for r in got} == {(rt, s) for rt in ("torch", "llamacpp")
+    assert {(r["runtime"], r["step"]) for r in got} == {(rt, s) for rt in ("torch [kernels]", "llamacpp")
                                                         for s in ("target step", "draft step", "verify")}
     for rec in got:
         entry = info["roofline"]["tiny"][rec["runtime"]]
         sizes = entry["model_sizes"][rec["model"]]
         mode = "baseline" if rec["step"] == "target step" else "speculative"
-        mine = [r for r in rows if r["runtime"] == rec["runtime"] and r["mode"] == mode]
+        label = lambda r: r["runtime"] + (f" [{r['torch_forward']}]" if r.get("torch_forward") else "")  # noqa: E731
+        mine = [r for r in rows if label(r) == rec["runtime"] and r["mode"] == mode]
         if rec["step"] == "draft step":
             seconds = sum(r["draft_s"] for r in mine) / sum(r["n_drafted"] for r in mine)
         else:  # the baseline's one-token steps, or the verify passes: verify time per round
@@ -147,7 +148,7 @@ def test_a_real_runs_fractions_recomputed_from_its_rows(tiny_run):
 def test_a_real_runs_report_and_explain_show_the_roofline(tiny_run):
     md = write_report([tiny_run]).read_text()
     section = md.split("## Against this machine's limits", 1)[1].split("## Plots", 1)[0]
-    assert "| torch · baseline" in section and "| llamacpp · spec γ=4" in section and "of this machine's memory bound" in section
+    assert "| torch [kernels] · baseline" in section and "| llamacpp · spec γ=4" in section and "of this machine's memory bound" in section
     csv = (tiny_run / "report" / "roofline.csv").read_text().splitlines()
     assert len(csv) == 1 + 6 and csv[0].startswith("source,runtime,pair")
     doc = json.loads((tiny_run / "report" / "report.json").read_text())

@@ -109,4 +109,4 @@ def test_calibrate_measures_a_synthetic_pair_in_every_runtime_that_forces(tmp_pa
         assert drafted and all(rd["accepted"] == (rd["drafted"] if r["forced_rates"] == [1.0] else 0) for rd in drafted)
     assert [r["runtime"] for r in rows if r["error"]] == ["hf"]
     md = (out / "report" / "calibration.md").read_text()
-    assert all(f"| {rt} | 2 |" in md for rt in ("torch", "llamacpp", "llama-server"))
+    assert all(f"| {rt} | 2 |" in md for rt in ("torch [kernels]", "llamacpp", "llama-server"))

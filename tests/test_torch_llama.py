@@ -5,7 +5,9 @@ computed before; which models get the step kernel."""
 
 from __future__ import annotations
 
+import copy
 import random
+import re
 
 import pytest
 import torch
@@ -27,8 +29,8 @@ def model(tiny_pair):
 @torch.inference_mode()
 def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, compiled):
     ref_model = type(model).from_pretrained(model.name_or_path, dtype=torch.float32).eval()
-    kv = TorchKV(model, 257, compiled=compiled)
-    assert kv.lean is not None and kv.lean.compiled == compiled
+    kv = TorchKV(model, 257, kernels=compiled)
+    assert kv.lean is not None and kv.lean.kernels == compiled
     assert kv.lean.kernel_passes == compiled  # the passes of 2, 5 and 9 tokens run through forward_tokens
     rng = random.Random(0)
     seq: list[int] = []
@@ -46,7 +48,7 @@ def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, co
             del seq[keep:]
         assert len(kv) == len(seq)
     assert kv.lean.k.shape[0] >= len(seq) > 256
-    assert kv.lean.compiled == compiled
+    assert kv.lean.kernels == compiled
 
 
 @torch.inference_mode()
@@ -124,12 +126,12 @@ def test_the_matrices_live_in_one_aligned_arena_the_model_reads_too(model):
 
 
 def test_float32_cpu_models_get_the_step_kernel_by_default(model, monkeypatch):
-    assert LlamaFast(model).compiled and LlamaFast(model).why_not_compiled is None
-    assert LlamaFast(model, compiled=False).why_not_compiled == "turned off"
+    assert LlamaFast(model).kernels and LlamaFast(model).why_no_kernels is None
+    assert LlamaFast(model, kernels=False).why_no_kernels == "turned off"
     other = type(model).from_pretrained(model.name_or_path, dtype=torch.bfloat16).eval()
-    assert "float32" in LlamaFast(other).why_not_compiled
+    assert "float32" in LlamaFast(other).why_no_kernels
     monkeypatch.setattr(packed_matmul.shutil, "which", lambda name: None)
-    assert "g++" in LlamaFast(model).why_not_compiled
+    assert "g++" in LlamaFast(model).why_no_kernels
 
 
 @torch.inference_mode()
@@ -137,13 +139,13 @@ def test_a_step_kernel_that_does_not_build_is_said_once_and_the_step_runs_eager(
     def broken():
         raise RuntimeError("CppCompileError: C++ compile error\nmore lines")
 
-    ref = LlamaFast(model, compiled=False)
+    ref = LlamaFast(model, kernels=False)
     monkeypatch.setattr(llama_step, "_kernel", broken)
     llama_step._build.cache_clear()
     try:
         fast = LlamaFast(model)
         LlamaFast(model)  # a second one in the same process: no second line
-        why = fast.why_not_compiled
+        why = fast.why_no_kernels
         assert why == "the step kernels did not build: CppCompileError: C++ compile error"
         assert capsys.readouterr().err.count(f"torch: {why}; the forward runs eager") == 1
         for kv in (ref, fast):
@@ -156,7 +158,7 @@ def test_a_step_kernel_that_does_not_build_is_said_once_and_the_step_runs_eager(
 @torch.inference_mode()
 def test_the_step_kernel_writes_the_cache_the_eager_step_writes(model):
     """Its k, v at position L equal the eager forward's, and a step from an empty cache works."""
-    eager, fast = LlamaFast(model, compiled=False), LlamaFast(model)
+    eager, fast = LlamaFast(model, kernels=False), LlamaFast(model)
     for kv in (eager, fast):
         kv.forward([5, 17, 42, 9], 1)
         kv.forward([60], 1)
@@ -190,3 +192,70 @@ def test_a_kernel_that_does_not_build_is_said_once_and_the_passes_use_f_linear(m
         assert torch.allclose(fast.forward(ids[0].tolist(), 5), ref(input_ids=ids).logits[0], atol=1e-4)
     finally:
         packed_matmul._build_failure.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def smollm2_shape():
+    """Random weights in SmolLM2-135M's shape (30 layers, 576 wide, 9 query and 3 kv heads of 64,
+    1536 intermediate, 49152 tokens), float32."""
+    from models.synthetic import build_model, llama_config, shape_config
+
+    return build_model(llama_config(shape_config("smollm2-135m", "target"), "target"), seed=3).float()
+
+
+@pytest.mark.slow
+@torch.inference_mode()
+def test_the_kernels_at_smollm2s_real_shape_on_two_threads_compute_what_pytorch_does(smollm2_shape):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        eager = TorchKV(copy.deepcopy(smollm2_shape), 49152, kernels=False, packed=False)  # weights are laid out once per model
+        fast = TorchKV(smollm2_shape, 49152)
+        assert fast.lean.kernels and fast.lean.kernel_passes and eager.lean.weights.why_not_packed == "turned off (the eager forward)"
+        prompt = list(range(100, 140))  # a prefill longer than a kernel pass, then steps and verify passes
+        for ids, n in ((prompt, 1), ([7], 1), ([8, 9, 10, 11, 12], 5), ([13], 1)):
+            want, got = eager.forward(ids, n), fast.forward(ids, n)
+            assert torch.allclose(got, want, atol=2e-3, rtol=1e-3), (len(ids), (got - want).abs().max())
+            if len(ids) <= torch_llama.PASS_MAX_TOKENS:  # a step or a pass through the kernels, on both threads
+                assert llama_step.threads_used() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+@torch.inference_mode()
+def test_n_threads_1_runs_the_kernels_on_one_thread(tiny_pair):
+    """The kernels' team is the thread count --n-threads sets (torch_common), counted by the kernels."""
+    from core.config import GenerationSettings, PairSpec, RuntimeSettings
+    from runtimes.pytorch import TorchRuntime
+
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            rt = TorchRuntime(RuntimeSettings(n_threads=n, torch_forward="kernels"))
+            rt.load(PairSpec(name="tiny", target=tiny_pair.target, draft=tiny_pair.draft))
+            rt.generate_baseline(rt.encode("hello there"), GenerationSettings(max_new_tokens=4))
+            assert rt.describe()["torch_forward"] == "kernels" and llama_step.threads_used() == n
+            rt.close()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_kernels_refuse_arguments_that_do_not_fit_with_one_line(model):
+    """A tensor of another dtype, shape or stride would be read past its end: refused, named."""
+    fast = LlamaFast(model)
+    w, inner = fast.weights, model.model
+    hd, H = fast.hd, inner.embed_tokens.weight.shape[1]
+    fast._reserve(4)
+    args = dict(emb_row=inner.embed_tokens.weight[5], cos=torch.ones(hd), sin=torch.zeros(hd), k=fast.k, v=fast.v,
+                length=0, w_in=w.norms[0], w_qkv=w.stacks[0], w_o=w.stacks[1], w_post=w.norms[1], w_gu=w.stacks[2],
+                w_down=w.stacks[3], head=fast.head.weight, norm=inner.norm.weight, eps=1e-5, nh=fast.nh, nkv=fast.nkv, hd=hd)
+    assert llama_step.step(**args).shape == (fast.head.weight.shape[0],)
+    for bad, why in ((dict(emb_row=torch.ones(H, dtype=torch.float64)), "emb_row must be a contiguous CPU torch.float32 tensor of shape"),
+                     (dict(w_qkv=w.stacks[0][:, :-16]), "w_qkv must be"),
+                     (dict(head=fast.head.weight.t().contiguous().t()), "head must be"),
+                     (dict(length=fast.k.shape[0]), f"do not fit the {fast.k.shape[0]}-position cache"),
+                     (dict(nkv=fast.nkv + 1), "not a Llama step")):
+        with pytest.raises(ValueError, match="llama_step: .*" + re.escape(why)):
+            llama_step.step(**{**args, **bad})
+    with pytest.raises(ValueError, match="packed_matmul: .* does not fit"):
+        packed_matmul.matmul(torch.ones(3, H + 1), fast.head.packed, fast.head.weight.shape[0])
