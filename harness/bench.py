@@ -149,18 +149,6 @@ class Bench(SpeedFigures, SpecFigures, RunFigures):
 
         return f
 
-    # -- figures ---------------------------------------------------------------------------
-
-    def load(self, name: str, pair: PairSpec):
-        """Runtime `name` loaded with `pair` (the caller closes it), or None when it is unavailable."""
-        try:
-            rt = runtimes.get(name)(self.settings)
-            rt.load(pair)
-            return rt
-        except RuntimeUnavailable as e:
-            self.log(f"  {name}: skipped ({e})")
-            return None
-
 
 def print_figures(figs: list[Figure], log=print) -> None:
     for f in figs:

@@ -55,7 +55,7 @@ class SpecFigures:
     def fig4_unaccounted(self, names: list[str], pair: PairSpec) -> Figure:
         detail = {}
         for name in names:
-            rt = self.load(name, pair)
+            rt = self.runtime_for(name, pair)
             if rt is None:
                 continue
             ids = rt.encode(PROMPT)
@@ -74,7 +74,7 @@ class SpecFigures:
         detail, got = {}, {}
         loaded = []
         for name in ("llamacpp", "llama-server"):
-            rt = self.load(name, pair)
+            rt = self.runtime_for(name, pair)
             if rt is None:
                 continue
             loaded.append(rt)

@@ -9,16 +9,16 @@ target's one-token step T (core.metrics.step_costs, all ratios of sums):
              x 1 / (g c + 1)              draft cost: Leviathan's E[speedup] (Theorem 3.8)
              x (g c + 1) / (g c + v)      verify cost: a pass over g + 1 tokens costs v steps, not 1
              x (g c + v) / (g c + v + o)  sampling and orchestration: o steps per round
-
-where g is the mean drafted length per round (n_drafted / n_rounds: gamma under a fixed policy
-except a last round cut at max_new_tokens; the policy's choice under confidence stopping, the
-heuristic schedule, prompt lookup or a library default), so the waterfall stays exact when
-rounds draft different lengths.
              x (1 + o_base)               the baseline's own sampling and orchestration per step
                                           (it slows the baseline, so it favours speculation)
              x prefill                    (baseline wall / decode) / (speculative wall / decode):
                                           prompt processing, the draft's included
              x residual                   measured / the product above, reported, never hidden
+
+where g is the mean drafted length per round (n_drafted / n_rounds: gamma under a fixed policy
+except a last round cut at max_new_tokens; the policy's choice under confidence stopping, the
+heuristic schedule, prompt lookup or a library default), so the waterfall stays exact when
+rounds draft different lengths.
 
 Why the residual is not 1, split into what is known: the rounds' measured tokens per round
 differ from Eq. 1 at alpha_hat (acceptance is not i.i.d. across positions and prompts, and the
@@ -37,8 +37,9 @@ Across runtimes on the same pair and settings (and across pairs or devices for o
 `compare` says which factors differ: alpha_hat differing points at the models or sampling,
 c, v, o at the runtime or the hardware.
 
-What it does not do: measure or hold formulas (core.metrics, core.theory), group rows
-(tables.py), draw (plots.py) or write text (markdown.py).
+It writes the sentences of its own findings (verdict, residual_sentence, noise_sentence,
+what_if_sentence, compare). What it does not do: measure or hold formulas (core.metrics,
+core.theory), group rows (tables.py), draw (plots.py) or lay out the report (markdown.py).
 """
 
 from __future__ import annotations
