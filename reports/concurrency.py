@@ -13,8 +13,11 @@ model's prediction beside it.
   last N at or above it and the first below;
 - predicted: Leviathan's formula with the costs of the batch (costed_speedup of core/theory.py with
   o = 0): v(N) = a pass of N sequences x (gamma + 1) tokens over a pass of N x 1, c(N) = the
-  draft's N x 1 pass over the target's, both measured by llama.cpp in-process on the pair's GGUF
-  files (run.json's `batched_costs`, harness/runner.py), alpha_hat of the cell. `verify_regime`
+  draft's N x 1 pass over the target's (0 for prompt lookup, which runs no model), both measured
+  by llama.cpp in-process on the pair's GGUF files (run.json's `batched_costs`,
+  harness/runner.py), alpha_hat of the cell: the costs of the llama.cpp runtimes' batches; a
+  runtime that runs other weights (vLLM's float32) is priced by them too, and the table says so.
+  `verify_regime`
   says whether that verify batch still costs about a one-token step (memory bound) or grows with
   its tokens (compute bound).
 
@@ -88,6 +91,7 @@ def _record(key: tuple, rs: list[dict]) -> dict:
             "ttft_median_s": metrics.quantile(ttft, 0.5), "ttft_p90_s": metrics.quantile(ttft, 0.9),
             "latency_median_s": metrics.quantile(lat, 0.5),
             "alpha_hat": metrics.alpha_hat(rounds) if mode == "speculative" else None,
+            "drafter": rs[0].get("drafter") if mode == "speculative" else None, "dtype": rs[0].get("dtype"),
             "speedup_aggregate": None, "speedup_latency": None}
 
 
@@ -103,7 +107,8 @@ def _predicted(rec: dict, costs: Optional[dict]) -> dict:
     k = str((g or 0) + 1)
     if a is None or not g or "1" not in t or k not in t or "1" not in d:
         return {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None}
-    v, c = t[k] / t["1"], d["1"] / t["1"]
+    v = t[k] / t["1"]
+    c = 0.0 if (rec.get("drafter") or "").startswith("ngram") else d["1"] / t["1"]  # a lookup runs no model
     return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0)), "v_batched": v,
             "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound"}
 
@@ -147,6 +152,8 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
              "| predicted | v | verify batch |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     f = lambda x, spec=".2f": "-" if x is None else format(x, spec)  # noqa: E731
     for c in records:
+        if c["mode"] == "baseline" and " [" in c["runtime"]:
+            continue  # a drafting view's copy of its runtime's baseline (reports/load.by_drafting)
         lines.append(f"| {c['runtime']} | {c['gamma'] or '-'} | {c['concurrency']} | {f(c['aggregate_tps'], '.1f')} | "
                      f"{f(c['decode_tps_median'], '.1f')} / {f(c['decode_tps_p90'], '.1f')} | "
                      f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} | "
@@ -159,10 +166,21 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
         if c["mode"] != "speculative" or key in seen:
             continue
         seen.add(key)
+        same = [x for x in records if x["mode"] == "speculative" and (x["runtime"], x["gamma"]) == key]
+        least = min(x["concurrency"] for x in same)
         got, pred = c.get("crossover"), c.get("crossover_predicted")
-        lines.append(f"- {c['runtime']}, gamma {c['gamma']}: " + (f"speculation stops paying in throughput at N = {got:.1f}"
-                     if got is not None else "speculation pays at every N measured")
-                     + ("; predicted " + (f"at N = {pred:.1f}" if pred is not None else "never, within the N measured")
+
+        def where(n: Optional[float], what: str) -> str:
+            if n is None:
+                return f"{what} pays at every N measured"
+            if n == least:
+                return f"{what} does not pay at any N measured (below 1 from N = {least})"
+            return f"{what} stops paying at N = {n:.1f}"
+
+        foreign = c.get("dtype") in ("float32", "float16", "bfloat16")
+        lines.append(f"- {c['runtime']}, gamma {c['gamma']}: " + where(got, "speculation (throughput)")
+                     + ("; predicted: " + where(pred, "it") + (" (priced by llama.cpp's batches of the GGUF files, "
+                                                             f"not this engine's {c['dtype']} ones)" if foreign else "")
                         if c.get("predicted_speedup") is not None else ""))
     if png:
         lines += ["", f"![speedup against concurrency]({png})"]
