@@ -20,6 +20,8 @@ from harness.bench_common import (
     alternate,
 )
 
+VLLM_BENCH_SERVE = Path(__file__).resolve().parents[1] / "runtimes" / "vllm_bench_serve.py"  # `vllm bench serve`, run directly
+
 
 class RunFigures:
     """Figures that run the harness or a server as a user does (a mixin of harness/bench.py's Bench)."""
@@ -60,7 +62,7 @@ class RunFigures:
         prompts = load_prompts(DEFAULT_PROMPTS)
         texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
                                                   add_generation_prompt=True) for p in prompts]
-        detail, worst = {}, 0.0
+        detail, worst, failures = {}, 0.0, {}
         try:
             with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
                 data = Path(tmp) / "prompts.jsonl"
@@ -78,23 +80,31 @@ class RunFigures:
 
                     def theirs() -> float:
                         out = Path(tmp) / f"vllm-{n}.json"
-                        subprocess.run([rt.python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+                        done = subprocess.run([rt.python, str(VLLM_BENCH_SERVE), "--backend", "vllm",
                                         "--host", "127.0.0.1", "--port", str(srv.port), "--model", "target",
                                         "--tokenizer", rt.paths[0], "--dataset-name", "custom", "--dataset-path", str(data),
                                         "--skip-chat-template", "--custom-output-len", "32", "--ignore-eos",
                                         "--num-prompts", str(requests), "--max-concurrency", str(n), "--temperature", "0",
                                         "--save-result", "--result-dir", tmp, "--result-filename", out.name],
                                        capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-                        return json.loads(out.read_text())["output_throughput"] if out.exists() else float("nan")
+                        if not out.exists():  # said once per N, with the client's own last line
+                            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                            failures.setdefault(n, f"vllm bench serve exited {done.returncode}: {why}")
+                            return float("nan")
+                        return json.loads(out.read_text())["output_throughput"]
 
                     got = alternate({"ours": ours, "vllm_bench_serve": theirs}, 2)
                     rel = got["ours"] / got["vllm_bench_serve"] - 1 if got["vllm_bench_serve"] == got["vllm_bench_serve"] else None
-                    detail[f"N={n}"] = {**{k: round(v, 2) for k, v in got.items()}, "relative": rel}
+                    detail[f"N={n}"] = {**{k: round(v, 2) for k, v in got.items()}, "relative": rel,
+                                        **({"error": failures[n]} if n in failures else {})}
+                    if n in failures:
+                        self.log(f"  N = {n}: {failures[n]}")
                     worst = max(worst, abs(rel)) if rel is not None else worst
         finally:
             rt.close()
+        measured = any(d["relative"] is not None for d in detail.values())
         return Figure(11, "our load client's aggregate tok/s / vllm bench serve's, vLLM baseline (largest |difference|)",
-                      worst, f"<= {LOAD_GOAL:.0%} at N = {', '.join(map(str, LOAD_NS))}", detail)
+                      worst if measured else None, f"<= {LOAD_GOAL:.0%} at N = {', '.join(map(str, LOAD_NS))}", detail)
 
 
 

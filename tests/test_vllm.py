@@ -239,3 +239,28 @@ def test_under_load_vllm_serves_n_sequences_and_each_request_is_a_row(tmp_path):
     assert [p.name for p in logs] == ["01-baseline-np2.log", "02-fixed-gamma2-np2.log"]
     assert all("--max-num-seqs 2" in p.read_text().splitlines()[0] for p in logs)
     assert not engine_pids() - before
+
+
+def test_vllm_bench_serve_reads_a_custom_dataset_through_the_shim(tiny_pair, tmp_path):
+    """`harness bench` figure 11's independent client: runtimes/vllm_bench_serve.py runs `vllm bench
+    serve` in vLLM's environment (whose own `vllm` command stops at the package name), and its
+    custom JSONL dataset loads there (it needs pandas, which setup installs). With no server at the
+    port it gets as far as its first test request and says so."""
+    import socket
+    import subprocess
+
+    from harness.bench_runs import VLLM_BENCH_SERVE
+    from runtimes.vllm import find_vllm
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(json.dumps({"prompt": "Hello there", "output_tokens": 4}) + "\n")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run([find_vllm(), str(VLLM_BENCH_SERVE), "--backend", "vllm", "--host", "127.0.0.1", "--port", str(port),
+                           "--model", "target", "--tokenizer", tiny_pair.target, "--dataset-name", "custom",
+                           "--dataset-path", str(data), "--skip-chat-template", "--num-prompts", "1",
+                           "--ready-check-timeout-sec", "1"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode != 0 and "PackageNotFoundError" not in done.stderr, done.stderr[-2000:]
+    assert "Initial test run failed" in done.stderr, done.stderr[-2000:]
