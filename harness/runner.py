@@ -141,7 +141,7 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
                    verify_rule=rt.verify_rule(gen) if rt is not None else None)
     row["pair_label"] = label or pair.name
-    row["torch_forward"] = desc.get("torch_forward", forward)
+    row["torch_forward"] = forward
     return row
 
 

@@ -135,8 +135,8 @@ class TorchRuntime(HFText, LoopRuntime):
 
     def load(self, pair) -> None:
         self.pair = pair
-        why = resolve_forward(self.settings)[1]
-        if self.settings.torch_forward == "kernels" and why:
+        self.forward, why = resolve_forward(self.settings)
+        if self.forward == "kernels" and why:
             raise RuntimeUnavailable(f"--torch-forward kernels: {why} (--torch-forward eager runs PyTorch's own ops)")
         self.hf = HFPair(pair, self.settings)
         vocab = len(self.hf.tokenizer)
@@ -145,7 +145,6 @@ class TorchRuntime(HFText, LoopRuntime):
                 raise HarnessError(f"{role} model has {m.config.vocab_size} embedding rows but its tokenizer {vocab} ids; "
                                    "the files do not belong together")
         sync = device_sync(self.hf.device)
-        self.forward = resolve_forward(self.settings)[0]
         eager = self.forward == "eager"  # PyTorch's own ops throughout: no C++ kernel, F.linear over plain matrices
         self.target = TorchKV(self.hf.target, vocab, sync=sync, kernels=False if eager else None, packed=not eager)
         self.draft = TorchKV(self.hf.draft, vocab, sync=sync, kernels=False if eager else None, packed=not eager)
