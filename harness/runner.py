@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least, default_of
+from core.config import (LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least,
+                         default_of, parse_drafter)
 from core.errors import HarnessError, RuntimeUnavailable
 from core import metrics
 from core.metrics import SUSPECTED_BUG
@@ -187,7 +188,10 @@ class Runner:
         }
         if self.done:
             _log(f"resuming {self.out}: {len(self.done)} rows already measured are kept")
-            self.info["roofline"] = (read_run_json(self.out) or {}).get("roofline") or {}  # runtimes not loaded again
+            prior = read_run_json(self.out) or {}
+            self.info["roofline"] = prior.get("roofline") or {}  # runtimes not loaded again
+            if "batched_costs" in prior:  # measured once per run, the engines' own prices with it (_price_batches)
+                self.info["batched_costs"] = prior["batched_costs"]
 
     def run(self) -> list[dict]:
         from tqdm import tqdm
@@ -457,6 +461,8 @@ class Runner:
             for _ in range(c.warmup):
                 for (mode, _, _), w in runnable:
                     (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
+            if rt.one_setting_at_a_time and b.runnable:
+                self._price_batches(name, pair, rt, 1, b.start, first)
         except HarnessError:
             raise
         except Exception as e:  # a runtime that cannot generate at all (a server that dies at once) is skipped
@@ -532,10 +538,41 @@ class Runner:
             if c.warmup:  # n requests at once, outside every cell
                 warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
                 rt.generate_load([encoded[c.prompts[0].id]] * n, [warm] * n, spec)
+            self._price_batches(name, pair, rt, n, first if spec else None, encoded[c.prompts[0].id])
             for reqs in cells:
                 self._load_cell(pair, rt, name, mode, n, reqs, encoded, bases, tag, kw)
         if any(cells for _, cells in plan):
             _log(f"[{tag}] --concurrency {n}: {sum(len(cl) for _, cls in plan for cl in cls)} requests measured")
+
+    def _price_batches(self, name, pair, rt, n: int, gen: Optional[GenerationSettings], ids: list[int]) -> None:
+        """Under load, a server runtime that times its own engine steps (`batch_pass_s`: vLLM, whose
+        float32 batches llama.cpp's quantized ones do not price) measures the batched cost model's
+        inputs on the server of the setting about to be measured, outside every cell, into
+        run.json's batched_costs[pair]["by_runtime"][runtime]: at the baseline's server the target's
+        step of n x k tokens for k = 1 and each gamma + 1; at a drafting server one step of n x 1,
+        whose extra over the baseline's is the drafter's gamma passes ("draft" for the draft model,
+        "eagle3" for a head; prompt lookup runs no model and is not priced)."""
+        c = self.cfg
+        if not hasattr(rt, "batch_pass_s") or not any(x > 1 for x in c.concurrencies):
+            return
+        own = self.info.setdefault("batched_costs", {}).setdefault(pair.name, {}).setdefault("by_runtime", {}) \
+            .setdefault(name, {"how": "the engine's own time to first token of n one-token answers to k-token prompts sent at once"})
+        ks = sorted({1, *(g + 1 for g in c.gammas)})
+        ids = (ids * (max(ks) // max(len(ids), 1) + 1))[:max(ks)]
+        try:
+            if gen is None:
+                own.setdefault("target", {})[str(n)] = rt.batch_pass_s(None, n, ks, ids)
+                return
+            kind = parse_drafter(gen.drafter)[0]
+            base = own.get("target", {}).get(str(n), {}).get("1")
+            if kind == "ngram" or base is None:
+                return
+            step = rt.batch_pass_s(gen, n, [1], ids)["1"]
+            own.setdefault("eagle3" if kind == "eagle3" else "draft", {})[str(n)] = {"1": max(step - base, 0.0) / gen.gamma_max}
+        except (RuntimeError, OSError) as e:  # a server that cannot price its batches (ServerError) costs no measurement
+            own.setdefault("unavailable", {})[f"N{n} {gen.drafter if gen else 'baseline'}"] = _one_line(e)
+        finally:
+            write_run_json(self.out, self.info)
 
     def _load_cell(self, pair, rt, name, mode, n, reqs, encoded, bases, tag, kw) -> None:
         """One cell's requests through rt.generate_load -> one row per request."""

@@ -31,11 +31,14 @@ CONCURRENCY_PNG = "speedup_vs_concurrency.png"
 
 
 def _batched_costs(sources) -> dict:
-    """run.json's batched pass costs (harness/runner.py) of every run folder, by pair."""
+    """run.json's batched pass costs (harness/runner.py) of every run folder, by pair; the engines'
+    own prices (by_runtime) of every folder kept together."""
     out: dict = {}
     for s in sources:
         folder = Path(s) if Path(s).is_dir() else Path(s).parent
-        out |= (read_run_json(folder) or {}).get("batched_costs") or {}
+        for pair, costs in ((read_run_json(folder) or {}).get("batched_costs") or {}).items():
+            by_runtime = {**out.get(pair, {}).get("by_runtime", {}), **costs.get("by_runtime", {})}
+            out[pair] = {**out.get(pair, {}), **costs} | ({"by_runtime": by_runtime} if by_runtime else {})
     return out
 
 PLOTTERS = [("phases.png", plots.phases, "cells"), ("speedup_vs_gamma.png", plots.speedup_vs_gamma, "cells"),

@@ -12,14 +12,14 @@ model's prediction beside it.
 - crossover: the N where the aggregate speedup falls below 1, interpolated linearly between the
   last N at or above it and the first below;
 - predicted: Leviathan's formula with the costs of the batch (costed_speedup of core/theory.py with
-  o = 0): v(N) = a pass of N sequences x (gamma + 1) tokens over a pass of N x 1, c(N) = the
-  draft's N x 1 pass over the target's (0 for prompt lookup, which runs no model), both measured
-  by llama.cpp in-process on the pair's GGUF files (run.json's `batched_costs`,
-  harness/runner.py), alpha_hat of the cell: the costs of the llama.cpp runtimes' batches; a
-  runtime that runs other weights (vLLM's float32) is priced by them too, and the table says so.
-  `verify_regime`
-  says whether that verify batch still costs about a one-token step (memory bound) or grows with
-  its tokens (compute bound).
+  o = 0) at the cell's alpha_hat: v(N) = a pass of N sequences x (gamma + 1) tokens over a pass
+  of N x 1, c(N) = the drafter's N x 1 pass over the target's (0 for prompt lookup, which runs no
+  model). Priced by the runtime's own engine where it measured them (run.json's
+  batched_costs[pair]["by_runtime"]: vLLM, whose float32 steps are timed on its own servers by
+  the runner's _price_batches), else by llama.cpp in-process on the pair's GGUF files
+  (`batched_costs`, the llama.cpp runtimes' batches; a runtime with other weights priced so is
+  said to be). `verify_regime` says whether that verify batch still costs about a one-token
+  step (memory bound) or grows with its tokens (compute bound).
 
 What it does not do: measure (runtimes/load.py, harness/runner.py), or the other sections.
 """
@@ -92,6 +92,7 @@ def _record(key: tuple, rs: list[dict]) -> dict:
             "latency_median_s": metrics.quantile(lat, 0.5),
             "alpha_hat": metrics.alpha_hat(rounds) if mode == "speculative" else None,
             "drafter": rs[0].get("drafter") if mode == "speculative" else None, "dtype": rs[0].get("dtype"),
+            "runtime_name": rs[0].get("runtime_name") or runtime,
             "speedup_aggregate": None, "speedup_latency": None}
 
 
@@ -99,18 +100,33 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
 
+def _prices(rec: dict, costs: Optional[dict]) -> tuple[Optional[dict], Optional[dict], Optional[str]]:
+    """The cell's batch prices at its N -> (the target's seconds per k tokens, the drafter's, whose):
+    the runtime's own engine's when it measured them (by_runtime: its draft model's, or its
+    head's), else llama.cpp's (the pair's draft model for every drafter)."""
+    n, drafter = str(rec["concurrency"]), rec.get("drafter") or ""
+    name = rec.get("runtime_name") or rec["runtime"]
+    own = ((costs or {}).get("by_runtime") or {}).get(name) or {}
+    role = "eagle3" if drafter.startswith("eagle3") else "draft"
+    for source, drafts, whose in ((own, own.get(role), name), (costs or {}, (costs or {}).get("draft"), "llama.cpp")):
+        t, d = (source.get("target") or {}).get(n), (drafts or {}).get(n)
+        if t and (d or drafter.startswith("ngram")):
+            return t, d or {}, whose
+    return None, None, None
+
+
 def _predicted(rec: dict, costs: Optional[dict]) -> dict:
     """The batched cost model at this cell's N, gamma and alpha_hat (module docstring)."""
-    a, g, n = rec["alpha_hat"], rec["gamma"], str(rec["concurrency"])
-    t = ((costs or {}).get("target") or {}).get(n) or {}
-    d = ((costs or {}).get("draft") or {}).get(n) or {}
+    a, g = rec["alpha_hat"], rec["gamma"]
+    t, d, whose = _prices(rec, costs)
     k = str((g or 0) + 1)
-    if a is None or not g or "1" not in t or k not in t or "1" not in d:
-        return {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None}
+    ngram = (rec.get("drafter") or "").startswith("ngram")
+    if a is None or not g or not t or "1" not in t or k not in t or ("1" not in d and not ngram):
+        return {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None, "priced_by": None}
     v = t[k] / t["1"]
-    c = 0.0 if (rec.get("drafter") or "").startswith("ngram") else d["1"] / t["1"]  # a lookup runs no model
+    c = 0.0 if ngram else d["1"] / t["1"]  # a lookup runs no model
     return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0)), "v_batched": v,
-            "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound"}
+            "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound", "priced_by": whose}
 
 
 def regime_lines(records: list[dict]) -> list[str]:
@@ -177,10 +193,13 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
                 return f"{what} does not pay at any N measured (below 1 from N = {least})"
             return f"{what} stops paying at N = {n:.1f}"
 
-        foreign = c.get("dtype") in ("float32", "float16", "bfloat16")
+        foreign = c.get("dtype") in ("float32", "float16", "bfloat16") and c.get("priced_by") == "llama.cpp"
         lines.append(f"- {c['runtime']}, gamma {c['gamma']}: " + where(got, "speculation (throughput)")
-                     + ("; predicted: " + where(pred, "it") + (" (priced by llama.cpp's batches of the GGUF files, "
-                                                             f"not this engine's {c['dtype']} ones)" if foreign else "")
+                     + ("; predicted: " + where(pred, "it") + (f" (priced by llama.cpp's batches of the GGUF files, not this "
+                                                             f"engine's {c['dtype']} ones)" if foreign
+                                                             else " (priced by llama.cpp's batches of the GGUF files)"
+                                                             if c.get("priced_by") == "llama.cpp"
+                                                             else f" (priced by {c['priced_by']}'s own batches)")
                         if c.get("predicted_speedup") is not None else ""))
     if png:
         lines += ["", f"![speedup against concurrency]({png})"]

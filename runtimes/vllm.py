@@ -49,8 +49,12 @@ What is measured, from vLLM's own numbers in each response (`metrics`, with
   temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
 Sampled generations are not reproducible by the request's seed with speculative decoding here (two
 identical requests diverged after 8 tokens): compare them in distribution, not token by token.
+Under load (`--concurrency N`): the engine started with --max-num-seqs N, the closed-loop
+client's streamed requests (runtimes/load.py), each request's numbers from its final chunk; and
+`batch_pass_s`, this engine's own price of a step of N x k tokens for the batched cost model
+(reports/concurrency.py), timed on the running server outside every cell.
 What it does not do: the draft policies other than fixed (vLLM has num_speculative_tokens only),
-several sequences, streaming, or the target's logits (no entropy, no mismatch evidence).
+or the target's logits (no entropy, no mismatch evidence).
 """
 
 from __future__ import annotations
@@ -70,8 +74,8 @@ from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
-from runtimes.server import (ServerError, ServerPool, ServerProcess, ServerRuntime, concurrency_of, is_baseline,
-                             server_rounds, setting, setting_name)
+from runtimes.server import (HOST, ServerError, ServerPool, ServerProcess, ServerRuntime, baseline_setting, concurrency_of,
+                             is_baseline, server_rounds, setting, setting_name)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
@@ -82,6 +86,7 @@ MAX_LIVE = 2  # engines at once: the one measured and the next, started beside i
 READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up (20-45 s for the tiny pairs here)
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
 ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache (about 2 GiB resident here)
+PASS_REPEATS = 7  # batch_pass_s: the least of this many batches, each k after the other in turn
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
 METRIC = re.compile(r'^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([\d.eE+-]+)$', re.M)
 POSITION = re.compile(r'position="(\d+)"')
@@ -322,6 +327,32 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         if speculative and all(isinstance(g, Generation) for g in out):  # a failed request's counts are unknown
             self._check_counts(all_steps, metrics_delta(before, after))
         return out
+
+    def batch_pass_s(self, gen: Optional[GenerationSettings], n: int, ks: list[int], ids: list[int]) -> dict[str, float]:
+        """This engine's own seconds for one step of n sequences x k tokens, per k (the batched cost
+        model's prices, reports/concurrency.py): n requests sent at once, each a k-token prompt
+        (the first k of `ids`) answered with one token, so one engine step prefills n x k tokens,
+        the shape of a verify batch of k = gamma + 1 (at depth 0, where a verify pass reads a short
+        KV cache too); vLLM's own time to first token of each request (no HTTP), the last of the n
+        (when the engine took the n in one step, that step), the least over PASS_REPEATS rounds of
+        every k in turn (a round whose requests reached the engine in two steps costs more). On the
+        running server of `gen`'s speculative setting (a step there also runs the drafter's passes)
+        or, None, of the baseline at n."""
+        from runtimes import load
+
+        srv = self._server(setting(gen) if gen is not None else baseline_setting(n))
+        one = GenerationSettings(max_new_tokens=1, ignore_eos=True)
+        got: dict[str, list[float]] = {str(k): [] for k in ks}
+        for _ in range(PASS_REPEATS):
+            for k in ks:
+                cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids[:k], one)] * n, n, self.load_chunk)
+                ms = [((r.final or {}).get("metrics") or {}).get("time_to_first_token_ms") for r in cell.requests]
+                failed = [r.error for r in cell.requests if r.error]
+                if failed or None in ms:
+                    raise ServerError(f"vLLM answered a batch of {n} x {k} tokens without its timings: "
+                                      f"{failed[0] if failed else cell.requests[0].final}")
+                got[str(k)].append(max(ms) * 1e-3)
+        return {k: min(v) for k, v in got.items()}
 
     @staticmethod
     def _check_counts(steps: list[tuple[int, int]], delta: dict) -> None:

@@ -278,3 +278,25 @@ def test_mismatch_evidence_and_cross_runtime_agreement_are_said_with_numbers(tmp
     md = write_report([synthetic.write_run(tmp_path, rows, *qwen_dirs)]).read_text()
     assert "## Greedy mismatches" in md and "| slow | f1 | 4 | 7 | 'a' (1) | 'b' (2) | 2.500 |" in md
     assert "## Greedy baselines across runtimes" in md and "SUSPECTED BUG in slow" in md
+
+
+def test_under_load_prices_a_cell_by_its_own_engine_where_it_measured_them():
+    """The batched cost model takes a runtime's own batch prices (run.json batched_costs
+    [pair]["by_runtime"], what vLLM measures on its servers) before llama.cpp's, per role
+    (the draft model's, a head's), and says whose; prompt lookup is priced with no draft pass."""
+    from core.theory import RoundCosts, costed_speedup
+    from reports import concurrency
+
+    costs = {"target": {"2": {"1": 1.0, "5": 4.0}}, "draft": {"2": {"1": 0.5}},
+             "by_runtime": {"vllm": {"target": {"2": {"1": 0.040, "5": 0.050}}, "draft": {"2": {"1": 0.004}}}}}
+    cell = {"alpha_hat": 0.5, "gamma": 4, "concurrency": 2, "drafter": "model"}
+    own = concurrency._predicted({**cell, "runtime": "vllm"}, costs)
+    assert own["priced_by"] == "vllm" and own["v_batched"] == pytest.approx(1.25) and own["c_batched"] == pytest.approx(0.1)
+    assert own["predicted_speedup"] == pytest.approx(costed_speedup(0.5, 4, RoundCosts(0.1, 1.25, 0.0, 0.0)))
+    lookup = concurrency._predicted({**cell, "runtime": "vllm [ngram]", "runtime_name": "vllm", "drafter": "ngram"}, costs)
+    assert (lookup["priced_by"], lookup["c_batched"], lookup["v_batched"]) == ("vllm", 0.0, pytest.approx(1.25))
+    other = concurrency._predicted({**cell, "runtime": "llama-server"}, costs)
+    assert (other["priced_by"], other["v_batched"], other["c_batched"]) == ("llama.cpp", 4.0, 0.5)
+    head = concurrency._predicted({**cell, "runtime": "vllm", "drafter": "eagle3"}, costs)  # no head price of its own
+    assert head["priced_by"] == "llama.cpp"
+    assert concurrency._predicted({**cell, "runtime": "vllm", "concurrency": 8}, costs)["predicted_speedup"] is None
