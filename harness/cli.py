@@ -110,8 +110,7 @@ def _options(*groups):
 
 
 def _runtime_settings(o: dict) -> RuntimeSettings:
-    for f in _torch_forwards(o):
-        RuntimeSettings(torch_forward=f)  # each forward checked before anything loads
+    """The runtimes' settings (each --torch-forward is checked by RunConfig, before anything loads)."""
     return RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
                            n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
 

@@ -326,6 +326,13 @@ def _check_cache(k, v, layers: int, nkv: int, hd: int, end: int) -> None:
         raise ValueError(f"llama_step: positions up to {end} do not fit the {cap}-position cache")
 
 
+def _check_attention(nh: int, nkv: int, hd: int, length: int, what: str, more: str = "") -> None:
+    """nh query heads in groups over nkv kv heads of hd each, at a position >= 0 (and nothing in
+    `more`, what else the caller found wrong) -> else ValueError: not a Llama step/pass."""
+    if nh <= 0 or nkv <= 0 or nh % nkv or hd <= 0 or length < 0 or more:
+        raise ValueError(f"llama_step: {nh} query heads, {nkv} kv heads of {hd}, position {length}{more}: not a Llama {what}")
+
+
 def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
          eps: float, nh: int, nkv: int, hd: int, aux=None, aux_ids=None) -> torch.Tensor:
     """One token through every layer -> logits [V]; its k, v written into the caches k, v
@@ -339,8 +346,7 @@ def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w
     layers, H = w_in.shape
     inter = w_down.shape[-1] if w_down.dim() == 3 else -1
     vocab = head.shape[0] if head.dim() == 2 else -1
-    if nh <= 0 or nkv <= 0 or nh % nkv or hd <= 0 or length < 0:
-        raise ValueError(f"llama_step: {nh} query heads, {nkv} kv heads of {hd}, position {length}: not a Llama step")
+    _check_attention(nh, nkv, hd, length, "step")
     _check(emb_row=(emb_row, (H,), f32), cos=(cos, (hd,), f32), sin=(sin, (hd,), f32),
            w_qkv=(w_qkv, (layers, (nh + 2 * nkv) * hd, H), f32), w_o=(w_o, (layers, H, nh * hd), f32),
            w_post=(w_post, (layers, H), f32), w_gu=(w_gu, (layers, 2 * inter, H), f32),
@@ -369,9 +375,7 @@ def forward_tokens(emb_rows, cos, sin, k, v, length: int, w_in, p_qkv, p_o, w_po
     layers, H = w_in.shape
     S = emb_rows.shape[0] if emb_rows.dim() == 2 else -1
     nq, na = (nh + 2 * nkv) * hd, nh * hd
-    if nh <= 0 or nkv <= 0 or nh % nkv or hd <= 0 or length < 0 or not 1 <= n_logits <= S:
-        raise ValueError(f"llama_step: {nh} query heads, {nkv} kv heads of {hd}, position {length}, "
-                         f"{n_logits} logits of {S} tokens: not a Llama pass")
+    _check_attention(nh, nkv, hd, length, "pass", f", {n_logits} logits of {S} tokens" if not 1 <= n_logits <= S else "")
     if any(n % B for n in (nq, H, 2 * inter, na)):
         raise ValueError(f"llama_step: the pass kernel needs matrices of whole {B}-row blocks "
                          f"(qkv {nq}, hidden {H}, gate-up {2 * inter}, attention {na})")
