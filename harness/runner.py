@@ -545,30 +545,33 @@ class Runner:
             _log(f"[{tag}] --concurrency {n}: {sum(len(cl) for _, cls in plan for cl in cls)} requests measured")
 
     def _price_batches(self, name, pair, rt, n: int, gen: Optional[GenerationSettings], ids: list[int]) -> None:
-        """Under load, a server runtime that times its own engine steps (`batch_pass_s`: vLLM, whose
-        float32 batches llama.cpp's quantized ones do not price) measures the batched cost model's
-        inputs on the server of the setting about to be measured, outside every cell, into
-        run.json's batched_costs[pair]["by_runtime"][runtime]: at the baseline's server the target's
-        step of n x k tokens for k = 1 and each gamma + 1; at a drafting server one step of n x 1,
-        whose extra over the baseline's is the drafter's gamma passes ("draft" for the draft model,
-        "eagle3" for a head; prompt lookup runs no model and is not priced)."""
+        """Under load, a server runtime that times its own engine (vLLM, whose float32 batches
+        llama.cpp's quantized ones do not price) measures the batched cost model's inputs on the
+        server of the setting about to be measured, outside every cell, into run.json's
+        batched_costs[pair]["by_runtime"][runtime]: at the baseline's server the target's step of
+        n x k tokens for k = 1 and each gamma + 1 (`batch_pass_s`, "target") and its decode step
+        (`decode_step_s`, "step"); at a drafting server its decode step, whose extra over the
+        baseline's beyond the verify batch (v) is the drafter's gamma passes ("draft" for the draft
+        model, "eagle3" for a head, as seconds of one pass; prompt lookup runs no model and is not
+        priced)."""
         c = self.cfg
         if not hasattr(rt, "batch_pass_s") or not any(x > 1 for x in c.concurrencies):
             return
         own = self.info.setdefault("batched_costs", {}).setdefault(pair.name, {}).setdefault("by_runtime", {}) \
-            .setdefault(name, {"how": "the engine's own time to first token of n one-token answers to k-token prompts sent at once"})
-        ks = sorted({1, *(g + 1 for g in c.gammas)})
-        ids = (ids * (max(ks) // max(len(ids), 1) + 1))[:max(ks)]
+            .setdefault(name, {"how": "the engine's own steps, timed on its servers outside the cells"})
+        ids = (ids * (64 // max(len(ids), 1) + 1))[:64]
         try:
             if gen is None:
-                own.setdefault("target", {})[str(n)] = rt.batch_pass_s(None, n, ks, ids)
+                own.setdefault("target", {})[str(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
+                own.setdefault("step", {})[str(n)] = rt.decode_step_s(None, n, ids)
                 return
             kind = parse_drafter(gen.drafter)[0]
-            base = own.get("target", {}).get(str(n), {}).get("1")
-            if kind == "ngram" or base is None:
+            t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
+            k = str(gen.gamma_max + 1)
+            if kind == "ngram" or base is None or k not in t:
                 return
-            step = rt.batch_pass_s(gen, n, [1], ids)["1"]
-            own.setdefault("eagle3" if kind == "eagle3" else "draft", {})[str(n)] = {"1": max(step - base, 0.0) / gen.gamma_max}
+            per_gamma = max(rt.decode_step_s(gen, n, ids) / base - t[k] / t["1"], 0.0) / gen.gamma_max
+            own.setdefault("eagle3" if kind == "eagle3" else "draft", {})[str(n)] = {"1": per_gamma * t["1"]}
         except (RuntimeError, OSError) as e:  # a server that cannot price its batches (ServerError) costs no measurement
             own.setdefault("unavailable", {})[f"N{n} {gen.drafter if gen else 'baseline'}"] = _one_line(e)
         finally:

@@ -51,8 +51,9 @@ Sampled generations are not reproducible by the request's seed with speculative 
 identical requests diverged after 8 tokens): compare them in distribution, not token by token.
 Under load (`--concurrency N`): the engine started with --max-num-seqs N, the closed-loop
 client's streamed requests (runtimes/load.py), each request's numbers from its final chunk; and
-`batch_pass_s`, this engine's own price of a step of N x k tokens for the batched cost model
-(reports/concurrency.py), timed on the running server outside every cell.
+this engine's own prices for the batched cost model (reports/concurrency.py), timed on the
+running server outside every cell: `batch_pass_s` a step of N x k tokens, `decode_step_s` a
+decode step of N sequences, with a drafter's passes on a drafting server.
 What it does not do: the draft policies other than fixed (vLLM has num_speculative_tokens only),
 or the target's logits (no entropy, no mismatch evidence).
 """
@@ -70,6 +71,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter
+from core import metrics
 from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
@@ -86,7 +88,9 @@ MAX_LIVE = 2  # engines at once: the one measured and the next, started beside i
 READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up (20-45 s for the tiny pairs here)
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
 ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache (about 2 GiB resident here)
-PASS_REPEATS = 7  # batch_pass_s: the least of this many batches, each k after the other in turn
+PASS_REPEATS = 15  # _probe: this many rounds of n requests at once, ...
+PASS_QUANTILE = 0.2  # ... and this quantile of their times
+STEP_PROMPT, STEP_TOKENS = 8, 9  # decode_step_s: prompt and answer tokens (8 decode steps without drafting)
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
 METRIC = re.compile(r'^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([\d.eE+-]+)$', re.M)
 POSITION = re.compile(r'position="(\d+)"')
@@ -328,31 +332,55 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             self._check_counts(all_steps, metrics_delta(before, after))
         return out
 
-    def batch_pass_s(self, gen: Optional[GenerationSettings], n: int, ks: list[int], ids: list[int]) -> dict[str, float]:
+    def batch_pass_s(self, n: int, ks: list[int], ids: list[int]) -> dict[str, float]:
         """This engine's own seconds for one step of n sequences x k tokens, per k (the batched cost
-        model's prices, reports/concurrency.py): n requests sent at once, each a k-token prompt
-        (the first k of `ids`) answered with one token, so one engine step prefills n x k tokens,
-        the shape of a verify batch of k = gamma + 1 (at depth 0, where a verify pass reads a short
-        KV cache too); vLLM's own time to first token of each request (no HTTP), the last of the n
-        (when the engine took the n in one step, that step), the least over PASS_REPEATS rounds of
-        every k in turn (a round whose requests reached the engine in two steps costs more). On the
-        running server of `gen`'s speculative setting (a step there also runs the drafter's passes)
-        or, None, of the baseline at n."""
+        model's v, reports/concurrency.py), on the baseline's running server at n: n requests sent
+        at once, each a k-token prompt (the first k of `ids`) answered with one token, so one
+        engine step prefills n x k tokens, the shape of a verify batch of k = gamma + 1 (at depth
+        0, where a verify pass reads a short KV cache too); vLLM's own time to first token (no
+        HTTP) of the last of the n (when the engine took the n in one step, that step)."""
+        one = GenerationSettings(max_new_tokens=1, ignore_eos=True)
+        got = self._probe(self._server(baseline_setting(n)), n, [ids[:k] for k in ks], one,
+                          lambda m, steps: m["time_to_first_token_ms"] * 1e-3, max)
+        return {str(k): s for k, s in zip(ks, got)}
+
+    def decode_step_s(self, gen: Optional[GenerationSettings], n: int, ids: list[int]) -> float:
+        """This engine's own seconds per decode step of n sequences (the batched cost model's c:
+        a drafting step's extra over the baseline's), on the running server of `gen`'s speculative
+        setting or, None, of the baseline at n: n requests at once of the first STEP_PROMPT of
+        `ids`, each answered with STEP_TOKENS tokens; vLLM's generation time (first token to last)
+        over the request's decode steps (a drafting server's: one verification each, with the
+        drafter's proposals for the next), the median of the n."""
+        import statistics
+
+        answer = GenerationSettings(max_new_tokens=STEP_TOKENS, ignore_eos=True)
+        srv = self._server(setting(gen) if gen is not None else baseline_setting(n))
+        return self._probe(srv, n, [ids[:STEP_PROMPT]], answer, lambda m, steps: m["generation_time_ms"] * 1e-3 / steps,
+                           statistics.median)[0]
+
+    def _probe(self, srv: ServerProcess, n: int, prompts: list[list[int]], gen: GenerationSettings, value, pool) -> list:
+        """PASS_REPEATS rounds of n requests at once of each prompt in turn -> per prompt, the
+        PASS_QUANTILE quantile over its rounds of pool(value(vLLM's metrics, decode steps) of each
+        request): low, since a round whose requests reached the engine in two steps, or met a busy
+        machine, costs more (not the least, which one lucky round sets)."""
         from runtimes import load
 
-        srv = self._server(setting(gen) if gen is not None else baseline_setting(n))
-        one = GenerationSettings(max_new_tokens=1, ignore_eos=True)
-        got: dict[str, list[float]] = {str(k): [] for k in ks}
+        rounds: list[list[float]] = [[] for _ in prompts]
         for _ in range(PASS_REPEATS):
-            for k in ks:
-                cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids[:k], one)] * n, n, self.load_chunk)
-                ms = [((r.final or {}).get("metrics") or {}).get("time_to_first_token_ms") for r in cell.requests]
-                failed = [r.error for r in cell.requests if r.error]
-                if failed or None in ms:
-                    raise ServerError(f"vLLM answered a batch of {n} x {k} tokens without its timings: "
-                                      f"{failed[0] if failed else cell.requests[0].final}")
-                got[str(k)].append(max(ms) * 1e-3)
-        return {k: min(v) for k, v in got.items()}
+            for prompt, got in zip(prompts, rounds):
+                cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(prompt, gen)] * n, n, self.load_chunk)
+                values = []
+                for r in cell.requests:
+                    m = (r.final or {}).get("metrics") or {}
+                    if r.error or m.get("time_to_first_token_ms") is None or m.get("generation_time_ms") is None:
+                        raise ServerError(f"vLLM answered {n} requests of {len(prompt)} tokens without its timings: "
+                                          f"{r.error or r.final}")
+                    sd = m.get("speculative_decoding") or {}
+                    steps = server_rounds(list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or [])),
+                                          len(r.tokens))
+                    values.append(value(m, max(len(steps) - 1, 1)))
+                got.append(pool(values))
+        return [metrics.quantile(got, PASS_QUANTILE) for got in rounds]
 
     @staticmethod
     def _check_counts(steps: list[tuple[int, int]], delta: dict) -> None:

@@ -240,11 +240,12 @@ def test_under_load_vllm_serves_n_sequences_and_each_request_is_a_row(tmp_path):
     assert all("--max-num-seqs 2" in p.read_text().splitlines()[0] for p in logs)
     assert not engine_pids() - before
     # the batched cost model priced by the engine itself, on its own servers: the target's steps of
-    # 2 x 1 and 2 x (gamma + 1) tokens, the draft model's pass from the drafting server's step
+    # 2 x 1 and 2 x (gamma + 1) tokens and its decode step, the draft model's pass from the drafting
+    # server's decode step
     own = json.loads((out / "run.json").read_text())["batched_costs"]["tiny-hd32"]["by_runtime"]["vllm"]
     assert "unavailable" not in own, own
     assert set(own["target"]) == {"2"} and set(own["target"]["2"]) == {"1", "3"}
-    assert all(s > 0 for s in own["target"]["2"].values()) and own["draft"]["2"]["1"] >= 0
+    assert all(s > 0 for s in own["target"]["2"].values()) and own["step"]["2"] > 0 and own["draft"]["2"]["1"] >= 0
     assert "(priced by vllm's own batches)" in (out / "report" / "report.md").read_text()
 
 
