@@ -85,6 +85,20 @@ except ProcessLookupError:
 """
 
 
+def _wait_stopped(pid: int, timeout_s: float = 1.0) -> None:
+    """Return once a SIGSTOP has taken effect on `pid` (its state letter T), at most `timeout_s`
+    later: the signal is delivered asynchronously, and a server busy when it was sent runs on for a
+    moment, which would be a neighbour of the measurement that starts next."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        except (OSError, IndexError):
+            return  # gone, or no /proc: nothing to wait for
+        time.sleep(0.001)
+
+
 def _die_with_parent(parent: int) -> None:
     """Runs in the child between fork and exec: the kernel kills it when the harness dies (SIGKILL:
     nothing of a server is worth a graceful stop once its harness is gone, and a SIGTERM during model
@@ -204,6 +218,7 @@ class ServerProcess:
         if self.alive() and not self.paused:
             os.killpg(self.proc.pid, signal.SIGSTOP)
             self.paused = True
+            _wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         if self.paused:
