@@ -85,18 +85,27 @@ except ProcessLookupError:
 """
 
 
-def _wait_stopped(pid: int, timeout_s: float = 1.0) -> None:
-    """Return once a SIGSTOP has taken effect on `pid` (its state letter T), at most `timeout_s`
-    later: the signal is delivered asynchronously, and a server busy when it was sent runs on for a
-    moment, which would be a neighbour of the measurement that starts next."""
+def group_states(pgid: int) -> set[str]:
+    """The state letters (R running, S sleeping, T stopped, ...) of a process group's processes."""
+    states = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # ended while we looked
+            if int(fields[2]) == pgid:
+                states.add(fields[0])
+    return states
+
+
+def _wait_stopped(pgid: int, timeout_s: float = 1.0) -> None:
+    """Return once a SIGSTOP has taken effect on every process of the group (state T), at most
+    `timeout_s` later: the signal is delivered asynchronously, and a server busy when it was sent
+    runs on for a moment, which would be a neighbour of the measurement that starts next."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t"):
-                return
-        except (OSError, IndexError):
-            return  # gone, or no /proc: nothing to wait for
-        time.sleep(0.001)
+    while time.monotonic() < deadline and group_states(pgid) - {"T", "t", "Z", "X"}:
+        time.sleep(0.002)
 
 
 def _die_with_parent(parent: int) -> None:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.cli import main
 from tests.procs import session_processes
+from runtimes.server import group_states
 
 pytestmark = pytest.mark.slow
 ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--n-threads", "1", "--n-ctx", "512",
@@ -31,20 +32,6 @@ def engine_pids() -> set[int]:
         return b"vllm.entrypoints" in cmd or b"vllm_serve.py" in cmd or b"VLLM::" in cmd
 
     return session_processes(is_engine)
-
-
-def group_states(pgid: int) -> set[str]:
-    """The state letters (R, S, T stopped, ...) of every process in a process group."""
-    states = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid:
-                states.add(fields[0])
-    return states
 
 
 @pytest.fixture(scope="class")
