@@ -122,6 +122,16 @@ def costed_speedup(alpha: float, gamma: int, costs: RoundCosts) -> float:
     return expected_tokens(alpha, gamma) * (1 + costs.o_base) / costs.per_round(gamma)
 
 
+def drafting_share_speedup(alpha: float, gamma: int, costs: RoundCosts, share: float) -> float:
+    """costed_speedup for a drafter that drafts in `share` of the rounds only (prompt lookup finds
+    no match in the others): a round without a draft is one baseline step, 1 + o_base, emitting
+    one token, so
+        (share E[tokens] + 1 - share) (1 + o_base) / (share (g c + v + o) + (1 - share) (1 + o_base)).
+    share = 1 is costed_speedup."""
+    tokens = share * expected_tokens(alpha, gamma) + (1 - share)
+    return tokens * (1 + costs.o_base) / (share * costs.per_round(gamma) + (1 - share) * (1 + costs.o_base))
+
+
 def piecewise_linear(points: dict[float, float], anchor: Optional[float] = None) -> Callable[[float], float]:
     """gamma -> value through measured (gamma, value) points, linear in between.
 

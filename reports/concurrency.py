@@ -11,8 +11,10 @@ model's prediction beside it.
   and median latency;
 - crossover: the N where the aggregate speedup falls below 1, interpolated linearly between the
   last N at or above it and the first below;
-- predicted: Leviathan's formula with the costs of the batch (costed_speedup of core/theory.py with
-  o = 0) at the cell's alpha_hat: v(N) = a pass of N sequences x (gamma + 1) tokens over a pass
+- predicted: Leviathan's formula with the costs of the batch (drafting_share_speedup of
+  core/theory.py with o = 0) at the cell's alpha_hat and drafting share (the share of its decode
+  rounds that drafted: prompt lookup drafts only where the context repeats, and a round without
+  a draft is a plain step): v(N) = a pass of N sequences x (gamma + 1) tokens over a pass
   of N x 1, c(N) = the drafter's N x 1 pass over the target's (0 for prompt lookup, which runs no
   model). Priced by the runtime's own engine where it measured them (run.json's
   batched_costs[pair]["by_runtime"]: vLLM, whose float32 steps are timed on its own servers by
@@ -91,9 +93,17 @@ def _record(key: tuple, rs: list[dict]) -> dict:
             "ttft_median_s": metrics.quantile(ttft, 0.5), "ttft_p90_s": metrics.quantile(ttft, 0.9),
             "latency_median_s": metrics.quantile(lat, 0.5),
             "alpha_hat": metrics.alpha_hat(rounds) if mode == "speculative" else None,
+            "drafting_share": _drafting_share(rs) if mode == "speculative" else None,
             "drafter": rs[0].get("drafter") if mode == "speculative" else None, "dtype": rs[0].get("dtype"),
             "runtime_name": rs[0].get("runtime_name") or runtime,
             "speedup_aggregate": None, "speedup_latency": None}
+
+
+def _drafting_share(rs: list[dict]) -> Optional[float]:
+    """The share of a cell's decode rounds that drafted (a request's first round is its prompt's
+    token, sampled before any draft): about 1 for a draft model, what matched for prompt lookup."""
+    later = [rd for r in rs for rd in (r.get("rounds") or [])[1:]]
+    return sum(1 for rd in later if rd["drafted"] > 0) / len(later) if later else None
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -125,7 +135,9 @@ def _predicted(rec: dict, costs: Optional[dict]) -> dict:
         return {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None, "priced_by": None}
     v = t[k] / t["1"]
     c = 0.0 if ngram else d["1"] / t["1"]  # a lookup runs no model
-    return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0)), "v_batched": v,
+    share = rec.get("drafting_share")
+    share = 1.0 if share is None else share
+    return {"predicted_speedup": theory.drafting_share_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0), share), "v_batched": v,
             "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound", "priced_by": whose}
 
 
@@ -137,7 +149,9 @@ def regime_lines(records: list[dict]) -> list[str]:
             continue
         out.append(f"{c['runtime']} gamma {c['gamma']} at N = {c['concurrency']}: a verify batch of {c['concurrency']} x "
                    f"{c['gamma'] + 1} tokens costs {c['v_batched']:.2f} batched one-token passes ({c['verify_regime']}); "
-                   f"the draft's pass {c['c_batched']:.2f} of the target's; predicted speedup "
+                   f"the draft's pass {c['c_batched']:.2f} of the target's; "
+                   + (f"drafts in {c['drafting_share']:.0%} of rounds; " if c.get("drafting_share") is not None else "")
+                   + f"predicted speedup "
                    f"{c['predicted_speedup']:.2f}, measured " + (f"{c['speedup_aggregate']:.2f}" if c["speedup_aggregate"] else "-"))
     return (["", "Under load (reports/concurrency.py):"] + [f"- {line}" for line in out]) if out else []
 
@@ -163,9 +177,11 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
              "Aggregate output tokens/s of each cell (N streams, closed loop), per request decode tokens/s and time to "
              "first token (median / p90), and the speedup of speculation in aggregate throughput and in median "
              "latency; predicted: Leviathan's formula with this machine's batched pass costs (v: N x (gamma+1) tokens "
-             "over N x 1, c: the draft's N x 1 over the target's).", "",
-             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat | speedup (throughput) | speedup (latency) "
-             "| predicted | v | verify batch |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "over N x 1, c: the draft's N x 1 over the target's), in the share of rounds that drafted (the others "
+             "plain steps).", "",
+             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat | drafting rounds | speedup (throughput) "
+             "| speedup (latency) | predicted | v | verify batch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     f = lambda x, spec=".2f": "-" if x is None else format(x, spec)  # noqa: E731
     for c in records:
         if c["mode"] == "baseline" and " [" in c["runtime"]:
@@ -173,6 +189,7 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
         lines.append(f"| {c['runtime']} | {c['gamma'] or '-'} | {c['concurrency']} | {f(c['aggregate_tps'], '.1f')} | "
                      f"{f(c['decode_tps_median'], '.1f')} / {f(c['decode_tps_p90'], '.1f')} | "
                      f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} | "
+                     f"{f(c.get('drafting_share'), '.0%')} | "
                      f"{f(c['speedup_aggregate'])} | {f(c['speedup_latency'])} | {f(c.get('predicted_speedup'))} | "
                      f"{f(c.get('v_batched'))} | {c.get('verify_regime') or '-'} |")
     seen = set()

@@ -300,3 +300,38 @@ def test_under_load_prices_a_cell_by_its_own_engine_where_it_measured_them():
     head = concurrency._predicted({**cell, "runtime": "vllm", "drafter": "eagle3"}, costs)  # no head price of its own
     assert head["priced_by"] == "llama.cpp"
     assert concurrency._predicted({**cell, "runtime": "vllm", "concurrency": 8}, costs)["predicted_speedup"] is None
+
+
+def test_under_load_a_drafter_that_drafts_in_some_rounds_is_predicted_with_plain_steps_in_the_others():
+    """Prompt lookup drafts only where the context repeats: a cell whose decode rounds drafted in
+    one of four (the first round of each request, its prompt's token, not counted) is predicted
+    as share x speculative rounds + the rest plain steps, which lies between 1 and Leviathan's
+    every-round formula; explain says the share."""
+    from core import theory
+    from reports import concurrency
+
+    def row(mode: str, n: int, rounds: list[dict]) -> dict:
+        return {"pair": "p", "runtime": "vllm", "runtime_name": "vllm", "mode": mode, "gamma": 4 if mode == "speculative" else None,
+                "concurrency": n, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "new_tokens": 8,
+                "wall_s": 1.0, "prefill_s": 0.1, "drafter": "ngram" if mode == "speculative" else None, "dtype": "float32",
+                "rounds": rounds, "error": None, "request_start_s": 0.0, "request_end_s": 1.0, "ttft_s": 0.1,
+                "cell": f"{mode}{n}", "extra": {"cell": {"wall_s": 1.0}}}
+
+    plain = {"drafted": 0, "accepted": 0, "emitted": 1}
+    spec = [plain, {"drafted": 4, "accepted": 1, "emitted": 2}, plain, plain, plain]  # 1 of 4 decode rounds drafts
+    rows = [row(m, n, spec if m == "speculative" else [plain] * 8) for n in (1, 2) for m in ("baseline", "speculative")]
+    costs = {"p": {"target": {"1": {"1": 1.0, "5": 1.2}, "2": {"1": 1.0, "5": 1.6}}}}  # the pair's llama.cpp prices
+    recs = [c for c in concurrency.cells(rows, costs) if c["mode"] == "speculative"]
+    assert [c["drafting_share"] for c in recs] == [0.25, 0.25]
+    alpha = recs[0]["alpha_hat"]
+    assert alpha == pytest.approx(0.5)  # one accepted, one rejection
+    for c, v in zip(recs, (1.2, 1.6)):
+        every = theory.costed_speedup(alpha, 4, theory.RoundCosts(0.0, v, 0.0, 0.0))
+        want = (0.25 * theory.expected_tokens(alpha, 4) + 0.75) / (0.25 * v + 0.75)
+        assert c["predicted_speedup"] == pytest.approx(want)
+        assert min(1.0, every) < c["predicted_speedup"] < max(1.0, every)
+    assert theory.drafting_share_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3), 1.0) == pytest.approx(
+        theory.costed_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3)))
+    assert theory.drafting_share_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3, 0.0, 0.2), 0.0) == pytest.approx(1.0)
+    assert "drafts in 25% of rounds" in "\n".join(concurrency.regime_lines(recs))
+    assert "| 25% |" in "\n".join(concurrency.markdown(concurrency.cells(rows, costs), None))
