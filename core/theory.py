@@ -116,18 +116,14 @@ class RoundCosts:
         return gamma * self.c + self.verify(gamma) + self.overhead(gamma)
 
 
-def costed_speedup(alpha: float, gamma: int, costs: RoundCosts) -> float:
+def costed_speedup(alpha: float, gamma: int, costs: RoundCosts, share: float = 1.0) -> float:
     """E[tokens] (1 + o_base) / (g c + v + o): Theorem 3.8 with the verify pass, the per-round
-    overhead and the baseline's per-step overhead priced in (v = 1, o = o_base = 0 gives 3.8)."""
-    return expected_tokens(alpha, gamma) * (1 + costs.o_base) / costs.per_round(gamma)
+    overhead and the baseline's per-step overhead priced in (v = 1, o = o_base = 0 gives 3.8).
 
-
-def drafting_share_speedup(alpha: float, gamma: int, costs: RoundCosts, share: float) -> float:
-    """costed_speedup for a drafter that drafts in `share` of the rounds only (prompt lookup finds
-    no match in the others): a round without a draft is one baseline step, 1 + o_base, emitting
-    one token, so
+    share: the share of rounds that draft (prompt lookup finds no match in the others); a round
+    without a draft is one baseline step, 1 + o_base, emitting one token, so
         (share E[tokens] + 1 - share) (1 + o_base) / (share (g c + v + o) + (1 - share) (1 + o_base)).
-    share = 1 is costed_speedup."""
+    """
     tokens = share * expected_tokens(alpha, gamma) + (1 - share)
     return tokens * (1 + costs.o_base) / (share * costs.per_round(gamma) + (1 - share) * (1 + costs.o_base))
 

@@ -11,7 +11,7 @@ model's prediction beside it.
   and median latency;
 - crossover: the N where the aggregate speedup falls below 1, interpolated linearly between the
   last N at or above it and the first below;
-- predicted: Leviathan's formula with the costs of the batch (drafting_share_speedup of
+- predicted: Leviathan's formula with the costs of the batch (costed_speedup of
   core/theory.py with o = 0) at the cell's alpha_hat and drafting share (the share of its decode
   rounds that drafted: prompt lookup drafts only where the context repeats, and a round without
   a draft is a plain step): v(N) = a pass of N sequences x (gamma + 1) tokens over a pass
@@ -137,7 +137,7 @@ def _predicted(rec: dict, costs: Optional[dict]) -> dict:
     c = 0.0 if ngram else d["1"] / t["1"]  # a lookup runs no model
     share = rec.get("drafting_share")
     share = 1.0 if share is None else share
-    return {"predicted_speedup": theory.drafting_share_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0), share), "v_batched": v,
+    return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0), share), "v_batched": v,
             "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound", "priced_by": whose}
 
 

@@ -330,8 +330,8 @@ def test_under_load_a_drafter_that_drafts_in_some_rounds_is_predicted_with_plain
         want = (0.25 * theory.expected_tokens(alpha, 4) + 0.75) / (0.25 * v + 0.75)
         assert c["predicted_speedup"] == pytest.approx(want)
         assert min(1.0, every) < c["predicted_speedup"] < max(1.0, every)
-    assert theory.drafting_share_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3), 1.0) == pytest.approx(
-        theory.costed_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3)))
-    assert theory.drafting_share_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3, 0.0, 0.2), 0.0) == pytest.approx(1.0)
+    assert theory.costed_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3), share=1.0) == pytest.approx(
+        theory.expected_tokens(0.7, 4) / (4 * 0.1 + 1.3))
+    assert theory.costed_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3, 0.0, 0.2), share=0.0) == pytest.approx(1.0)
     assert "drafts in 25% of rounds" in "\n".join(concurrency.regime_lines(recs))
     assert "| 25% |" in "\n".join(concurrency.markdown(concurrency.cells(rows, costs), None))
