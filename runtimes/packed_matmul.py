@@ -20,7 +20,10 @@ The kernel is C++, built when the first model is packed, by torchinductor's C++ 
 vector ISA, `at::vec::Vectorized`, OpenMP over the blocks, a team of torch.get_num_threads() named in the call), cached under
 $HARNESS_CACHE/inductor; a couple of seconds the first time. It owns the packing and the product;
 not the choice of which pass uses it (runtimes/torch_llama.py), and no other dtype or device:
-`unusable_reason` says why a model's passes use F.linear instead.
+`unusable_reason` says why a model's passes use F.linear instead. The packed copy may be float16
+(`exact_in_half`: a matrix stored in float16, e.g. an EAGLE-3 head, runtimes/eagle3.py): each
+weight is widened to float32 as it is loaded, so the products are the float32 kernel's, bit for
+bit, from half the bytes.
 """
 
 from __future__ import annotations
@@ -46,15 +49,19 @@ constexpr int NV = BLOCK / V::size();
 // (32 with AVX-512: 8 + 1 + 1; 16 with AVX2: 12 + 2 + 1).
 constexpr int CHUNK = V::size() == 16 ? 8 : 6;
 
+// One vector of a block's weights as floats: float32 as is, float16 widened (exactly).
+static inline void load_w(const float* p, V& w) { w = V::loadu(p); }
+static inline void load_w(const c10::Half* p, V& w) { at::vec::load_fp32_from_fp16(p, w); }
+
 // y[s, 0:16] (+)= x[s, :] . block for s < S; x [S, in] (row stride in), y row stride out.
-template <int S, bool ADD>
-static inline void tile(const float* x, const float* block, float* y, int64_t out, int64_t in) {
+template <int S, bool ADD, typename W>
+static inline void tile(const float* x, const W* block, float* y, int64_t out, int64_t in) {
   V acc[S][NV];
   for (int s = 0; s < S; ++s)
     for (int v = 0; v < NV; ++v) acc[s][v] = ADD ? V::loadu(y + s * out + v * V::size()) : V(0.0f);
   for (int64_t k = 0; k < in; ++k) {
     V w[NV];
-    for (int v = 0; v < NV; ++v) w[v] = V::loadu(block + k * BLOCK + v * V::size());
+    for (int v = 0; v < NV; ++v) load_w(block + k * BLOCK + v * V::size(), w[v]);
     for (int s = 0; s < S; ++s) {
       V xs(x[s * in + k]);
       for (int v = 0; v < NV; ++v) acc[s][v] = at::vec::fmadd(w[v], xs, acc[s][v]);
@@ -64,40 +71,41 @@ static inline void tile(const float* x, const float* block, float* y, int64_t ou
     for (int v = 0; v < NV; ++v) acc[s][v].store(y + s * out + v * V::size());
 }
 
-template <bool ADD>
-static inline void chunk(int s, const float* x, const float* block, float* y, int64_t out, int64_t in) {
+template <bool ADD, typename W>
+static inline void chunk(int s, const float* x, const W* block, float* y, int64_t out, int64_t in) {
   switch (s) {
-    case 1: tile<1, ADD>(x, block, y, out, in); break;
-    case 2: tile<2, ADD>(x, block, y, out, in); break;
-    case 3: tile<3, ADD>(x, block, y, out, in); break;
-    case 4: tile<4, ADD>(x, block, y, out, in); break;
-    case 5: tile<5, ADD>(x, block, y, out, in); break;
-    case 6: tile<6, ADD>(x, block, y, out, in); break;
-    case 7: tile<7, ADD>(x, block, y, out, in); break;
-    case 8: tile<8, ADD>(x, block, y, out, in); break;
+    case 1: tile<1, ADD, W>(x, block, y, out, in); break;
+    case 2: tile<2, ADD, W>(x, block, y, out, in); break;
+    case 3: tile<3, ADD, W>(x, block, y, out, in); break;
+    case 4: tile<4, ADD, W>(x, block, y, out, in); break;
+    case 5: tile<5, ADD, W>(x, block, y, out, in); break;
+    case 6: tile<6, ADD, W>(x, block, y, out, in); break;
+    case 7: tile<7, ADD, W>(x, block, y, out, in); break;
+    case 8: tile<8, ADD, W>(x, block, y, out, in); break;
   }
 }
 
 // y (+)= x W^T for this thread's blocks: x [S, in], packed [out/16, in, 16], y [S, out]; out a
 // multiple of 16. Inside an OpenMP parallel region; the loop's barrier ends it.
-template <bool ADD>
-static inline void packed_matmul(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in) {
+template <bool ADD, typename W>
+static inline void packed_matmul(const float* x, const W* packed, float* y, int64_t S, int64_t out, int64_t in) {
   #pragma omp for schedule(static)
   for (int64_t b = 0; b < out / BLOCK; ++b)
     for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
       const int s = S - s0 < CHUNK ? int(S - s0) : CHUNK;
-      chunk<ADD>(s, x + s0 * in, packed + b * in * BLOCK, y + s0 * out + b * BLOCK, out, in);
+      chunk<ADD, W>(s, x + s0 * in, packed + b * in * BLOCK, y + s0 * out + b * BLOCK, out, in);
     }
 }
 """
 
 SOURCE = TILES + r"""
-extern "C" void kernel(const float* x, const float* packed, float* y, int64_t S, int64_t out, int64_t in,
+extern "C" void kernel(const float* x, const WEIGHT* packed, float* y, int64_t S, int64_t out, int64_t in,
                        int64_t threads) {
   #pragma omp parallel num_threads(threads)
   packed_matmul<false>(x, packed, y, S, out, in);
 }
 """
+WEIGHTS = {torch.float32: "float", torch.float16: "c10::Half"}  # the packed copy's dtype -> its C++ type
 
 
 def use_harness_inductor_cache() -> None:
@@ -163,8 +171,10 @@ def _load_built(key: str, path: Path):
 
 
 @functools.cache
-def _kernel():
-    return build(["const float*", "const float*", "float*", "int64_t", "int64_t", "int64_t", "int64_t"], SOURCE)
+def _kernel(weight: torch.dtype = torch.float32):
+    w = WEIGHTS[weight]
+    return build(["const float*", f"const {w}*", "float*", "int64_t", "int64_t", "int64_t", "int64_t"],
+                 SOURCE.replace("WEIGHT", w))
 
 
 def has_cxx_compiler() -> bool:
@@ -207,15 +217,22 @@ def pack(weight: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
 
 
 def matmul(x: torch.Tensor, packed: torch.Tensor, out: int) -> torch.Tensor:
-    """x [..., in] float32 times the packed [blocks, in, 16] matrix of `out` rows -> [..., out]."""
-    if not (packed.dim() == 3 and packed.shape[2] == BLOCK and packed.dtype == torch.float32 and packed.is_contiguous()
+    """x [..., in] float32 times the packed [blocks, in, 16] matrix of `out` rows (float32, or
+    float16 widened to float32 as it is read: the same products at half the bytes) -> [..., out]."""
+    if not (packed.dim() == 3 and packed.shape[2] == BLOCK and packed.dtype in WEIGHTS and packed.is_contiguous()
             and x.dtype == torch.float32 and x.shape[-1] == packed.shape[1] and 0 < out <= packed.shape[0] * BLOCK):
         raise ValueError(f"packed_matmul: x {x.dtype} {list(x.shape)} times packed {packed.dtype} {list(packed.shape)} "
-                         f"(contiguous float32 [blocks, in, {BLOCK}]) for {out} rows does not fit")
+                         f"(contiguous float32 or float16 [blocks, in, {BLOCK}]) for {out} rows does not fit")
     inn = packed.shape[1]
     rows = x.reshape(-1, inn).contiguous()  # [S, in]
     y = torch.empty(rows.shape[0], packed.shape[0] * BLOCK, dtype=x.dtype)  # [S, out rounded up]
-    _kernel()(rows, packed, y, rows.shape[0], y.shape[1], inn, torch.get_num_threads())
+    _kernel(packed.dtype)(rows, packed, y, rows.shape[0], y.shape[1], inn, torch.get_num_threads())
     if y.shape[1] != out:
         y = y[:, :out].contiguous()
     return y.view(*x.shape[:-1], out)
+
+
+def exact_in_half(weight: torch.Tensor) -> bool:
+    """Whether every value of a float32 matrix is a float16 value (a model stored in float16):
+    then a float16 packed copy gives exactly the float32 products, at half the bytes read."""
+    return bool(torch.equal(weight.half().float(), weight))

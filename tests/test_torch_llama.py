@@ -76,6 +76,18 @@ def test_a_packed_matrix_computes_what_the_plain_one_does(out, tokens):
     assert torch.allclose(y, x @ w.T, atol=1e-5)
 
 
+@pytest.mark.parametrize("tokens", [1, 5, 9])
+def test_a_matrix_of_float16_values_packed_in_float16_gives_the_float32_products_exactly(tokens):
+    w = torch.randn(96, 67).half().float()  # a model stored in float16, loaded as float32
+    packed32 = packed_matmul.pack(w, torch.empty(packed_matmul.packed_numel(96, 67)))
+    packed16 = packed_matmul.pack(w, torch.empty(packed_matmul.packed_numel(96, 67), dtype=torch.float16))
+    x = torch.randn(tokens, 67)
+    assert packed_matmul.exact_in_half(w) and packed16.dtype == torch.float16
+    assert torch.equal(packed_matmul.matmul(x, packed16, 96), packed_matmul.matmul(x, packed32, 96))
+    assert torch.allclose(packed_matmul.matmul(x, packed16, 96), x @ w.T, atol=1e-5)
+    assert not packed_matmul.exact_in_half(w + 1e-4)  # values between float16's: kept in float32
+
+
 def test_float32_cpu_models_get_packed_matrices_others_plain(model):
     fast = LlamaFast(model)
     assert fast.head.packed is not None and fast.weights.why_not_packed is None
