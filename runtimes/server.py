@@ -8,6 +8,9 @@ Linux also when the harness dies without cleaning up (kill -9: PR_SET_PDEATHSIG,
 llama-server loses a SIGTERM that arrives while it loads its models; and a watchdog process per
 server that kills the server's whole group then, since the server's own children, vLLM's engine
 and workers, outlive it otherwise).
+`Forker`: a server started once that forks each server from itself (vLLM's API server imported
+once: runtimes/vllm_serve.py --fork-server); a ServerProcess given one is such a fork, its pid
+learnt from the forker, its exit code reported by it, paused, stopped and watched as any other.
 `ServerPool` keeps a runtime's servers by setting (`setting(gen)`; None: the baseline), at most
 `max_live` alive, the least recently used stopped, every one but the one in use paused (SIGSTOP),
 a dead one started again, and counts the starts of each setting; `ServerRuntime` is what a runtime
@@ -120,6 +123,177 @@ def _die_with_parent(parent: int) -> None:
             os._exit(1)
 
 
+def watchdog(group: int) -> subprocess.Popen:
+    """A process that kills `group` once this harness is gone (WATCHDOG)."""
+    return subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(group)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _killpg(proc, sig: int) -> None:
+    """A signal to a server's process group (its pid's), or, for a fork not made yet, when it is."""
+    if isinstance(proc, ForkedProcess):
+        proc.killpg(sig)
+    else:
+        os.killpg(proc.pid, sig)
+
+
+class ForkedProcess:
+    """A server forked by a Forker, with Popen's pid, poll, wait and returncode: it is not the
+    harness's child, so the forker reports its pid (once forked: until then None) and its exit
+    code. The fork waits stopped until its pid is known here; then it gets the last SIGSTOP or
+    SIGCONT sent to it meanwhile (SIGCONT: a server runs once launched) and a watchdog."""
+
+    def __init__(self, forker: "Forker"):
+        self._forker = forker
+        self.pid: Optional[int] = None
+        self.returncode: Optional[int] = None
+        self._pending = signal.SIGCONT
+        self._watchdog: Optional[subprocess.Popen] = None
+
+    def forked(self, pid: int) -> None:  # the forker's reader thread
+        with self._forker.lock:
+            self.pid = pid
+            if self._pending != signal.SIGKILL:
+                self._watchdog = watchdog(pid)
+            self._signal(self._pending)
+
+    def exited(self, code: int) -> None:  # the forker's reader thread
+        self.returncode = code
+
+    def killpg(self, sig: int) -> None:
+        """A SIGTERM or SIGKILL before the fork is made ends it when it is (it never runs)."""
+        with self._forker.lock:
+            if self.pid is not None:
+                self._signal(sig)
+            elif sig in (signal.SIGSTOP, signal.SIGCONT):
+                self._pending = sig
+            else:
+                self._pending, self.returncode = signal.SIGKILL, -sig
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None and not self._forker.alive():
+            self.returncode = -signal.SIGKILL  # the forker is gone, and its forks with it (PDEATHSIG)
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("forked server", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
+
+
+class Forker:
+    """A fork server (`argv`, e.g. runtimes/vllm_serve.py --fork-server): started once, in its own
+    session, with `env`, its own output in `log_path`; it imports a server's code and then forks
+    one server per `fork(argv, env, log)` (the protocol: that file's docstring). `pause()`/
+    `resume()` hold it while it imports (it is idle after); `close()` ends it and every fork not
+    yet stopped. `skip`: how many leading words of a ServerProcess's argv are the forker's own
+    (its python and script), the rest being what each fork is given."""
+
+    def __init__(self, argv: list[str], env: dict, log_path: Path, skip: int, name: str):
+        import threading
+
+        self.skip, self.name, self.log_path = skip, name, Path(log_path)
+        self.lock = threading.Lock()
+        self.ready = threading.Event()
+        self._forks: dict[int, ForkedProcess] = {}
+        self._next = 0
+        self.paused = False
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {' '.join(argv)}\n".encode())
+            log.flush()
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+            try:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                             env={**os.environ, **env}, start_new_session=True,
+                                             preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        self._watchdog = watchdog(self.proc.pid)
+        self._reader = threading.Thread(target=self._read, name=f"{name}-forker", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            if msg.get("ready"):
+                self.ready.set()
+                continue
+            fork = self._forks.get(msg["key"])
+            if fork is None:
+                continue
+            if "pid" in msg:
+                fork.forked(msg["pid"])
+            if "code" in msg:
+                fork.exited(msg["code"])
+                self._forks.pop(msg["key"], None)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, argv: list[str], env: dict, log_path: Path) -> ForkedProcess:
+        fork = ForkedProcess(self)
+        with self.lock:
+            key, self._next = self._next, self._next + 1
+            self._forks[key] = fork
+        try:
+            self.proc.stdin.write((json.dumps({"key": key, "argv": argv, "env": env, "log": str(log_path)}) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            fork.returncode = self.proc.poll() if self.proc.poll() is not None else -signal.SIGKILL
+        return fork
+
+    def pause(self) -> None:
+        """SIGSTOP while it is still importing (after, it waits on its stdin and takes nothing)."""
+        if self.alive() and not self.paused and not self.ready.is_set():
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+            self.paused = True
+            _wait_stopped(self.proc.pid)
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.alive():
+                os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def reason(self) -> str:
+        lines = [ln.strip() for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "error" in ln.lower()]
+        return ((errors or lines or ["no output"])[-1])[:300] + f" (log: {self.log_path})"
+
+    def close(self) -> None:
+        """SIGKILL to its group (it holds nothing worth a graceful end, which would take seconds of
+        interpreter teardown); forks not stopped before die with it (PDEATHSIG)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self._reader.join(5)  # it reads to the end of the pipe
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self._watchdog.kill()
+        self._watchdog.wait()
+
+
 class ServerProcess:
     """One server: `start()` (free port, health), `request()`, `stop()`.
 
@@ -129,10 +303,11 @@ class ServerProcess:
     """
 
     def __init__(self, argv: list[str], log_path: Path, name: str, env: Optional[dict] = None,
-                 health: str = "/health", bind_failure: tuple[str, ...] = ("couldn't bind", "address already in use")):
+                 health: str = "/health", bind_failure: tuple[str, ...] = ("couldn't bind", "address already in use"),
+                 forker: Optional["Forker"] = None):
         self.argv, self.log_path, self.name = list(argv), Path(log_path), name
-        self.env, self.health, self.bind_failure = env, health, bind_failure
-        self.proc: Optional[subprocess.Popen] = None
+        self.env, self.health, self.bind_failure, self.forker = env, health, bind_failure, forker
+        self.proc: Optional[subprocess.Popen | ForkedProcess] = None
         self.info: dict = {}  # what the runtime read of this server (e.g. its settings from the log)
         self.port: Optional[int] = None
         self._log = None
@@ -185,8 +360,12 @@ class ServerProcess:
         self._offset = self._log.tell()  # this start's part of the log
         self._log.write(f"$ {' '.join(self.argv)} --host {HOST} --port {port}\n".encode())
         self._log.flush()
-        env = {**os.environ, **(self.env or {})}
         self.port = port
+        if self.forker is not None:  # argv[0] and the forker's own arguments are the forker's
+            self.proc = self.forker.fork(self.argv[self.forker.skip:] + ["--host", HOST, "--port", str(port)],
+                                         self.env or {}, self.log_path)
+            return
+        env = {**os.environ, **(self.env or {})}
         # Ctrl-C and SIGTERM wait until the fork is over: raised inside Python's fork hooks (which a
         # preexec_fn runs) the KeyboardInterrupt would be ignored, and the harness would go on
         held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
@@ -196,9 +375,7 @@ class ServerProcess:
                                          preexec_fn=functools.partial(_die_with_parent, os.getpid()))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is raised here
-        self._watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.proc.pid)],
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True)
+        self._watchdog = watchdog(self.proc.pid)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -225,15 +402,16 @@ class ServerProcess:
         """SIGSTOP to the server's process group: an idle server that waits for its turn takes no
         CPU from the one being measured (an idle vLLM engine's loops take a few percent of a core)."""
         if self.alive() and not self.paused:
-            os.killpg(self.proc.pid, signal.SIGSTOP)
+            _killpg(self.proc, signal.SIGSTOP)
             self.paused = True
-            _wait_stopped(self.proc.pid)
+            if self.proc.pid is not None:  # a fork not made yet waits stopped
+                _wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         if self.paused:
             self.paused = False
             if self.alive():
-                os.killpg(self.proc.pid, signal.SIGCONT)
+                _killpg(self.proc, signal.SIGCONT)
 
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after STOP_TIMEOUT_S to whatever of the
@@ -243,15 +421,17 @@ class ServerProcess:
         if p is not None:
             try:
                 if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGTERM)
+                    _killpg(p, signal.SIGTERM)
                     try:
                         p.wait(STOP_TIMEOUT_S)
                     except subprocess.TimeoutExpired:
                         pass
-                os.killpg(p.pid, signal.SIGKILL)
+                _killpg(p, signal.SIGKILL)
             except ProcessLookupError:  # the group is gone already
                 pass
             p.wait()
+            if isinstance(p, ForkedProcess):
+                p.close()
         if self._watchdog is not None:
             self._watchdog.kill()
             self._watchdog.wait()

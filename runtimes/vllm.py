@@ -10,8 +10,8 @@ engine processes are in the server's process group: `stop()` ends them all.
 Engines: one per setting, since the speculative config is fixed when an engine starts; the runner
 measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
 run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
-(an engine start is mostly two processes importing vLLM, ~10-15 s each on one core here, so two
-starts side by side take little longer than one) and waits paused (SIGSTOP: an idle engine's loops
+(an engine start, forked from the fork server below, is its model load, KV cache and warm-up,
+~10 s here, mostly one core's, so two starts side by side take little longer than one) and waits paused (SIGSTOP: an idle engine's loops
 take a few percent of a core) until its turn; no engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
 - `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
@@ -29,7 +29,9 @@ user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU wi
 the model runs in the engine core's own process (`--distributed-executor-backend uni` with
 VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default worker process),
 which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
-importing vLLM a second time), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
+importing vLLM a second time), and each engine's API server is itself forked from one fork server
+per run (`vllm_serve.py --fork-server`, runtimes/server.py's Forker: vLLM's API server imported
+once, ~7 s of one core here, not once per engine), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
 runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
 
@@ -76,8 +78,8 @@ from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
-from runtimes.server import (HOST, ServerError, ServerPool, ServerProcess, ServerRuntime, baseline_setting, concurrency_of,
-                             is_baseline, server_rounds, setting, setting_name)
+from runtimes.server import (HOST, Forker, ServerError, ServerPool, ServerProcess, ServerRuntime, baseline_setting,
+                             concurrency_of, is_baseline, server_rounds, setting, setting_name)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
@@ -150,6 +152,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         if self.settings.device not in ("auto", "cpu") and not self.settings.device.startswith("cuda"):
             raise RuntimeUnavailable(f"vllm runs on CPU or CUDA, not --device {self.settings.device}")
         self.servers = ServerPool(MAX_LIVE)
+        self.forker: Optional[Forker] = None
         self.paths = (model_folder(pair.target, "target"), model_folder(pair.draft, "draft"))
         self.tokenizer = load_hf_tokenizer(self.paths[0], "target")
         if not pair.self_draft:
@@ -223,9 +226,22 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{self.settings.n_threads - 1}"
         return env
 
+    def _fork_server(self) -> Optional[Forker]:
+        """On CPU with the in-process worker, the one process every engine's API server is forked
+        from (runtimes/vllm_serve.py --fork-server: vLLM imported once, not once per engine);
+        started with the first engine, so its import overlaps the runtimes loading before."""
+        if not self._in_process_worker():
+            return None
+        if self.forker is None or not self.forker.alive():
+            if self.forker is not None:
+                self.forker.close()
+            self.forker = Forker([self.python, str(FORKED_SERVE), "--fork-server"], self._env(), self.logs / "fork-server.log",
+                                 skip=2, name="vllm")
+        return self.forker
+
     def _launch(self, spec: Optional[tuple]) -> ServerProcess:
         srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log", "vllm",
-                            env=self._env(), bind_failure=("address already in use",))
+                            env=self._env(), bind_failure=("address already in use",), forker=self._fork_server())
         srv.info["setting"] = spec
         return srv.launch()
 
@@ -236,8 +252,23 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         except ServerError as e:
             raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
                               f"{'' if srv.info['setting'] is None else ' + its speculative config'}: "
-                              f"{self._reason(srv) or e}") from None
+                              f"{self._reason(srv) or self._forker_reason() or e}") from None
         self._complete(srv, self.encode("Hello"), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
+
+    def _forker_reason(self) -> Optional[str]:
+        """Why the fork server ended, when it did (e.g. vLLM's import failed)."""
+        f = self.forker
+        return None if f is None or f.alive() else f"its fork server exited (code {f.proc.returncode}): {f.reason()}"
+
+    def hold(self) -> None:
+        super().hold()
+        if self.forker is not None:
+            self.forker.pause()
+
+    def release(self) -> None:
+        if self.forker is not None:
+            self.forker.resume()
+        super().release()
 
     @staticmethod
     def _reason(srv: ServerProcess) -> Optional[str]:
@@ -459,8 +490,14 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return None if dtype == "auto" else pair_sizes(lambda f: sizes_from_folder(f, dtype), *self.paths)
 
     def close(self) -> None:
+        forker = getattr(self, "forker", None)
+        if forker is not None:
+            forker.resume()  # it reports its forks' exits
         if getattr(self, "servers", None) is not None:
             self.servers.close()
+        if forker is not None:
+            forker.close()
+            self.forker = None
 
 
 def _version(python: str) -> str:

@@ -82,6 +82,16 @@ class TestTwoEngines:
         assert idle.paused and group_states(idle.proc.pid) == {"T"} and "T" not in group_states(
             vllm_rt.servers[("fixed", 3, "model", None)].proc.pid)
 
+    def test_each_engines_server_is_forked_from_the_one_fork_server(self, vllm_rt):
+        """vLLM's API server is imported once per run: each engine's server is a child of the fork
+        server (runtimes/vllm_serve.py --fork-server), a session and process group of its own."""
+        zygote = vllm_rt.forker.proc.pid
+        assert b"--fork-server" in Path(f"/proc/{zygote}/cmdline").read_bytes()
+        assert len(vllm_rt.servers) == 2
+        for srv in vllm_rt.servers.values():
+            fields = Path(f"/proc/{srv.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            assert (int(fields[1]), int(fields[2]), int(fields[3])) == (zygote, srv.proc.pid, srv.proc.pid)  # ppid, pgid, sid
+
     def test_sampled_generations_are_counted(self, vllm_rt):
         """The request carries the seed, but vLLM's speculative sampling is not reproducible by it here
         (two identical requests diverged after 8 tokens), so only the counts are checked, on both."""
@@ -156,7 +166,8 @@ def test_a_run_with_the_draft_model_and_prompt_lookup_leaves_no_engine(tmp_path)
     assert (out / "report" / "report.md").is_file()
     settings = ["baseline", "fixed-gamma2", "fixed-gamma2-ngram2-3"]  # one engine start each
     assert json.loads((out / "run.json").read_text())["runtimes"]["vllm"]["server_starts"] == dict.fromkeys(settings, 1)
-    assert sorted(p.name for p in (out / "vllm").iterdir()) == [f"{i:02d}-{n}.log" for i, n in enumerate(settings, 1)]
+    assert sorted(p.name for p in (out / "vllm").iterdir()) == [f"{i:02d}-{n}.log" for i, n in enumerate(settings, 1)] + [
+        "fork-server.log"]
 
 
 def test_a_missing_vllm_is_a_skipped_row_that_says_how_to_install(tmp_path, monkeypatch):
@@ -222,7 +233,7 @@ def test_under_load_vllm_serves_n_sequences_and_each_request_is_a_row(tmp_path):
     spec = [r for r in rows if r["mode"] == "speculative"]
     assert all(r["concurrency"] == 2 and r["ttft_s"] > 0 and r["cell"] for r in rows)
     assert sum(r["n_drafted"] for r in spec) > 0
-    logs = sorted((out / "vllm").iterdir())
+    logs = sorted(p for p in (out / "vllm").iterdir() if p.name != "fork-server.log")
     assert [p.name for p in logs] == ["01-baseline-np2.log", "02-fixed-gamma2-np2.log"]
     assert all("--max-num-seqs 2" in p.read_text().splitlines()[0] for p in logs)
     assert not engine_pids() - before
