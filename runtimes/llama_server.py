@@ -136,7 +136,9 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(self.paths[0], "target"))
         self.logs = Path(self.workdir) / "llama-server" if self.workdir else Path(tempfile.mkdtemp(prefix="llama-server-"))
         self.version = _version(self.binary)
-        self._server(None)  # the target must load in this server: its own reason is the skip reason
+        # the baseline's server starts now, waited for at its first request (start_setting): a target
+        # this server cannot load is then the runtime's skip, with the server's own reason
+        self.servers.launch([None], self._launch)
 
     # -- servers -------------------------------------------------------------------------------
 
