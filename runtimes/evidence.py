@@ -12,12 +12,17 @@ differently, quantized ones the more): a *near-tie flip*. Otherwise the numerics
 speculative token, and the mismatch is a *suspected bug* (the seed's off-by-one verifier crop is
 one: its verify pass sees a rejected draft where the correction belongs).
 
+Each logits vector is computed once per model object and inputs: the same mismatch met again by
+another drafter of the same runtime (the same prompt and prefix), or a one-token pass a server's
+baseline already ran for its entropy (step_logits), is read from a small memo on the model.
+
 What it does not do: decide when to look (the runner asks for greedy rows that do not match) or
 print (harness/summary.py, reports/).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Callable, Optional
 
 import torch
@@ -27,6 +32,23 @@ from core.records import RoundRecord
 from runtimes.loop import Model, feed_prompt
 
 NEAR_TIE, SUSPECTED_BUG = metrics.NEAR_TIE, metrics.SUSPECTED_BUG
+MEMO_SIZE = 256  # logits vectors kept per model (about 200 KB each at a 49k vocabulary)
+
+
+def _recall(model: Model, key: tuple) -> Optional[torch.Tensor]:
+    memo = getattr(model, "_evidence_memo", None)
+    return None if memo is None else memo.get(key)
+
+
+def _remember(model: Model, key: tuple, logits: torch.Tensor) -> torch.Tensor:
+    memo = getattr(model, "_evidence_memo", None)
+    if memo is None:
+        memo = model._evidence_memo = OrderedDict()
+    memo[key] = logits
+    memo.move_to_end(key)
+    while len(memo) > MEMO_SIZE:
+        memo.popitem(last=False)
+    return logits
 
 
 def top2(logits: torch.Tensor) -> tuple[int, float]:
@@ -39,11 +61,15 @@ def top2(logits: torch.Tensor) -> tuple[int, float]:
 def one_token_logits(model: Model, prompt: list[int], out: list[int], j: int) -> torch.Tensor:
     """The target's logits for output position j as a baseline computes them: the prompt (less its
     last token) in one pass, then one token per pass. -> [V]"""
+    key = ("one", tuple(prompt), tuple(out[:j]))
+    known = _recall(model, key)
+    if known is not None:
+        return known
     feed_prompt(model, prompt)
     logits = None
     for t in [prompt[-1]] + out[:j]:
         logits = model.forward([t], 1)
-    return logits[-1].float().clone()
+    return _remember(model, key, logits[-1].float().clone())
 
 
 @torch.inference_mode()
@@ -51,7 +77,8 @@ def step_logits(model: Model, prompt: list[int], out: list[int]) -> torch.Tensor
     """The target's logits at every output position, one token per pass as a baseline computes
     them (for a runtime whose own logits cannot be read, e.g. a server). -> [len(out), V]"""
     feed_prompt(model, prompt)
-    rows = [model.forward([t], 1)[-1].float().clone() for t in [prompt[-1]] + out[:-1]]
+    rows = [_remember(model, ("one", tuple(prompt), tuple(out[:i])), model.forward([t], 1)[-1].float().clone())
+            for i, t in enumerate([prompt[-1]] + out[:-1])]
     return torch.stack(rows) if rows else torch.zeros(0, 1)
 
 
@@ -60,6 +87,10 @@ def batched_logits(model: Model, prompt: list[int], out: list[int], j: int, star
     """The logits for position j inside a verify pass over positions start..start+drafted: the cache
     holds prompt + out[:start-1], the batch is the newest token and `drafted` tokens after it
     (out's own where it has them). -> [V]"""
+    key = ("batched", tuple(prompt), tuple(out), j, start, drafted)
+    known = _recall(model, key)
+    if known is not None:
+        return known
     seq = prompt + out
     model.reset()
     held = len(prompt) + start - 1  # what the target caches at the round's start: seq[:-1]
@@ -68,7 +99,7 @@ def batched_logits(model: Model, prompt: list[int], out: list[int], j: int, star
     batch = seq[held : held + drafted + 1]
     batch += [batch[-1]] * (drafted + 1 - len(batch))  # past the end of out: filler, causally unseen by row j
     logits = model.forward(batch, drafted + 1)  # [drafted + 1, V]
-    return logits[j - start].float().clone()
+    return _remember(model, key, logits[j - start].float().clone())
 
 
 def _round_of(rounds: list[RoundRecord], j: int) -> tuple[int, int]:
