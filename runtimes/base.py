@@ -174,13 +174,14 @@ class LoopRuntime(Runtime):
         return token == self.eos_id
 
     pair: Optional[PairSpec] = None  # set by load(): the pair's own EAGLE-3 head is `--drafter eagle3`'s
+    head_threads: Optional[int] = None  # torch threads for an EAGLE-3 head's passes (None: the generation's own)
 
     def drafter(self, gen: GenerationSettings) -> Drafter:
         kind, n, k = parse_drafter(gen.drafter)
         if kind == "eagle3":
             from runtimes.eagle3 import Eagle3Drafter
 
-            return Eagle3Drafter(self.eagle3_head(gen), self.target, gen.confidence)
+            return Eagle3Drafter(self.eagle3_head(gen), self.target, gen.confidence, self.head_threads)
         return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft, gen.confidence)
 
     drafters = ("model", "ngram", "eagle3")

@@ -18,13 +18,16 @@ q when sampling is the head's distribution over the draft vocabulary, placed in 
 elsewhere), so Leviathan's rule stays exact. The head's passes are draft time; the choice of each
 token is sampling. `confidence:P` stops before the first position whose top-1 probability is < P,
 as a draft model does. The head runs in PyTorch (float32 on a CPU, each matrix through
-runtimes/packed_matmul.py's kernel where it can run) whatever runs the target.
+runtimes/packed_matmul.py's kernel where it can run) whatever runs the target, on `threads` torch
+threads when given (the llamacpp runtime samples on one torch thread, and gives the head's passes
+the run's threads, as its draft model's passes get in llama.cpp).
 What it does not do: tree drafting, or train the head (models/eagle3_train.py).
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Optional
 
 import torch
@@ -100,17 +103,29 @@ class Eagle3Drafter(Drafter):
 
     model = None  # no library counters: the head's passes are ours
 
-    def __init__(self, head: Eagle3Head, target: Model, confidence: Optional[float] = None):
-        self.head, self.target, self.confidence = head, target, confidence
+    def __init__(self, head: Eagle3Head, target: Model, confidence: Optional[float] = None, threads: Optional[int] = None):
+        self.head, self.target, self.confidence, self.threads = head, target, confidence, threads
         self.cache = HeadCache(head)
         self.verified = 0  # head positions computed from the target's features
         self.h: Optional[torch.Tensor] = None  # [H], the last verified position's output
         target.keep_features(head.cfg.layer_ids)
 
+    @contextmanager
+    def _passes(self):
+        """The head's passes on `threads` torch threads (None: as they are), restored afterwards."""
+        n = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(n)
+
     def reset(self, prompt: list[int]) -> None:
         """The head over the prompt: positions 0 .. len - 2 (the target has the prompt but its last token)."""
         self.cache.length, self.verified, self.h = 0, 0, None
-        self._catch_up(prompt)
+        with self._passes():
+            self._catch_up(prompt)
 
     def _catch_up(self, seq: list[int]) -> Optional[torch.Tensor]:
         """Head positions verified .. len(seq) - 2 from the target's features -> the last h [H]."""
@@ -124,7 +139,7 @@ class Eagle3Drafter(Drafter):
 
     def propose(self, seq, g, s, rng, timer) -> Draft:
         tokens, qs = [], []
-        with timer.phase("draft"):
+        with timer.phase("draft"), self._passes():
             h = self._catch_up(seq)
             logits = self.head.logits(h)  # [Vd]
         for i in range(g):
@@ -138,7 +153,7 @@ class Eagle3Drafter(Drafter):
                 qs.append(q)
             if i == g - 1:
                 break
-            with timer.phase("draft"):
+            with timer.phase("draft"), self._passes():
                 h = self.cache.forward([d], h[None], self.verified + i)[0]  # position n-2+i+1 from token i+1
                 logits = self.head.logits(h)
         return Draft(tokens, torch.cat(qs) if qs else None)

@@ -108,6 +108,25 @@ def test_greedy_output_is_the_baselines_and_both_loops_draft_alike(pair):
     assert counts["torch"] == counts["llamacpp"]
 
 
+def test_in_llamacpp_the_heads_passes_get_the_runs_threads_and_sampling_one(pair):
+    """The llamacpp runtime samples on one torch thread; the head's passes run on the run's
+    threads (--n-threads 2 here), as llama.cpp's own draft model's, and the one is restored after."""
+    import runtimes
+
+    rt = runtimes.get("llamacpp")(RuntimeSettings(n_threads=2))
+    rt.load(pair)
+    try:
+        drafter = rt.drafter(_gen(3))
+        with rt.generating():
+            assert torch.get_num_threads() == 1
+            with drafter._passes():
+                assert torch.get_num_threads() == 2
+            assert torch.get_num_threads() == 1
+        assert runtimes.get("torch")(SETTINGS).head_threads is None  # torch: the generation's own threads
+    finally:
+        rt.close()
+
+
 @pytest.fixture(scope="module")
 def deep_rt():
     """micro-deep (8 ids, 4 layers) in the torch runtime with an untrained head of 6 draft ids."""
