@@ -11,7 +11,7 @@ Engines: one per setting, since the speculative config is fixed when an engine s
 measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
 run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
 (an engine start, forked from the fork server below, is its model load, KV cache and warm-up,
-~10 s here, mostly one core's, so two starts side by side take little longer than one) and waits paused (SIGSTOP: an idle engine's loops
+about 4 s and 5 CPU seconds here, so two starts side by side take little longer than one) and waits paused (SIGSTOP: an idle engine's loops
 take a few percent of a core) until its turn; no engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
 - `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
@@ -152,14 +152,19 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         if self.settings.device not in ("auto", "cpu") and not self.settings.device.startswith("cuda"):
             raise RuntimeUnavailable(f"vllm runs on CPU or CUDA, not --device {self.settings.device}")
         self.servers = ServerPool(MAX_LIVE)
-        self.forker: Optional[Forker] = None
-        self.paths = (model_folder(pair.target, "target"), model_folder(pair.draft, "draft"))
-        self.tokenizer = load_hf_tokenizer(self.paths[0], "target")
-        if not pair.self_draft:
-            check_tokenizers(self.tokenizer, load_hf_tokenizer(self.paths[1], "draft"))
-        self.context = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
         self.logs = Path(self.workdir) / "vllm" if self.workdir else Path(tempfile.mkdtemp(prefix="vllm-"))
-        self.starts_together = 2 if self.on_cpu and self._room_for_two() else 1
+        self.forker: Optional[Forker] = None
+        self._fork_server()  # its import of vLLM overlaps the rest of the load (and the first GGUF conversion)
+        try:
+            self.paths = (model_folder(pair.target, "target"), model_folder(pair.draft, "draft"))
+            self.tokenizer = load_hf_tokenizer(self.paths[0], "target")
+            if not pair.self_draft:
+                check_tokenizers(self.tokenizer, load_hf_tokenizer(self.paths[1], "draft"))
+            self.context = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
+            self.starts_together = 2 if self.on_cpu and self._room_for_two() else 1
+        except BaseException:
+            self.close()  # the fork server goes with the failure
+            raise
         # no engine yet: the runner's start_setting starts the baseline's with the next setting's
         # (an engine that cannot run the target then skips the runtime with vLLM's own reason)
 
@@ -229,7 +234,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     def _fork_server(self) -> Optional[Forker]:
         """On CPU with the in-process worker, the one process every engine's API server is forked
         from (runtimes/vllm_serve.py --fork-server: vLLM imported once, not once per engine);
-        started with the first engine, so its import overlaps the runtimes loading before."""
+        started at the load, so its import overlaps the runtimes loading before."""
         if not self._in_process_worker():
             return None
         if self.forker is None or not self.forker.alive():
