@@ -483,7 +483,9 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     def describe(self) -> dict:
         return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.context,
                 "threads": threads_of(self.settings.n_threads) if self._in_process_worker() else self.settings.n_threads,
-                "executor": "uni" if self._in_process_worker() else "vLLM's default", "models": list(self.paths), "logs": str(self.logs),
+                "executor": "uni" if self._in_process_worker() else "vLLM's default",
+                "api_servers": "forked from one fork server (runtimes/vllm_serve.py --fork-server)" if self._in_process_worker()
+                else "started on their own", "models": list(self.paths), "logs": str(self.logs),
                 "extra_args": os.environ.get("HARNESS_VLLM_ARGS", ""), "model_sizes": self._model_sizes(),
                 "server_starts": dict(self.servers.starts)}
 

@@ -87,6 +87,7 @@ class TestTwoEngines:
         server (runtimes/vllm_serve.py --fork-server), a session and process group of its own."""
         zygote = vllm_rt.forker.proc.pid
         assert b"--fork-server" in Path(f"/proc/{zygote}/cmdline").read_bytes()
+        assert vllm_rt.describe()["api_servers"].startswith("forked from one fork server")
         assert len(vllm_rt.servers) == 2
         for srv in vllm_rt.servers.values():
             fields = Path(f"/proc/{srv.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
