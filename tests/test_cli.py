@@ -176,3 +176,21 @@ def test_the_console_names_the_pair_and_keeps_library_chatter_out(tmp_path):
     loud = harness("run", "--runtime", "hf", "--pair", "tiny", "--max-new-tokens", "4", "--prompts", "code", "--warmup", "0",
                    "--verbose", "--out", str(tmp_path / "loud"))
     assert loud.returncode == 0 and "Loading weights" in loud.stderr
+
+
+def test_the_harness_command_keeps_its_output_exit_codes_and_atexit_handlers(tmp_path):
+    """harness/command.py ends the process without the interpreter's teardown: what the command
+    printed (to a pipe) and its exit code survive, and so does what an atexit handler writes."""
+    marker = tmp_path / "atexit.txt"
+    code = ("import atexit; from harness import command; real = atexit.register\n"
+            "def register(f):  # the command's own handler, then one registered after it (as a library's would be)\n"
+            f"    real(f); real(lambda: open({str(marker)!r}, 'w').write('ran')); atexit.register = real\n"
+            "atexit.register = register\n"
+            "command.main()")
+    ok = subprocess.run([sys.executable, "-c", code, "theory", "--c", "0.1", "--alpha", "0.6", "--gamma", "4"],
+                        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert ok.returncode == 0 and "expected tokens per round" in ok.stdout and ok.stdout.endswith("\n")
+    assert marker.read_text() == "ran"
+    bad = subprocess.run([sys.executable, "-c", code, "run", "--runtime", "nosuch"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: unknown runtime 'nosuch'")
