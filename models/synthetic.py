@@ -88,7 +88,8 @@ def llama_config(cfg: dict, role: str):
 
 def build_model(config, seed: int):
     """A LlamaForCausalLM of `config` in float16, weights normal(0, INIT_STD), norms 1. Built on the
-    meta device first, so the only memory it takes is its float16 weights."""
+    meta device first, so the only memory it takes is its float16 weights; the rotary embedding's
+    frequencies (buffers, not parameters) are computed again on the CPU."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -100,6 +101,7 @@ def build_model(config, seed: int):
     finally:
         torch.set_default_dtype(prior)
     model = model.to_empty(device="cpu")
+    model.model.rotary_emb = type(model.model.rotary_emb)(config=model.config)  # its buffers, which to_empty left unset
     model.tie_weights()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():

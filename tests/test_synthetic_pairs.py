@@ -110,3 +110,17 @@ def test_calibrate_measures_a_synthetic_pair_in_every_runtime_that_forces(tmp_pa
     assert [r["runtime"] for r in rows if r["error"]] == ["hf"]
     md = (out / "report" / "calibration.md").read_text()
     assert all(f"| {rt} | 2 |" in md for rt in ("torch [kernels]", "llamacpp", "llama-server"))
+
+
+def test_a_built_model_has_its_rotary_frequencies():
+    """build_model makes the model on the meta device and then empty CPU memory: its rotary
+    embedding's buffers (not parameters) must be computed again, not left as that memory was
+    (random weights in SmolLM2's shape gave NaN logits in some processes when they were not)."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from models.synthetic import build_model, llama_config, shape_config
+
+    config = llama_config(shape_config("smollm2-135m", "draft"), "draft")
+    rotary = build_model(config, seed=3).model.rotary_emb
+    assert torch.equal(rotary.inv_freq, LlamaForCausalLM(config).model.rotary_emb.inv_freq)
