@@ -138,6 +138,8 @@ def fork_server() -> None:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)
+            sys.stdout.flush()  # nothing of this process's own output left in a buffer the child inherits
+            sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 _child(req, me, {proto_in, proto_out, wake_r, wake_w})
