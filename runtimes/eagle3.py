@@ -27,7 +27,6 @@ What it does not do: tree drafting, or train the head (models/eagle3_train.py).
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from typing import Optional
 
 import torch
@@ -37,6 +36,7 @@ from core import sampling
 from models.eagle3 import Eagle3Head
 from runtimes import packed_matmul
 from runtimes.loop import Draft, Drafter, Model
+from runtimes.torch_common import torch_threads
 
 
 def pack(head: Eagle3Head) -> Eagle3Head:
@@ -110,16 +110,9 @@ class Eagle3Drafter(Drafter):
         self.h: Optional[torch.Tensor] = None  # [H], the last verified position's output
         target.keep_features(head.cfg.layer_ids)
 
-    @contextmanager
     def _passes(self):
         """The head's passes on `threads` torch threads (None: as they are), restored afterwards."""
-        n = torch.get_num_threads()
-        if self.threads:
-            torch.set_num_threads(self.threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(n)
+        return torch_threads(self.threads)
 
     def reset(self, prompt: list[int]) -> None:
         """The head over the prompt: positions 0 .. len - 2 (the target has the prompt but its last token)."""

@@ -11,7 +11,6 @@ do: read GGUF files or vocabularies (models/llama_files.py), or decode, sample o
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import llama_cpp
@@ -56,7 +55,6 @@ def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
     return n, n
 
 
-@contextmanager
 def single_threaded_torch():
     """Python-side sampling on one torch thread, restored afterwards.
 
@@ -64,14 +62,9 @@ def single_threaded_torch():
     torch's thread pool competes with llama.cpp's threads for the same cores: measured on a
     loaded 2-core VM, a [1, 257] softmax took 4 ms with 2 torch threads and 0.02 ms with one.
     """
-    import torch
+    from runtimes.torch_common import torch_threads
 
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
+    return torch_threads(1)
 
 
 def context_params(settings: RuntimeSettings, n_ctx: int):

@@ -11,8 +11,9 @@ Engines: one per setting, since the speculative config is fixed when an engine s
 measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
 run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
 (an engine start, forked from the fork server below, is its model load, KV cache and warm-up,
-about 4 s and 5 CPU seconds here, so two starts side by side take little longer than one) and waits paused (SIGSTOP: an idle engine's loops
-take a few percent of a core) until its turn; no engine is started while another is measured.
+about 4 s and 5 CPU seconds here, so two starts side by side take little longer than one) and
+waits paused (SIGSTOP: an idle engine's loops take a few percent of a core) until its turn; no
+engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
 - `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
 - `--drafter ngram[:N,K]`: {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": N,
