@@ -50,11 +50,13 @@ def _d(name: str):
 @click.option("--threads", default=_d("threads"), show_default=True, type=int, help="0: one per physical core.")
 @click.option("--ckpt-every", default=_d("ckpt_every"), show_default=True, type=int)
 @click.option("--eval-every", default=_d("eval_every"), type=int, help="Held-out agreement every N steps (0: at each checkpoint).")
+@click.option("--init-from", default="", help="Start from this trained head's folder (its weights, layers and draft vocabulary) "
+              "instead of a new head, e.g. to train the shipped head further on new answers.")
 @click.option("--resume", is_flag=True, help="Continue from the working folder's last checkpoint.")
 @click.option("--no-gguf", is_flag=True, help="Do not convert the head to GGUF (llama-server converts it on first use).")
 @click.option("--no-progress", is_flag=True)
 def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, draft_vocab, ttt_steps, layers, top_k, max_len,
-           precision, seed, threads, ckpt_every, eval_every, resume, no_gguf, no_progress):
+           precision, seed, threads, ckpt_every, eval_every, init_from, resume, no_gguf, no_progress):
     """Train an EAGLE-3 head for TARGET on its own answers and hidden states (CPU), write its folder."""
     from models.eagle3_train import train
 
@@ -68,7 +70,11 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, dr
     cfg = Eagle3Config(target=target, work=str(work), steps=steps, batch=batch, lr=lr, draft_vocab=draft_vocab,
                        ttt_steps=ttt_steps, top_k=top_k, seed=seed, threads=threads, ckpt_every=ckpt_every,
                        eval_every=eval_every, layer_ids=ids, teacher_jsonl=tuple(teacher_jsonl), max_len=max_len,
-                       precision=precision)
+                       precision=precision, init_from=init_from)
+    if init_from:
+        from models.eagle3 import read_config
+
+        read_config(init_from)  # one line if it is not a head's folder, before the target loads
     for f in teacher_jsonl:
         if not Path(f).is_file():
             raise HarnessError(f"--teacher-jsonl {f}: no such file (write one with `harness models teacher-data`)")

@@ -32,6 +32,7 @@ class Eagle3Config:
     teacher_jsonl: tuple = ()  # sequences written by `harness models teacher-data`
     max_len: int = 192  # tokens of a sequence at most (the end is kept)
     precision: str = "float32"  # or bfloat16: the head's matrix products under torch.autocast (CPUs with AVX512-BF16)
+    init_from: str = ""  # a trained head's folder to start from (its layers and draft vocabulary), or "" for a new head
 
     def __post_init__(self):
         for flag, value, low in (("--steps", self.steps, 0), ("--batch", self.batch, 1),

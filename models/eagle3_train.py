@@ -18,7 +18,8 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
    float32, or in bfloat16 under torch.autocast (`precision`; the weights stay float32).
 4. Initialisation: fc reads the last of the three layers as it is, the layer's output
    projections start at zero (so h = g), the final norm and the head's rows are the target's own
-   (its norm and output matrix at the draft vocabulary).
+   (its norm and output matrix at the draft vocabulary). Or, with `init_from`, a trained head's
+   weights, layers and draft vocabulary (further training on new answers, a fresh optimizer).
 5. Checkpoints (model, optimizer, step, evaluations) every `ckpt_every` steps, `--resume`
    continues; at each the held-out sequences are scored
    teacher-forced per drafting position: top-1 agreement (greedy acceptance) and
@@ -41,7 +42,7 @@ from pathlib import Path
 import torch
 
 from core.errors import HarnessError
-from models.eagle3 import Eagle3Head, HeadConfig, default_layer_ids
+from models.eagle3 import Eagle3Head, HeadConfig, check_fits, default_layer_ids, load_head, read_config
 from models.eagle3_config import Eagle3Config
 
 PART = 64  # sequences per file of features
@@ -300,7 +301,13 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
     work.mkdir(parents=True, exist_ok=True)
     target = load_hf_model(cfg.target, "target", torch.float32, "cpu")
     tcfg = target.config
-    layer_ids = tuple(sorted(cfg.layer_ids)) if cfg.layer_ids else default_layer_ids(tcfg.num_hidden_layers)
+    init = read_config(cfg.init_from) if cfg.init_from else None  # a trained head to start from
+    if init is not None:
+        check_fits(init, tcfg, cfg.init_from)
+        if cfg.layer_ids and tuple(sorted(cfg.layer_ids)) != init.layer_ids:
+            raise HarnessError(f"--layers {list(cfg.layer_ids)}: the --init-from head reads layers {list(init.layer_ids)}")
+    layer_ids = init.layer_ids if init else \
+        tuple(sorted(cfg.layer_ids)) if cfg.layer_ids else default_layer_ids(tcfg.num_hidden_layers)
     if max(layer_ids) >= tcfg.num_hidden_layers or min(layer_ids) < 0:
         raise HarnessError(f"--layers {list(layer_ids)}: the target has layers 0..{tcfg.num_hidden_layers - 1}")
     train_set, held = [], []
@@ -317,15 +324,20 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
     if not train_set:
         raise HarnessError("no training sequences: give --teacher-jsonl files (harness models teacher-data) or --generate N")
     vocab_file = work / "vocab.pt"
-    if resume and vocab_file.exists():
+    embed = target.get_input_embeddings().weight.detach().float()
+    if init is not None:  # its weights, draft vocabulary and shape; a fresh optimizer and schedule
+        head = load_head(cfg.init_from, embed, tcfg).float().train()
+        vocab_ids = torch.arange(init.draft_vocab) + head.d2t.long()
+    elif resume and vocab_file.exists():
         vocab_ids = torch.load(vocab_file)
     else:
         vocab_ids = choose_vocab(train_set, cfg.draft_vocab, tcfg.vocab_size, _ends(tcfg))
-        torch.save(vocab_ids, vocab_file)
+    torch.save(vocab_ids, vocab_file)
     t2d = torch.full((tcfg.vocab_size,), -1, dtype=torch.long)
     t2d[vocab_ids] = torch.arange(len(vocab_ids))
-    hcfg = HeadConfig.for_target(tcfg, len(vocab_ids), layer_ids, verifier=Path(str(cfg.target)).name)
-    head = build_head(target, hcfg, vocab_ids, cfg.seed)
+    if init is None:
+        hcfg = HeadConfig.for_target(tcfg, len(vocab_ids), layer_ids, verifier=Path(str(cfg.target)).name)
+        head = build_head(target, hcfg, vocab_ids, cfg.seed)
     del target
     opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
     step, losses, evals = 0, [], []

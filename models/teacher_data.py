@@ -170,22 +170,105 @@ EXPLAIN_TOPICS = [
     ("the brain", ["the cerebrum", "the cerebellum", "the brainstem", "neurons"]),
 ]
 
+# `--prompt-set explain-wide`: the explain templates and two more, over EXPLAIN_TOPICS and as many
+# subjects again (EXPLAIN_TOPICS_2), so a head or draft trained on it sees each subject less often.
+# Still never the measurement prompts' subjects.
+EXPLAIN_WIDE = EXPLAIN + [
+    "Explain how {t} works. Describe {p} in order.",
+    "Summarize the main parts of {t} in a short list of key points: {p}.",
+]
+EXPLAIN_TOPICS_2 = [
+    ("a dishwasher", ["the spray arms", "the heating element", "the detergent dispenser", "the drain pump"]),
+    ("the lungs in exercise", ["breathing rate", "oxygen uptake", "carbon dioxide removal", "recovery"]),
+    ("a hot air balloon", ["the envelope", "the burner", "buoyancy", "steering with the wind"]),
+    ("the Krebs cycle", ["acetyl-CoA", "NADH", "ATP", "carbon dioxide"]),
+    ("a hybrid car", ["the petrol engine", "the electric motor", "the battery", "regenerative braking"]),
+    ("the Byzantine Empire", ["Constantinople", "Justinian", "the Orthodox Church", "its fall in 1453"]),
+    ("a camera shutter", ["the aperture", "the shutter speed", "exposure", "motion blur"]),
+    ("the thyroid gland", ["thyroxine", "metabolism", "iodine", "hypothyroidism"]),
+    ("a rocket launch", ["the fuel and oxidizer", "thrust", "the stages", "reaching orbit"]),
+    ("the Protestant Reformation", ["Martin Luther", "the printing press", "the Catholic response", "its wars"]),
+    ("a water heater", ["the tank", "the heating element", "the thermostat", "the pressure relief valve"]),
+    ("the bones of the hand", ["the carpals", "the metacarpals", "the phalanges", "the joints"]),
+    ("an electric guitar", ["the strings", "the pickups", "the amplifier", "the effects pedals"]),
+    ("the Apollo program", ["its goals", "the Saturn V rocket", "the Moon landings", "its legacy"]),
+    ("a coffee machine", ["the water reservoir", "the pump", "the heating block", "the brew group"]),
+    ("coral bleaching", ["the coral polyps", "symbiotic algae", "warming water", "recovery"]),
+    ("the spinal cord", ["the vertebrae", "nerve roots", "reflexes", "signals to the brain"]),
+    ("a wind-up clock", ["the mainspring", "the gear train", "the escapement", "the pendulum"]),
+    ("the Mongol Empire", ["Genghis Khan", "its cavalry", "the trade routes", "its breakup"]),
+    ("a laser", ["the gain medium", "stimulated emission", "the mirrors", "coherent light"]),
+    ("the urinary system", ["the kidneys", "the ureters", "the bladder", "the urethra"]),
+    ("a submarine", ["the ballast tanks", "the hull", "the periscope", "sonar"]),
+    ("the Meiji Restoration", ["the end of the shogunate", "industrialization", "the new army", "its effects on Japan"]),
+    ("a touchscreen", ["the glass layer", "capacitive sensing", "the controller", "multi-touch"]),
+    ("the cell membrane", ["the lipid bilayer", "membrane proteins", "diffusion", "active transport"]),
+    ("a traffic light system", ["the signal timer", "the sensors", "the controller", "pedestrian crossings"]),
+    ("the Black Death", ["its spread", "the symptoms", "its death toll", "its effects on society"]),
+    ("a fiber optic cable", ["the core", "the cladding", "total internal reflection", "signal repeaters"]),
+    ("the white blood cells", ["neutrophils", "lymphocytes", "macrophages", "antibodies"]),
+    ("a power grid", ["power stations", "transformers", "transmission lines", "balancing supply and demand"]),
+    ("the Ottoman Empire", ["its rise", "Suleiman the Magnificent", "its administration", "its decline"]),
+    ("a hard disk drive", ["the platters", "the read-write head", "the spindle motor", "the controller"]),
+    ("the sense of taste", ["the taste buds", "the five basic tastes", "smell", "signals to the brain"]),
+    ("a parachute", ["the canopy", "air resistance", "the suspension lines", "the landing"]),
+    ("steel making", ["iron ore", "the blast furnace", "the Bessemer process", "alloys"]),
+    ("a vacuum cleaner", ["the motor", "the fan", "the filter", "the dust bag"]),
+    ("the menstrual cycle", ["the follicular phase", "ovulation", "the luteal phase", "hormones"]),
+    ("a radio", ["the antenna", "the tuner", "demodulation", "the speaker"]),
+    ("the Aztec civilization", ["Tenochtitlan", "their farming", "their religion", "the Spanish conquest"]),
+    ("an LED light", ["the semiconductor", "electrons and holes", "the light color", "efficiency"]),
+    ("the food chain", ["producers", "consumers", "decomposers", "energy transfer"]),
+    ("a sewing machine", ["the needle", "the bobbin", "the feed dogs", "the stitch"]),
+    ("the Russian Revolution", ["the February Revolution", "the Bolsheviks", "Lenin", "the civil war"]),
+    ("a quartz watch", ["the battery", "the quartz crystal", "the circuit", "the stepper motor"]),
+    ("the placenta", ["nutrient exchange", "oxygen delivery", "hormones", "the umbilical cord"]),
+    ("a canal lock", ["the gates", "the chamber", "the water levels", "the boats"]),
+    ("the Ming dynasty", ["its founding", "the Forbidden City", "the voyages of Zheng He", "its fall"]),
+    ("a smoke detector", ["the sensor", "ionization", "the alarm", "the battery"]),
+    ("the hormone insulin", ["the pancreas", "blood glucose", "cells taking up sugar", "diabetes"]),
+    ("a car's brakes", ["the brake pedal", "the hydraulic fluid", "the calipers", "the brake pads"]),
+    ("the Greek city-states", ["Athens", "Sparta", "democracy", "the Persian Wars"]),
+    ("a database", ["tables", "queries", "indexes", "transactions"]),
+    ("the water table", ["aquifers", "groundwater", "wells", "recharge from rain"]),
+    ("a nuclear submarine reactor", ["the fuel", "the coolant", "the steam turbine", "the shielding"]),
+    ("the life cycle of a star", ["the nebula", "the main sequence", "the red giant", "the white dwarf"]),
+    ("a printer", ["the paper feed", "the print head", "the ink or toner", "the controller"]),
+    ("the teeth", ["the enamel", "the dentin", "the pulp", "the roots"]),
+    ("a crane", ["the boom", "the counterweight", "the hoist", "the operator cab"]),
+    ("the Enlightenment", ["reason", "Voltaire", "Rousseau", "its influence on revolutions"]),
+    ("an operating system", ["the kernel", "processes", "memory management", "the file system"]),
+    ("the sense of smell", ["odor molecules", "the olfactory receptors", "the olfactory bulb", "memory"]),
+    ("a tidal power station", ["the barrage", "the tides", "the turbines", "the environmental effects"]),
+    ("the Incan Empire", ["the Andes", "their roads", "their record keeping", "the Spanish conquest"]),
+    ("a fuel cell", ["hydrogen", "the membrane", "the catalyst", "electricity and water"]),
+    ("blood types", ["antigens", "the ABO system", "the Rh factor", "transfusions"]),
+    ("a rollercoaster", ["the lift hill", "potential energy", "kinetic energy", "the brakes"]),
+    ("the Vikings", ["their ships", "their raids", "their trade", "their settlements"]),
+    ("a web browser", ["the address bar", "the rendering engine", "JavaScript", "the cache"]),
+    ("the adrenal glands", ["adrenaline", "cortisol", "aldosterone", "the stress response"]),
+    ("a geothermal power plant", ["the hot rock", "the wells", "the steam", "the turbine"]),
+]
 
-PROMPT_SETS = ("mixed", "explain")
+
+PROMPT_SETS = ("mixed", "explain", "explain-wide")
 
 
 def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
     """n chat prompts: "mixed" over categories (about half factual, like the default measurement),
-    or "explain", factual explanations that name their parts (EXPLAIN x EXPLAIN_TOPICS)."""
+    "explain", factual explanations that name their parts (EXPLAIN x EXPLAIN_TOPICS), or
+    "explain-wide", the same over twice the subjects (EXPLAIN_WIDE x both topic lists)."""
     if prompt_set not in PROMPT_SETS:
         raise ValueError(f"unknown prompt set {prompt_set!r}: one of {', '.join(PROMPT_SETS)}")
     rng = random.Random(seed)
-    if prompt_set == "explain":
+    if prompt_set in ("explain", "explain-wide"):
+        templates, topics = (EXPLAIN, EXPLAIN_TOPICS) if prompt_set == "explain" else \
+            (EXPLAIN_WIDE, EXPLAIN_TOPICS + EXPLAIN_TOPICS_2)
         out = []
         for _ in range(n):
-            topic, parts = rng.choice(EXPLAIN_TOPICS)
+            topic, parts = rng.choice(topics)
             parts = rng.sample(parts, rng.randint(3, len(parts)))
-            out.append(rng.choice(EXPLAIN).format(t=topic, p=", ".join(parts[:-1]) + " and " + parts[-1]))
+            out.append(rng.choice(templates).format(t=topic, p=", ".join(parts[:-1]) + " and " + parts[-1]))
         return out
     out = []
     for i in range(n):

@@ -293,3 +293,33 @@ def test_the_command_trains_resumes_and_writes_a_head_that_loads(tmp_path):
     assert cfg.draft_vocab == 64
     h = load_head(tmp_path / "head", torch.zeros(cfg.vocab, cfg.hidden))
     assert int(h.to_target(torch.arange(64)).max()) < cfg.vocab
+
+
+def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabulary(head, tmp_path):
+    """`--init-from HEAD`: step 0 agrees with the target as the trained head does (far above a new
+    head's step 0), the written head keeps its draft vocabulary; other --layers is one line, exit 2."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from models.eagle3 import load_head, read_config
+    from models.tiny import ensure_pair
+
+    t, _ = ensure_pair("tiny")
+    data = head.parent / "sequences.jsonl"
+    trained = torch.load(head.parent / "ckpt.pt", weights_only=False)["evals"]
+    args = ["models", "eagle3", "--target", str(t), "--teacher-jsonl", str(data), "--batch", "4", "--steps", "2",
+            "--init-from", str(head), "--work", str(tmp_path / "w"), "--out", str(tmp_path / "head"), "--no-progress",
+            "--no-gguf"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    evals = torch.load(tmp_path / "w" / "ckpt.pt", weights_only=False)["evals"]
+    assert evals[0]["step"] == 0
+    assert abs(evals[0]["top1"][0] - trained[-1]["top1"][0]) < 0.02, (evals[0], trained[-1])
+    assert evals[0]["top1"][0] > trained[0]["top1"][0] + 0.1
+    cfg = read_config(tmp_path / "head")
+    assert cfg.draft_vocab == read_config(head).draft_vocab and cfg.layer_ids == read_config(head).layer_ids
+    embed = torch.zeros(cfg.vocab, cfg.hidden)
+    assert torch.equal(load_head(tmp_path / "head", embed).d2t, load_head(head, embed).d2t)
+    other = sorted({*range(cfg.layer_ids[-1] + 1)} - set(cfg.layer_ids))[:1] + list(cfg.layer_ids[1:])
+    bad = CliRunner().invoke(main, args + ["--layers", ",".join(map(str, sorted(other)))])
+    assert bad.exit_code == 2 and "--init-from head reads layers" in bad.output, bad.output
