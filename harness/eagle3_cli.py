@@ -72,9 +72,11 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, dr
                        eval_every=eval_every, layer_ids=ids, teacher_jsonl=tuple(teacher_jsonl), max_len=max_len,
                        precision=precision, init_from=init_from)
     if init_from:
-        from models.eagle3 import read_config
+        from models.eagle3 import is_head_folder
 
-        read_config(init_from)  # one line if it is not a head's folder, before the target loads
+        if not is_head_folder(init_from):
+            raise HarnessError(f"--init-from {init_from}: not an EAGLE-3 head's folder (config.json and model.safetensors, "
+                               "as `harness models eagle3` writes)")
     for f in teacher_jsonl:
         if not Path(f).is_file():
             raise HarnessError(f"--teacher-jsonl {f}: no such file (write one with `harness models teacher-data`)")

@@ -324,9 +324,8 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
     if not train_set:
         raise HarnessError("no training sequences: give --teacher-jsonl files (harness models teacher-data) or --generate N")
     vocab_file = work / "vocab.pt"
-    embed = target.get_input_embeddings().weight.detach().float()
     if init is not None:  # its weights, draft vocabulary and shape; a fresh optimizer and schedule
-        head = load_head(cfg.init_from, embed, tcfg).float().train()
+        head = load_head(cfg.init_from, target.get_input_embeddings().weight.detach().float(), tcfg).float()
         vocab_ids = torch.arange(init.draft_vocab) + head.d2t.long()
     elif resume and vocab_file.exists():
         vocab_ids = torch.load(vocab_file)

@@ -323,3 +323,5 @@ def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabular
     other = sorted({*range(cfg.layer_ids[-1] + 1)} - set(cfg.layer_ids))[:1] + list(cfg.layer_ids[1:])
     bad = CliRunner().invoke(main, args + ["--layers", ",".join(map(str, sorted(other)))])
     assert bad.exit_code == 2 and "--init-from head reads layers" in bad.output, bad.output
+    missing = CliRunner().invoke(main, [a if a != str(head) else str(tmp_path / "nothing") for a in args])
+    assert missing.exit_code == 2 and "--init-from" in missing.output and "not an EAGLE-3 head" in missing.output
