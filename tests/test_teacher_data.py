@@ -113,11 +113,18 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
     from models.teacher_data import make_prompts
 
     builtin = {p.text for c in CATEGORIES for p in prompts_of(c)}
-    for kind in ("mixed", "explain"):
+    for kind in ("mixed", "explain", "explain-wide"):
         a = make_prompts(200, 3, kind)
         assert a == make_prompts(200, 3, kind) and a != make_prompts(200, 4, kind)
         assert not builtin & set(a)
-    explain = make_prompts(200, 3, "explain")
-    assert all(" and " in p and "," in p for p in explain)  # each names at least three parts
-    for word in ("photosynthesis", "refrigerator", "circulatory", "industrial revolution", "vaccin"):
-        assert not any(word in p.lower() for p in explain)
+    for kind in ("explain", "explain-wide"):
+        explain = make_prompts(2000, 3, kind)
+        assert all(" and " in p and "," in p for p in explain)  # each names at least three parts
+        for word in ("photosynthesis", "refrigerator", "circulatory", "industrial revolution", "vaccin", "calvin cycle",
+                     "chlorophyll", "compressor, the condenser"):
+            assert not any(word in p.lower() for p in explain), (kind, word)
+    from models.teacher_data import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2
+
+    wide = make_prompts(2000, 3, "explain-wide")
+    assert len({t for t, _ in EXPLAIN_TOPICS + EXPLAIN_TOPICS_2}) == len(EXPLAIN_TOPICS) + len(EXPLAIN_TOPICS_2)
+    assert any(t in p for p in wide for t, _ in EXPLAIN_TOPICS_2) and any(t in p for p in wide for t, _ in EXPLAIN_TOPICS)
