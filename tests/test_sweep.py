@@ -18,7 +18,7 @@ from core.results import read_results
 from harness.runner import RunConfig, Runner, row_key
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = ["sweep", "--runtime", "torch", "--pair", "tiny", "--gamma", "1,3", "--max-new-tokens", "6", "--prompts", "math", "--warmup", "0"]
+GRID = ["sweep", "--runtime", "torch", "--pair", "tiny", "--gamma", "1,3", "--max-new-tokens", "256", "--prompts", "math", "--warmup", "0"]
 
 
 def harness_proc(*args):
@@ -41,7 +41,7 @@ def test_killed_sweep_resumes_to_the_same_rows(tmp_path):
     results = cut / "results.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 4):
-        time.sleep(0.05)
+        time.sleep(0.005)  # a row of 256 tokens on the tiny pair takes 30-100 ms: the kill lands mid-way
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     n_before = len(read_results(results))
