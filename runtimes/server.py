@@ -129,6 +129,25 @@ def watchdog(group: int) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
+def _end_watchdog(w: Optional[subprocess.Popen]) -> None:
+    if w is not None:
+        w.kill()
+        w.wait()
+
+
+def _spawn_group(argv: list[str], env: dict, **popen) -> subprocess.Popen:
+    """argv in a session (process group) of its own that dies with this process (PR_SET_PDEATHSIG),
+    with `env` over ours. Ctrl-C and SIGTERM wait until the fork is over: raised inside Python's
+    fork hooks (which a preexec_fn runs) the KeyboardInterrupt would be ignored, and the harness
+    would go on."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        return subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True,
+                                preexec_fn=functools.partial(_die_with_parent, os.getpid()), **popen)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is raised here
+
+
 def _killpg(proc, sig: int) -> None:
     """A signal to a server's process group (its pid's), or, for a fork not made yet, when it is."""
     if isinstance(proc, ForkedProcess):
@@ -190,10 +209,8 @@ class ForkedProcess:
         return self.returncode
 
     def close(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.kill()
-            self._watchdog.wait()
-            self._watchdog = None
+        _end_watchdog(self._watchdog)
+        self._watchdog = None
 
 
 class Forker:
@@ -217,13 +234,7 @@ class Forker:
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(argv)}\n".encode())
             log.flush()
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-            try:
-                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                             env={**os.environ, **env}, start_new_session=True,
-                                             preexec_fn=functools.partial(_die_with_parent, os.getpid()))
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            self.proc = _spawn_group(argv, env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         self._watchdog = watchdog(self.proc.pid)
         self._reader = threading.Thread(target=self._read, name=f"{name}-forker", daemon=True)
         self._reader.start()
@@ -290,8 +301,7 @@ class Forker:
                 pipe.close()
             except OSError:
                 pass
-        self._watchdog.kill()
-        self._watchdog.wait()
+        _end_watchdog(self._watchdog)
 
 
 class ServerProcess:
@@ -365,16 +375,8 @@ class ServerProcess:
             self.proc = self.forker.fork(self.argv[self.forker.skip:] + ["--host", HOST, "--port", str(port)],
                                          self.env or {}, self.log_path)
             return
-        env = {**os.environ, **(self.env or {})}
-        # Ctrl-C and SIGTERM wait until the fork is over: raised inside Python's fork hooks (which a
-        # preexec_fn runs) the KeyboardInterrupt would be ignored, and the harness would go on
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-        try:
-            self.proc = subprocess.Popen(self.argv + ["--host", HOST, "--port", str(port)], stdout=self._log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                                         preexec_fn=functools.partial(_die_with_parent, os.getpid()))
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is raised here
+        self.proc = _spawn_group(self.argv + ["--host", HOST, "--port", str(port)], self.env or {}, stdout=self._log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._watchdog = watchdog(self.proc.pid)
 
     def _wait_ready(self, timeout_s: float) -> None:
@@ -432,10 +434,8 @@ class ServerProcess:
             p.wait()
             if isinstance(p, ForkedProcess):
                 p.close()
-        if self._watchdog is not None:
-            self._watchdog.kill()
-            self._watchdog.wait()
-            self._watchdog = None
+        _end_watchdog(self._watchdog)
+        self._watchdog = None
         if self._log is not None:
             self._log.close()
             self._log = None
