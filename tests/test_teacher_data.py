@@ -113,18 +113,22 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
     from models.teacher_data import make_prompts
 
     builtin = {p.text for c in CATEGORIES for p in prompts_of(c)}
-    for kind in ("mixed", "explain", "explain-wide"):
+    for kind in ("mixed", "explain", "explain-wide", "explain-3"):
         a = make_prompts(200, 3, kind)
         assert a == make_prompts(200, 3, kind) and a != make_prompts(200, 4, kind)
         assert not builtin & set(a)
-    for kind in ("explain", "explain-wide"):
+    for kind in ("explain", "explain-wide", "explain-3"):
         explain = make_prompts(2000, 3, kind)
         assert all(" and " in p and "," in p for p in explain)  # each names at least three parts
         for word in ("photosynthesis", "refrigerator", "circulatory", "industrial revolution", "vaccin", "calvin cycle",
-                     "chlorophyll", "compressor, the condenser"):
+                     "chlorophyll", "compressor, the condenser") + (("immune", "antibod", "heart") if kind == "explain-3" else ()):
             assert not any(word in p.lower() for p in explain), (kind, word)
-    from models.teacher_data import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2
+    from models.teacher_data import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2, EXPLAIN_TOPICS_3
 
     wide = make_prompts(2000, 3, "explain-wide")
-    assert len({t for t, _ in EXPLAIN_TOPICS + EXPLAIN_TOPICS_2}) == len(EXPLAIN_TOPICS) + len(EXPLAIN_TOPICS_2)
+    every = EXPLAIN_TOPICS + EXPLAIN_TOPICS_2 + EXPLAIN_TOPICS_3
+    assert len({t for t, _ in every}) == len(every)  # no subject in two lists
     assert any(t in p for p in wide for t, _ in EXPLAIN_TOPICS_2) and any(t in p for p in wide for t, _ in EXPLAIN_TOPICS)
+    third = make_prompts(2000, 3, "explain-3")
+    assert {t for t, _ in EXPLAIN_TOPICS_3} == {t for p in third for t, _ in EXPLAIN_TOPICS_3 if t in p}
+    assert all(any(t in p for t, _ in EXPLAIN_TOPICS_3) for p in third)  # the third list's subjects only
