@@ -13,7 +13,8 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
    own output of the step before (no fc), at position i+j, attends to step 0's keys at positions
    0..i and to its own steps 1..j at index i (the keys drafting writes), and predicts the target's
    distribution at i+j+1. The loss is the cross-entropy from the target's top-k, renormalised
-   over the draft vocabulary, to the head's softmax, averaged over the steps. Gradients flow
+   over the draft vocabulary, to the head's softmax, at the positions that predict an answer's
+   tokens (the prompt is context, never drafted), averaged over the steps. Gradients flow
    through the fed-back states. AdamW, warm-up then cosine, gradient clip 1; the products in
    float32, or in bfloat16 under torch.autocast (`precision`; the weights stay float32).
 4. Initialisation: fc reads the last of the three layers as it is, the layer's output
@@ -22,7 +23,7 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
    weights, layers and draft vocabulary (further training on new answers, a fresh optimizer).
 5. Checkpoints (model, optimizer, step, evaluations) every `ckpt_every` steps, `--resume`
    continues; at each the held-out sequences are scored
-   teacher-forced per drafting position: top-1 agreement (greedy acceptance) and
+   teacher-forced per drafting position, over their answers: top-1 agreement (greedy acceptance) and
    alpha(T=1) >= sum over the target's top-k of min(p, q).
 
 It writes the head folder (models/eagle3.py's save) and, through models/eagle3.py's gguf_of, its
@@ -176,7 +177,8 @@ def build_head(target, cfg: HeadConfig, vocab_ids: torch.Tensor, seed: int) -> E
 
 def batch_of(items: list[dict], t2d: torch.Tensor) -> dict:
     """Sequences -> padded tensors: tok [B, L], feats [B, L, 3Ht] f32, p [B, L, k] teacher
-    probabilities over draft ids renormalised, did [B, L, k] (draft ids, 0 where absent), n [B]."""
+    probabilities over draft ids renormalised, did [B, L, k] (draft ids, 0 where absent), n [B],
+    start [B] (where each answer begins)."""
     L = max(len(s["ids"]) for s in items)
     B, k = len(items), items[0]["top_ids"].shape[1]
     Ht3 = items[0]["feats"].shape[1] * items[0]["feats"].shape[2]
@@ -193,7 +195,8 @@ def batch_of(items: list[dict], t2d: torch.Tensor) -> dict:
         prob = s["top_lp"].float().exp() * (d >= 0)
         p[i, :m] = prob / prob.sum(-1, keepdim=True).clamp(min=1e-9)
         did[i, :m] = d.clamp(min=0)
-    return {"tok": tok, "feats": feats, "p": p, "did": did, "n": n}
+    return {"tok": tok, "feats": feats, "p": p, "did": did, "n": n,
+            "start": torch.tensor([int(s["start"]) for s in items])}
 
 
 def ttt_forward(head: Eagle3Head, b: dict, steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -236,8 +239,17 @@ def ttt_forward(head: Eagle3Head, b: dict, steps: int) -> list[tuple[torch.Tenso
     return out
 
 
+def drafted(valid: torch.Tensor, b: dict, j: int) -> torch.Tensor:
+    """valid [B, T] of step j, narrowed to the positions drafting meets: those whose predicted token
+    x_{i+j+1} is one of the answer's, never the prompt's (the head drafts answers; the prompt's
+    positions are context it attends to, not text it proposes)."""
+    T = valid.shape[1]
+    return valid & ((torch.arange(T) + j + 1)[None, :] >= b["start"][:, None])
+
+
 def ttt_loss(head: Eagle3Head, b: dict, steps: int) -> tuple[torch.Tensor, list[float]]:
-    """Mean over steps of the cross-entropy from the target's renormalised top-k to the head."""
+    """Mean over steps of the cross-entropy from the target's renormalised top-k to the head, over
+    the answers' positions."""
     losses = []
     for j, (logits, valid) in enumerate(ttt_forward(head, b, steps)):
         T = logits.shape[1]
@@ -245,7 +257,7 @@ def ttt_loss(head: Eagle3Head, b: dict, steps: int) -> tuple[torch.Tensor, list[
         p, did = b["p"][:, pos], b["did"][:, pos]  # [B, T, k]
         logq = torch.log_softmax(logits.float(), -1).gather(-1, did)
         ce = -(p * logq).sum(-1)  # [B, T]
-        m = valid & (p.sum(-1) > 0)
+        m = drafted(valid, b, j) & (p.sum(-1) > 0)
         losses.append((ce * m).sum() / m.sum().clamp(min=1))
     return torch.stack(losses).mean(), [float(x.detach()) for x in losses]
 
@@ -253,7 +265,8 @@ def ttt_loss(head: Eagle3Head, b: dict, steps: int) -> tuple[torch.Tensor, list[
 @torch.no_grad()
 def heldout_agreement(head: Eagle3Head, held: list[dict], t2d: torch.Tensor, steps: int, batch: int = 8) -> dict:
     """Per drafting position j+1: top1 (the head's argmax is the target's, greedy acceptance) and
-    alpha_t1 >= sum over the target's top-k of min(p, q), teacher-forced on held-out sequences."""
+    alpha_t1 >= sum over the target's top-k of min(p, q), teacher-forced on held-out sequences'
+    answers (positions predicting an answer's tokens)."""
     top1 = [0.0] * steps
     alpha = [0.0] * steps
     count = [0] * steps
@@ -268,6 +281,7 @@ def heldout_agreement(head: Eagle3Head, held: list[dict], t2d: torch.Tensor, ste
             tp[i, : len(s["ids"])] = s["top_lp"].float().exp()
         for j, (logits, valid) in enumerate(ttt_forward(head, b, steps)):
             T = logits.shape[1]
+            valid = drafted(valid, b, j)
             pos = (torch.arange(T) + j + 1).clamp(max=L - 1)
             q = head.target_logits(logits.float()).softmax(-1)  # [B, T, V]
             t_ids, t_p = ti[:, pos], tp[:, pos]
@@ -423,7 +437,7 @@ def ensure_tiny_head(name: str = "tiny", steps: int = 80) -> Path:
     from models.tiny import ensure_pair
 
     t, _ = ensure_pair(name)
-    folder = Path(t).parent / f"eagle3-v1-{steps}"
+    folder = Path(t).parent / f"eagle3-v2-{steps}"  # v2: trained on the answers' positions only
     if (folder / "head" / "config.json").is_file():
         return folder / "head"
     from models.loading import load_hf_model

@@ -281,7 +281,7 @@ def test_the_command_trains_resumes_and_writes_a_head_that_loads(tmp_path):
     from models.tiny import ensure_pair
 
     t, _ = ensure_pair("tiny")
-    data = next(Path(t).parent.glob("eagle3-v1-*")) / "sequences.jsonl"
+    data = next(Path(t).parent.glob("eagle3-v2-*")) / "sequences.jsonl"
     args = ["models", "eagle3", "--target", str(t), "--teacher-jsonl", str(data), "--draft-vocab", "64", "--batch", "4",
             "--ckpt-every", "3", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "head"), "--no-progress"]
     r1 = CliRunner().invoke(main, args + ["--steps", "6"])
@@ -293,6 +293,7 @@ def test_the_command_trains_resumes_and_writes_a_head_that_loads(tmp_path):
     assert cfg.draft_vocab == 64
     h = load_head(tmp_path / "head", torch.zeros(cfg.vocab, cfg.hidden))
     assert int(h.to_target(torch.arange(64)).max()) < cfg.vocab
+
 
 
 def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabulary(head, tmp_path):
@@ -325,3 +326,43 @@ def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabular
     assert bad.exit_code == 2 and "--init-from head reads layers" in bad.output, bad.output
     missing = CliRunner().invoke(main, [a if a != str(head) else str(tmp_path / "nothing") for a in args])
     assert missing.exit_code == 2 and "--init-from" in missing.output and "not an EAGLE-3 head" in missing.output
+
+
+@torch.inference_mode()
+def test_the_loss_and_held_out_agreement_count_the_answers_only(head):
+    """The head drafts answers: the teacher's distributions at positions that predict a prompt's
+    tokens change neither the loss nor the held-out agreement; one at an answer's position does."""
+    from models.eagle3 import load_head
+    from models.eagle3_train import batch_of, heldout_agreement, target_features, ttt_loss
+    from models.loading import load_hf_model
+    from models.tiny import ensure_pair
+
+    t, _ = ensure_pair("tiny")
+    target = load_hf_model(str(t), "target", torch.float32, "cpu")
+    h = load_head(head, target.get_input_embeddings().weight.detach().float(), target.config)
+    g = torch.Generator().manual_seed(3)
+    lines = (head.parent / "sequences.jsonl").read_text().splitlines()[:2]  # the tiny target's own text
+    seqs = [{"ids": json.loads(line)["ids"][:40], "start": s} for line, s in zip(lines, (12, 20))]
+    items = target_features(target, seqs, h.cfg.layer_ids, 4)
+    t2d = torch.arange(h.cfg.vocab)
+
+    def scores(items):
+        return float(ttt_loss(h, batch_of(items, t2d), 3)[0]), heldout_agreement(h, items, t2d, 3)
+
+    def shuffled(items, where):  # the teacher's top-k at positions `where` of each item replaced
+        out = []
+        for it in items:
+            ti, tl = it["top_ids"].clone(), it["top_lp"].clone()
+            for p in where(it):
+                ti[p] = torch.randperm(h.cfg.vocab - 1, generator=g)[: ti.shape[1]].int()
+                tl[p] = torch.log_softmax(torch.randn(ti.shape[1], generator=g), -1).sort(descending=True).values.half()
+            out.append({**it, "top_ids": ti, "top_lp": tl})
+        return out
+
+    loss, agree = scores(items)
+    # position p holds the distribution of token p + 1: the prompt's tokens are predicted at 0 .. start - 2
+    loss_p, agree_p = scores(shuffled(items, lambda it: range(it["start"] - 1)))
+    assert loss_p == pytest.approx(loss, abs=1e-6) and agree_p == agree
+    assert agree["positions"][0] == sum(len(s["ids"]) - s["start"] for s in seqs)
+    loss_a, agree_a = scores(shuffled(items, lambda it: range(it["start"] - 1, len(it["ids"]) - 1)))
+    assert abs(loss_a - loss) > 0.1 and agree["top1"][0] > 0.2 and agree_a["top1"] != agree["top1"]
