@@ -38,7 +38,8 @@ def _d(name: str):
 @click.option("--batch", default=_d("batch"), show_default=True, type=int, help="Sequences per step.")
 @click.option("--lr", default=_d("lr"), show_default=True, type=float)
 @click.option("--draft-vocab", default=_d("draft_vocab"), show_default=True, type=int,
-              help="Target tokens the head can propose (the most frequent of the data).")
+              help="Target tokens the head can propose (the most frequent of the data); with --init-from, "
+              "a larger value grows the head's vocabulary by the new data's most frequent tokens.")
 @click.option("--ttt-steps", default=_d("ttt_steps"), show_default=True, type=int,
               help="Draft positions trained as drafting runs them (the training-time test).")
 @click.option("--layers", default="", help="The three target layers the head reads, e.g. 2,15,27 (default: 2, n/2, n-3).")
@@ -50,7 +51,7 @@ def _d(name: str):
 @click.option("--threads", default=_d("threads"), show_default=True, type=int, help="0: one per physical core.")
 @click.option("--ckpt-every", default=_d("ckpt_every"), show_default=True, type=int)
 @click.option("--eval-every", default=_d("eval_every"), type=int, help="Held-out agreement every N steps (0: at each checkpoint).")
-@click.option("--init-from", default="", help="Start from this trained head's folder (its weights, layers and draft vocabulary) "
+@click.option("--init-from", default="", help="Start from this trained head's folder (its weights, layers and draft vocabulary, grown by a larger --draft-vocab) "
               "instead of a new head, e.g. to train the shipped head further on new answers.")
 @click.option("--resume", is_flag=True, help="Continue from the working folder's last checkpoint.")
 @click.option("--no-gguf", is_flag=True, help="Do not convert the head to GGUF (llama-server converts it on first use).")

@@ -20,7 +20,9 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
 4. Initialisation: fc reads the last of the three layers as it is, the layer's output
    projections start at zero (so h = g), the final norm and the head's rows are the target's own
    (its norm and output matrix at the draft vocabulary). Or, with `init_from`, a trained head's
-   weights, layers and draft vocabulary (further training on new answers, a fresh optimizer).
+   weights, layers and draft vocabulary (further training on new answers, a fresh optimizer),
+   the vocabulary grown to `draft_vocab` when that is larger (the new data's most frequent
+   tokens it lacks, their rows the target's).
 5. Checkpoints (model, optimizer, step, evaluations) every `ckpt_every` steps, `--resume`
    continues; at each the held-out sequences are scored
    teacher-forced per drafting position, over their answers: top-1 agreement (greedy acceptance) and
@@ -37,7 +39,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -141,9 +143,9 @@ def target_features(target, seqs: list[dict], layer_ids: tuple, k: int) -> list[
     return res
 
 
-def choose_vocab(seqs: list[dict], size: int, vocab: int, always: tuple = ()) -> torch.Tensor:
+def choose_vocab(seqs: list[dict], size: int, vocab: int, always: tuple = (), ranked: bool = False) -> torch.Tensor:
     """The `size` target ids the target predicts most often (its top-1 over every position), plus
-    `always` (end of text); ascending -> [Vd]."""
+    `always` (end of text); ascending -> [Vd] (ranked: most frequent first)."""
     counts = torch.zeros(vocab, dtype=torch.long)
     for s in seqs:
         counts += torch.bincount(s["top_ids"][:, 0].long(), minlength=vocab)
@@ -151,7 +153,23 @@ def choose_vocab(seqs: list[dict], size: int, vocab: int, always: tuple = ()) ->
     for t in always:
         counts[t] = counts.max() + 1
     size = min(size, vocab)
-    return counts.topk(size).indices.sort().values
+    top = counts.topk(size).indices
+    return top if ranked else top.sort().values
+
+
+def grow_vocab(head: Eagle3Head, target, ranked: torch.Tensor, size: int) -> tuple[Eagle3Head, torch.Tensor]:
+    """A head whose draft vocabulary is `head`'s and the first ids of `ranked` (target ids, most
+    frequent first) it lacks, `size` in all, ascending; its rows for the new ids are the target's
+    output rows (as a new head's are), every other weight the head's own -> (head, vocab ids)."""
+    old = head.to_target(torch.arange(head.cfg.draft_vocab))
+    have = torch.zeros(head.cfg.vocab, dtype=torch.bool)
+    have[old] = True
+    new = ranked[~have[ranked]][: size - len(old)]
+    ids, order = torch.cat([old, new]).sort()
+    grown = Eagle3Head(replace(head.cfg, draft_vocab=len(ids)), head.embed)
+    rows = torch.cat([head.lm_head.weight.detach(), target.get_output_embeddings().weight.detach().float()[new]])
+    grown.load_state(head.state() | {"lm_head.weight": rows[order], "d2t": ids - torch.arange(len(ids))}, "grown")
+    return grown, ids
 
 
 # ---------------------------------------------------------------- the head
@@ -341,6 +359,9 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
     if init is not None:  # its weights, draft vocabulary and shape; a fresh optimizer and schedule
         head = load_head(cfg.init_from, target.get_input_embeddings().weight.detach().float(), tcfg).float()
         vocab_ids = torch.arange(init.draft_vocab) + head.d2t.long()
+        if cfg.draft_vocab > len(vocab_ids):
+            head, vocab_ids = grow_vocab(head, target, choose_vocab(train_set, tcfg.vocab_size, tcfg.vocab_size, _ends(tcfg),
+                                                                    ranked=True), cfg.draft_vocab)
     elif resume and vocab_file.exists():
         vocab_ids = torch.load(vocab_file)
     else:

@@ -293,7 +293,13 @@ def test_the_command_trains_resumes_and_writes_a_head_that_loads(tmp_path):
     assert cfg.draft_vocab == 64
     h = load_head(tmp_path / "head", torch.zeros(cfg.vocab, cfg.hidden))
     assert int(h.to_target(torch.arange(64)).max()) < cfg.vocab
-
+    grown = ["models", "eagle3", "--target", str(t), "--teacher-jsonl", str(data), "--draft-vocab", "80", "--batch", "4",
+             "--steps", "1", "--init-from", str(tmp_path / "head"), "--work", str(tmp_path / "w2"),
+             "--out", str(tmp_path / "grown"), "--no-progress", "--no-gguf"]
+    r3 = CliRunner().invoke(main, grown)
+    assert r3.exit_code == 0, r3.output
+    g = load_head(tmp_path / "grown", torch.zeros(cfg.vocab, cfg.hidden))
+    assert g.cfg.draft_vocab == 80 and set(h.to_target(torch.arange(64)).tolist()) < set(g.to_target(torch.arange(80)).tolist())
 
 
 def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabulary(head, tmp_path):
@@ -366,3 +372,35 @@ def test_the_loss_and_held_out_agreement_count_the_answers_only(head):
     assert agree["positions"][0] == sum(len(s["ids"]) - s["start"] for s in seqs)
     loss_a, agree_a = scores(shuffled(items, lambda it: range(it["start"] - 1, len(it["ids"]) - 1)))
     assert abs(loss_a - loss) > 0.1 and agree["top1"][0] > 0.2 and agree_a["top1"] != agree["top1"]
+
+
+@torch.inference_mode()
+def test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets():
+    """grow_vocab (--init-from with a larger --draft-vocab): the new draft vocabulary holds the old
+    one and the most frequent ids it lacked, ascending; the logits of old ids are the head's, of new
+    ids the target's output rows', and every other weight is the head's."""
+    from models.eagle3 import HeadConfig
+    from models.eagle3_train import build_head, grow_vocab
+    from models.loading import load_hf_model
+    from models.tiny import ensure_pair
+
+    t, _ = ensure_pair("tiny")
+    target = load_hf_model(str(t), "target", torch.float32, "cpu")
+    tcfg = target.config
+    old_ids = torch.arange(40, 104)
+    small = build_head(target, HeadConfig.for_target(tcfg, 64), old_ids, seed=0)
+    small.lm_head.weight.normal_()  # rows of its own, not the target's
+    ranked = torch.tensor([50, 7, 60, 3, 200, 9, 11])  # most frequent first; 50 and 60 it has
+    grown, ids = grow_vocab(small, target, ranked, 68)
+    assert ids.tolist() == sorted(old_ids.tolist() + [7, 3, 200, 9])
+    assert grown.cfg.draft_vocab == 68 and grown.to_target(torch.arange(68)).tolist() == ids.tolist()
+    x = torch.randn(5, tcfg.hidden_size)
+    big, ref = grown.target_logits(grown.logits(x)), small.target_logits(small.logits(x))  # [5, V]
+    assert torch.allclose(big[:, old_ids], ref[:, old_ids], atol=1e-5)
+    normed = small._rms(x, small.norm)
+    new = torch.tensor([3, 7, 9, 200])
+    assert torch.allclose(big[:, new], normed @ target.get_output_embeddings().weight[new].T, atol=1e-4)
+    assert torch.isinf(big[:, 4]).all()  # still outside
+    for name, w in small.state().items():
+        if name != "lm_head.weight":
+            assert torch.equal(grown.state()[name], w), name
