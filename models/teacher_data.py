@@ -373,16 +373,30 @@ EXPLAIN_TOPICS_3 = [
     ("a seismograph", ["the mass", "the frame", "the recording", "measuring earthquakes"]),
 ]
 
-PROMPT_SETS = ("mixed", "explain", "explain-wide", "explain-3")
+# `--prompt-set self`: requests the target writes itself (Magpie, Xu et al. 2024): the chat template
+# up to the user's turn, sampled at SELF_TEMPERATURE until the turn ends, kept when the turn ended
+# within SELF_MAX_TOKENS tokens, is mostly plain text, and names none of the factual measurement
+# prompts' subjects (MEASURED_SUBJECTS); then the target answers each as it answers any request.
+# The requests follow the chat data the target was tuned on, so they span far more subjects and
+# kinds of request than the template sets, none of them written by us. Most begin with one of
+# SELF_OPENERS (the target writes the rest: the subject is its own choice), the others freely.
+SELF_OPENERS = ("", "", "Explain how", "Summarize", "Describe", "Give a structured overview of",
+                "What are the main", "How does", "Explain the", "List the key")
+SELF_TEMPERATURE = 1.0
+SELF_MAX_TOKENS = 64
+MEASURED_SUBJECTS = ("photosynth", "refrigerat", "circulatory", "industrial revolution", "vaccin")
+
+TEMPLATE_SETS = ("mixed", "explain", "explain-wide", "explain-3")  # made from the lists above
+PROMPT_SETS = (*TEMPLATE_SETS, "self")
 
 
 def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
     """n chat prompts: "mixed" over categories (about half factual, like the default measurement),
     "explain", factual explanations that name their parts (EXPLAIN x EXPLAIN_TOPICS), or
     "explain-wide", the same over twice the subjects (EXPLAIN_WIDE x both topic lists), or "explain-3",
-    EXPLAIN_WIDE over a third list of subjects only (EXPLAIN_TOPICS_3)."""
-    if prompt_set not in PROMPT_SETS:
-        raise ValueError(f"unknown prompt set {prompt_set!r}: one of {', '.join(PROMPT_SETS)}")
+    EXPLAIN_WIDE over a third list of subjects only (EXPLAIN_TOPICS_3). ("self": self_requests.)"""
+    if prompt_set not in TEMPLATE_SETS:
+        raise ValueError(f"unknown prompt set {prompt_set!r}: one of {', '.join(TEMPLATE_SETS)}")
     rng = random.Random(seed)
     if prompt_set.startswith("explain"):
         templates, topics = {"explain": (EXPLAIN, EXPLAIN_TOPICS),
@@ -409,6 +423,62 @@ def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
         else:
             out.append(rng.choice(OPEN).format(t=rng.choice(TOPICS)))
     return out
+
+
+def usable_request(text: str) -> bool:
+    """A request the target wrote that `--prompt-set self` keeps: some words, mostly plain text, and
+    none of the measurement prompts' subjects."""
+    words = text.split()
+    plain = sum(c.isascii() and (c.isprintable() or c.isspace()) for c in text) / max(len(text), 1)
+    return len(words) >= 3 and plain >= 0.95 and not any(s in text.lower() for s in MEASURED_SUBJECTS)
+
+
+def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int = 0, progress: bool = False) -> list[str]:
+    """n requests the target writes itself (`--prompt-set self`, above), the same for the same seed:
+    rounds of samples from the chat template's user turn, each round seeded from `seed` and its index."""
+    import llama_cpp
+    from tqdm import tqdm
+
+    from models import llama_files
+
+    model = llama_files.load_model(llama_files.check_gguf(gguf, "target"), "target", vocab_only=True)
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        ends = {i for i in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, i)}
+        turn = user_turn(model, vocab)
+        out: list[str] = []
+        bar = tqdm(total=n, desc="requests the target writes", disable=not progress)
+        for r in range(1000):
+            if len(out) >= n:
+                break
+            rng = random.Random(seed * 1000 + r)
+            openers = [rng.choice(SELF_OPENERS) for _ in range(max(batch, (n - len(out)) * 3 // 2))]  # ~2 in 3 kept
+            asks = [turn + (llama_files.tokenize(vocab, o, False, False) if o else []) for o in openers]
+            for rec in generate_sequences(gguf, asks, SELF_MAX_TOKENS, 1, SELF_TEMPERATURE, seed * 1000 + r, batch, threads):
+                said = rec["ids"][len(turn):]
+                if said and said[-1] in ends:
+                    text = llama_files.detokenize(vocab, said[:-1]).strip()
+                    if usable_request(text):
+                        out.append(text)
+                        bar.update(1)
+        bar.close()
+        if len(out) < n:
+            from core.errors import HarnessError
+
+            raise HarnessError(f"--prompt-set self: the target wrote {len(out)} usable requests, not {n}")
+        return out[:n]
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
+def user_turn(model, vocab) -> list[int]:
+    """The chat template's ids up to where the user's words begin (system prompt and all): the
+    common beginning of two one-letter requests."""
+    from models import llama_files
+
+    a, b = llama_files.encode_prompt(model, vocab, "A"), llama_files.encode_prompt(model, vocab, "B")
+    n = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    return a[:n]
 
 
 def top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -528,7 +598,8 @@ def ensure_generated(gguf: str, out: Path, n: int, max_new: int = MAX_NEW, k: in
         have = len(good)
     if have >= n:
         return out
-    prompts = make_prompts(n, seed, prompt_set)[have:]
+    prompts = (self_requests(gguf, n, seed, batch, threads, progress) if prompt_set == "self"
+               else make_prompts(n, seed, prompt_set))[have:]
     with out.open("a") as f:
         for rec in tqdm(generate_sequences(gguf, prompts, max_new, k, temperature, seed + have, batch, threads),
                         total=len(prompts), desc="target answers", disable=not progress):

@@ -132,3 +132,40 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
     third = make_prompts(2000, 3, "explain-3")
     assert {t for t, _ in EXPLAIN_TOPICS_3} == {t for p in third for t, _ in EXPLAIN_TOPICS_3 if t in p}
     assert all(any(t in p for t, _ in EXPLAIN_TOPICS_3) for p in third)  # the third list's subjects only
+
+
+def test_self_requests_are_the_targets_own_reproducible_and_never_the_measurement_subjects(tmp_path):
+    """`--prompt-set self` on the default target: requests it wrote after the chat template's user
+    turn (the same for the same seed), each a usable one; the filter drops the measurement
+    prompts' subjects and text that is not plain; the answers' prompts are those requests."""
+    import llama_cpp
+
+    from models import llama_files
+    from models.smollm2 import smollm2_gguf
+    from models.teacher_data import self_requests, usable_request, user_turn
+
+    gguf = str(smollm2_gguf())
+    a = self_requests(gguf, 6, seed=1, batch=8, threads=1)
+    assert len(a) == 6 and a == self_requests(gguf, 6, seed=1, batch=8, threads=1) != self_requests(gguf, 6, seed=2, batch=8, threads=1)
+    assert all(usable_request(r) for r in a)
+    assert not usable_request("Explain how vaccines train the immune system.")
+    assert not usable_request("Summarize photosynthesis for me, please.")
+    assert not usable_request("Ø£ÙĩØ± ØŃØª ÙĦÙħØ´Ø¹ÙĦÙĬØ© text")
+    assert not usable_request("Hi")
+    model = llama_files.load_model(gguf, "target", vocab_only=True)
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        turn = user_turn(model, vocab)
+        assert llama_files.encode_prompt(model, vocab, a[0])[: len(turn)] == turn
+        assert [llama_files.token_text(vocab, i) for i in turn[-3:]] == ["<|im_start|>", "user", "Ċ"]
+    finally:
+        llama_cpp.llama_model_free(model)
+    out = ensure_generated(gguf, tmp_path / "self.jsonl", 3, max_new=4, k=2, temperature=0.0, seed=1, batch=8, threads=1,
+                           progress=False, prompt_set="self")
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    model = llama_files.load_model(gguf, "target", vocab_only=True)
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        assert [r["ids"][: r["start"]] for r in recs] == [llama_files.encode_prompt(model, vocab, q) for q in a[:3]]
+    finally:
+        llama_cpp.llama_model_free(model)
