@@ -404,3 +404,29 @@ def test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets():
     for name, w in small.state().items():
         if name != "lm_head.weight":
             assert torch.equal(grown.state()[name], w), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("forward", ["kernels", "eager"])
+def test_the_shipped_head_is_greedy_lossless_on_the_default_pair(forward):
+    """The default pair's shipped head in the torch runtime (float32, both forwards): greedy, its
+    speculative ids are the baseline's on every factual prompt, and it gets drafts accepted."""
+    import runtimes
+    from core import metrics
+    from harness.prompts import builtin
+
+    pair = resolve_pair(None)
+    assert pair.eagle3 and Path(pair.eagle3).is_dir()
+    rt = runtimes.get("torch")(RuntimeSettings(n_threads=2, torch_forward=forward))
+    rt.load(pair)
+    try:
+        rounds = []
+        for p in builtin("factual"):
+            ids = rt.encode(p.text)
+            base = rt.generate_baseline(ids, _gen(gamma=4, n=32, drafter="model")).token_ids
+            s = rt.generate_speculative(ids, _gen(gamma=4, n=32))
+            assert s.token_ids == base, p.id
+            rounds += [r.to_dict() for r in s.rounds]
+    finally:
+        rt.close()
+    assert metrics.alpha_hat(rounds) > 0.35  # a head that drafts what the target says, not only a lossless loop

@@ -134,6 +134,7 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
     assert all(any(t in p for t, _ in EXPLAIN_TOPICS_3) for p in third)  # the third list's subjects only
 
 
+@pytest.mark.slow
 def test_self_requests_are_the_targets_own_reproducible_and_never_the_measurement_subjects(tmp_path):
     """`--prompt-set self` on the default target: requests it wrote after the chat template's user
     turn (the same for the same seed), each a usable one; the filter drops the measurement
