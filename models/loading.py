@@ -14,6 +14,7 @@ gives the same folder to a library that loads Hugging Face folders itself (mlx-l
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -148,13 +149,20 @@ def model_folder(ref: str, role: str) -> str:
 
 
 def load_hf_tokenizer(ref: str, role: str):
-    from transformers import AutoTokenizer
-
+    """The tokenizer of a model, loaded once per process and folder (runtimes of one run share it:
+    nothing here changes a tokenizer after loading it)."""
     path, kw = _check_ref(ref, role)
     try:
-        return AutoTokenizer.from_pretrained(path, **kw)
+        return _tokenizer(path, tuple(sorted(kw.items())))
     except (OSError, ValueError) as e:
         raise _hub_error(ref, role, e) from None
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer(path: str, kw: tuple):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, **dict(kw))
 
 
 def load_hf_model(ref: str, role: str, dtype, device: str):
