@@ -105,7 +105,7 @@ def distill(target, out_path, work, steps, batch, seq_len, lr, width, layers, kv
 @click.option("--n", default=400, show_default=True, type=int, help="Answers wanted.")
 @click.option("--prompt-set", type=click.Choice(td.PROMPT_SETS), default=td.PROMPT_SETS[0], show_default=True,
               help="The requests: made from our templates and subject lists (mixed, explain, explain-wide, explain-3), "
-              "or written by the target itself after the chat template's user turn (self).")
+              "or written by the target itself after the chat template's user turn (self; kept in OUT.requests.json for a resumed run).")
 @click.option("--max-new", default=td.MAX_NEW, show_default=True, type=int, help="Tokens per answer at most.")
 @click.option("--k", default=td.TOP_K, show_default=True, type=int, help="Teacher log-probs kept per position.")
 @click.option("--temperature", default=td.TEMPERATURE, show_default=True, type=float)
