@@ -102,12 +102,14 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
                                  samples, tokens, positions, seed)
         for j, a in enumerate(per, 1):
             click.echo(f"drafting position {j}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+        click.echo("position 1, " + copy_split(per[0]))
         click.echo("position 1 per prompt: " + "  ".join(f"{pid} {v[0]:.2f}" for pid, v in per[0].per_prompt.items()))
         return
     t, d = load_hf_model(target, "target", torch.float32, "cpu"), load_hf_model(draft, "draft", torch.float32, "cpu")
     if answers:
         a = ag.on_answers(t, d, answers, temperature)
         click.echo(f"{answers}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+        click.echo(copy_split(a))
         return
     a = ag.on_prompts(t, d, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts], temperature,
                       samples, tokens, seed)
@@ -118,7 +120,16 @@ def agreement_lines(a, temperature: float) -> list[str]:
     lines = [f"{pid:16s} alpha(T={temperature}) {alpha:.3f}   top-1 {top1:.3f}" for pid, (alpha, top1) in a.per_prompt.items()]
     lines.append(f"{'all':16s} alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
     lines.append("alpha by position: " + " ".join(f"{v:.2f}" for v in a.by_position))
+    lines.append(copy_split(a))
     return lines
+
+
+def copy_split(a) -> str:
+    """Top-1 where the context already holds the target's next bigram (a copy gets it) and elsewhere."""
+    if not a.copy_positions:
+        return "top-1 where the target's next token repeats a bigram of its context: no such position"
+    return (f"top-1 where the target's next token repeats a bigram of its context ({a.copy_share:.0%} of positions): "
+            f"{a.copy_top1:.3f}; elsewhere {a.other_top1:.3f}")
 
 
 def pair_info(ref: str) -> str:

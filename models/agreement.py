@@ -10,6 +10,9 @@ alpha_hat +-0.04), so it tells a weak draft from an unlucky run. Stored answers 
 teacher_data.py output: the distillation prompts, never the measurement ones) can be scored
 instead of sampling. An EAGLE-3 head is scored on the same continuations per drafting position
 (`head_on_prompts`): it reads the target's hidden states, so it has no teacher-forced score of its own.
+Top-1 is also split at the positions where the target's next token repeats a bigram already in the
+context (`repeats`): there a model that reads its context can copy, and one that has memorised its
+training text cannot; the split tells the two apart.
 
 It measures the models only: no runtime, no quantized kernels (llama.cpp's alpha can differ by a
 few hundredths). What it does not do: choose prompts (harness/prompts.py) or print (harness/).
@@ -34,12 +37,29 @@ def position_alpha(target_logits: torch.Tensor, draft_logits: torch.Tensor, temp
     return torch.minimum(p, q).sum(-1)  # [B, L]
 
 
-def score(target, draft, seq: torch.Tensor, start: int, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """seq [N, S] whose tokens from `start` on are the target's -> (alpha(T), top-1 agreement), each
-    [N, S - start], at the positions that predict those tokens."""
+def repeats(ids: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
+    """ids [S] and the target's next token after each position nxt [S] -> [S] bool: whether the
+    bigram (ids[a], nxt[a]) already occurs in ids[:a + 1], so that copying from the context gets it."""
+    S = ids.shape[0]
+    same_prev = ids[None, :-1] == ids[:, None]  # [S, S-1]: ids[s] == ids[a]
+    same_next = ids[None, 1:] == nxt[:, None]  # [S, S-1]: ids[s+1] == nxt[a]
+    before = torch.arange(S - 1)[None, :] < torch.arange(S)[:, None]  # s + 1 <= a: in the context
+    return (same_prev & same_next & before).any(-1)
+
+
+def repeats_rows(seq: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
+    """seq [N, S], the target's logits on it [N, S, V] -> `repeats` per row [N, S]."""
+    nxt = target_logits.argmax(-1)
+    return torch.stack([repeats(seq[i], nxt[i]) for i in range(seq.shape[0])])
+
+
+def score(target, draft, seq: torch.Tensor, start: int, temperature: float) -> tuple[torch.Tensor, ...]:
+    """seq [N, S] whose tokens from `start` on are the target's -> (alpha(T), top-1 agreement,
+    `repeats`), each [N, S - start], at the positions that predict those tokens."""
     pl, ql = target(input_ids=seq).logits, draft(input_ids=seq).logits  # [N, S, V]
     gen = slice(start - 1, -1)
-    return position_alpha(pl, ql, temperature)[:, gen], (pl.argmax(-1) == ql.argmax(-1))[:, gen].float()
+    return (position_alpha(pl, ql, temperature)[:, gen], (pl.argmax(-1) == ql.argmax(-1))[:, gen].float(),
+            repeats_rows(seq, pl)[:, gen])
 
 
 @dataclass
@@ -51,6 +71,8 @@ class Agreement:
     top1_sum: float = 0.0
     per_prompt: dict = field(default_factory=dict)  # prompt id -> (alpha, top-1)
     by_position: list = field(default_factory=list)  # mean alpha at generated position i, over prompts
+    copy_positions: int = 0  # positions whose target token repeats a bigram of the context
+    copy_top1_sum: float = 0.0
 
     @property
     def alpha(self) -> float:
@@ -60,10 +82,27 @@ class Agreement:
     def top1(self) -> float:
         return self.top1_sum / max(self.positions, 1)
 
-    def add(self, alpha: torch.Tensor, top1: torch.Tensor) -> None:
+    @property
+    def copy_share(self) -> float:
+        return self.copy_positions / max(self.positions, 1)
+
+    @property
+    def copy_top1(self) -> float:
+        """Top-1 where the context holds the answer's bigram (`repeats`)."""
+        return self.copy_top1_sum / max(self.copy_positions, 1)
+
+    @property
+    def other_top1(self) -> float:
+        """Top-1 everywhere else."""
+        return (self.top1_sum - self.copy_top1_sum) / max(self.positions - self.copy_positions, 1)
+
+    def add(self, alpha: torch.Tensor, top1: torch.Tensor, copy: torch.Tensor) -> None:
+        """Same-shaped tensors over scored positions; copy: bool, `repeats` there."""
         self.positions += alpha.numel()
         self.alpha_sum += float(alpha.sum())
         self.top1_sum += float(top1.sum())
+        self.copy_positions += int(copy.sum())
+        self.copy_top1_sum += float(top1[copy].sum())
 
 
 @torch.inference_mode()
@@ -81,9 +120,9 @@ def on_prompts(target, draft, tokenizer, prompts: list[tuple[str, str]], tempera
         seq = target.generate(x, attention_mask=torch.ones_like(x), do_sample=True, temperature=temperature,
                               top_k=0, top_p=1.0, max_new_tokens=tokens, min_new_tokens=tokens,
                               pad_token_id=tokenizer.eos_token_id)  # [N, P + L]
-        alpha, top1 = score(target, draft, seq, len(ids), temperature)  # [N, L] each
+        alpha, top1, copy = score(target, draft, seq, len(ids), temperature)  # [N, L] each
         out.per_prompt[pid] = (float(alpha.mean()), float(top1.mean()))
-        out.add(alpha, top1)
+        out.add(alpha, top1, copy)
         by_pos += alpha.mean(0)
     out.by_position = (by_pos / max(len(prompts), 1)).tolist()
     return out
@@ -110,6 +149,7 @@ def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], tem
                               top_p=1.0, max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=tokenizer.eos_token_id)
         items = target_features(target, [{"ids": row.tolist(), "start": len(ids)} for row in seq], head.cfg.layer_ids, 1)
         logits = target(input_ids=seq).logits.float()  # [N, S, V]: p at every position
+        rep = repeats_rows(seq, logits)  # [N, S]
         b = {"tok": seq, "feats": torch.stack([i["feats"].float().flatten(1) for i in items]),
              "n": torch.full((len(seq),), seq.shape[1])}
         for j, (dl, valid) in enumerate(ttt_forward(head, b, steps)):
@@ -120,7 +160,7 @@ def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], tem
             q = torch.softmax(head.target_logits(dl.float()) / t, -1)
             alpha = torch.minimum(p, q).sum(-1)[keep]
             top1 = (p.argmax(-1) == q.argmax(-1))[keep].float()
-            out[j].add(alpha, top1)
+            out[j].add(alpha, top1, rep[:, at.clamp(max=seq.shape[1] - 1)][keep])
             out[j].per_prompt[pid] = (float(alpha.mean()), float(top1.mean()))
     return out
 

@@ -35,6 +35,36 @@ def test_agreement_on_sampled_continuations(tiny_pair, prompts):
     same = invoke("models", "agreement", "--target", tiny_pair.target, "--draft", tiny_pair.target, "--prompts", prompts,
                   "--samples", 2, "--tokens", 3)
     assert "alpha(T=0.7) 1.000   top-1 1.000" in same.stdout  # a draft that is the target agrees everywhere
+    split = same.stdout.strip().splitlines()[-1]
+    assert split.startswith("top-1 where the target's next token repeats a bigram of its context")
+    assert re.search(r": 1\.000; elsewhere 1\.000$", split) or split.endswith("no such position")
+
+
+def test_repeats_marks_the_positions_a_copy_of_the_context_gets():
+    import torch
+
+    from models.agreement import repeats
+
+    ids = torch.tensor([5, 6, 7, 5, 8])
+    # position 3 reads 5 and the target's next token is 6: the bigram (5, 6) is at 0-1
+    assert repeats(ids, torch.tensor([6, 7, 5, 6, 9])).tolist() == [False, False, False, True, False]
+    # (5, 7) is nowhere, and position 0 has no context before its own token
+    assert repeats(ids, torch.tensor([6, 7, 5, 7, 9])).tolist() == [False] * 5
+    # a bigram whose second token is the current one counts: "5 5" then 5 again
+    assert repeats(torch.tensor([5, 5]), torch.tensor([5, 5])).tolist() == [False, True]
+
+
+def test_agreement_of_an_eagle3_head_per_drafting_position(tiny_pair, prompts):
+    from models.eagle3_train import ensure_tiny_head
+
+    head = ensure_tiny_head("tiny")
+    r = invoke("models", "agreement", "--target", tiny_pair.target, "--head", head, "--prompts", prompts,
+               "--samples", 2, "--tokens", 6, "--temperature", 1.0, "--positions", 3)
+    assert r.exit_code == 0, r.output
+    rows = re.findall(r"drafting position (\d): alpha\(T=1.0\) ([\d.]+)\s+top-1 ([\d.]+)\s+\((\d+) positions\)", r.stdout)
+    assert [row[0] for row in rows] == ["1", "2", "3"]
+    assert all(0 < float(a) <= 1 and 0 <= float(t) <= 1 and int(n) > 0 for _, a, t, n in rows)
+    assert "position 1, top-1 where the target's next token repeats a bigram of its context" in r.stdout
 
 
 def test_agreement_on_stored_answers_written_by_teacher_data(tiny_pair, tmp_path):
