@@ -156,11 +156,12 @@ def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], tem
             T = dl.shape[1]
             at = torch.arange(T) + j + 1  # head index i at step j predicts the target's distribution at i+j+1
             keep = valid & (at >= len(ids) - 1)[None]  # positions that predict generated tokens
-            p = torch.softmax(logits[:, at.clamp(max=seq.shape[1] - 1)] / t, -1)
+            src = at.clamp(max=seq.shape[1] - 1)
+            p = torch.softmax(logits[:, src] / t, -1)
             q = torch.softmax(head.target_logits(dl.float()) / t, -1)
             alpha = torch.minimum(p, q).sum(-1)[keep]
             top1 = (p.argmax(-1) == q.argmax(-1))[keep].float()
-            out[j].add(alpha, top1, rep[:, at.clamp(max=seq.shape[1] - 1)][keep])
+            out[j].add(alpha, top1, rep[:, src][keep])
             out[j].per_prompt[pid] = (float(alpha.mean()), float(top1.mean()))
     return out
 
