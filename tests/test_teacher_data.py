@@ -164,24 +164,19 @@ def test_self_requests_are_the_targets_own_reproducible_and_never_the_measuremen
     out = ensure_generated(gguf, tmp_path / "self.jsonl", 3, max_new=4, k=2, temperature=0.0, seed=1, batch=8, threads=1,
                            progress=False, prompt_set="self")
     recs = [json.loads(line) for line in out.read_text().splitlines()]
-    kept = json.loads((tmp_path / "self.jsonl.requests.json").read_text())["requests"]
-    assert kept == a[:3]
-    (tmp_path / "self.jsonl.requests.json").write_text(json.dumps({"key": json.loads(
-        (tmp_path / "self.jsonl.requests.json").read_text())["key"], "requests": ["Kept one.", "Kept two.", "Kept three."]}))
+    kept_file = tmp_path / "self.jsonl.requests.json"
+    kept = json.loads(kept_file.read_text())
+    assert kept["requests"] == a[:3]
+    kept_file.write_text(json.dumps({"key": kept["key"], "requests": ["Kept one.", "Kept two.", "Kept three."]}))
     out.write_text("\n".join(out.read_text().splitlines()[:2]) + "\n")  # a stopped run: the third answer is asked again
     ensure_generated(gguf, out, 3, max_new=4, k=2, temperature=0.0, seed=1, batch=8, threads=1, progress=False, prompt_set="self")
-    model = llama_files.load_model(gguf, "target", vocab_only=True)
-    try:
-        vocab = llama_cpp.llama_model_get_vocab(model)
-        lines = out.read_text().splitlines()
-        assert len(lines) == 3
-        again = json.loads(lines[2])
-        assert again["ids"][: again["start"]] == llama_files.encode_prompt(model, vocab, "Kept three.")  # from the kept requests
-    finally:
-        llama_cpp.llama_model_free(model)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3
+    again = json.loads(lines[2])
     model = llama_files.load_model(gguf, "target", vocab_only=True)
     try:
         vocab = llama_cpp.llama_model_get_vocab(model)
         assert [r["ids"][: r["start"]] for r in recs] == [llama_files.encode_prompt(model, vocab, q) for q in a[:3]]
+        assert again["ids"][: again["start"]] == llama_files.encode_prompt(model, vocab, "Kept three.")  # from the kept requests
     finally:
         llama_cpp.llama_model_free(model)
