@@ -56,10 +56,12 @@ def row_key(row: dict) -> tuple:
 
 def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g: Optional[Generation] = None,
              text: Optional[str] = None, error: Optional[str] = None, baseline: Optional[dict] = None,
-             verify_rule: Optional[str] = None) -> dict:
+             verify_rule: Optional[str] = None, started_at: Optional[float] = None) -> dict:
     """One results.jsonl row. identity: runtime, mode, pair, prompt_id, category, repeat.
     `baseline` is the row of the same runtime, prompt, settings and seed, for greedy_match and
-    speedup; `verify_rule` names the acceptance test of a speculative row (runtimes/base.py).
+    speedup; `verify_rule` names the acceptance test of a speculative row (runtimes/base.py);
+    `started_at` when the runner asked for the generation (unix epoch seconds; not part of the
+    key; null where none was asked for, and in rows written before the field existed).
     Nothing here is computed outside core/metrics.py."""
     mode, s = identity["mode"], gen.sampling
     spec = mode == "speculative"
@@ -73,6 +75,7 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
                top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype,
                concurrency=gen.concurrency)
     row.update(dict.fromkeys(LOAD_FIELDS))
+    row["started_at"] = started_at
     if g is None:  # an error row: every measured field is null
         row.update(dict.fromkeys(MEASURED_FIELDS))
         row["error"] = error

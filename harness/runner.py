@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -131,16 +132,19 @@ def _log(msg: str) -> None:
 def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
                    gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
                    baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings(),
-                   label: Optional[str] = None, forward: Optional[str] = None) -> dict:
+                   label: Optional[str] = None, forward: Optional[str] = None,
+                   started_at: Optional[float] = None) -> dict:
     """core.results.make_row for one generation of runtime `rt` (None when it never loaded);
     `label` is the pair as a person names it (models.info.pair_label); `forward` the forward a
-    runtime with a choice of them runs (torch: kernels or eager), None for the others."""
+    runtime with a choice of them runs (torch: kernels or eager), None for the others;
+    `started_at` when the runner asked for it (unix epoch seconds: the harness's clock, which
+    reports/trace.py lays generations on), None for a row no generation was asked for."""
     desc = rt.describe() if rt is not None else {}
     identity = {"runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
                 "category": prompt.category, "repeat": repeat}
     row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
-                   verify_rule=rt.verify_rule(gen) if rt is not None else None)
+                   verify_rule=rt.verify_rule(gen) if rt is not None else None, started_at=started_at)
     row["pair_label"] = label or pair.name
     row["torch_forward"] = forward
     return row
@@ -583,6 +587,9 @@ class Runner:
 
         spec = mode == "speculative"
         gens = [gen for _, gen, _ in reqs]
+        # the harness's clock: the cell's own (runtimes/load.py) starts a moment later, once the server's
+        # counters are read; a request's started_at is t0 + its start on the cell's clock
+        t0 = time.time()
         try:
             cell, gs = rt.generate_load([encoded[p.id] for (_, _, p, _), _, _ in reqs], gens, spec)
         except HarnessError:
@@ -595,10 +602,11 @@ class Runner:
                   f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
         for ((s, maxn, p, rep), gen, _), g, r in zip(reqs, gs, cell.requests if cell else [None] * len(reqs)):
             base = bases.get((s, maxn, p.id, rep)) if spec else None
+            started = t0 + (r.start_s if r is not None else 0.0)
             if isinstance(g, str):
-                row = generation_row(pair, rt, name, mode, p, rep, gen, None, error=g, **kw)
+                row = generation_row(pair, rt, name, mode, p, rep, gen, None, error=g, started_at=started, **kw)
             else:
-                row = generation_row(pair, rt, name, mode, p, rep, gen, g, baseline=base, **kw)
+                row = generation_row(pair, rt, name, mode, p, rep, gen, g, baseline=base, started_at=started, **kw)
                 itl = r.inter_token_s()
                 row.update(cell=cell_id, request_start_s=r.start_s, request_end_s=r.end_s, ttft_s=r.ttft_s,
                            itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9))
@@ -616,7 +624,7 @@ class Runner:
                      f"(above {100 * CLIENT_CPU_WARN:.0f} %): it may be part of what was measured")
 
     def _generate(self, pair, rt, name, mode, p, repeat, gen, ids, baseline) -> dict:
-        kw = self._row_kw(pair)
+        kw = dict(self._row_kw(pair), started_at=time.time())  # the harness's clock, just before the runtime's call
         try:
             g = rt.generate_speculative(ids, gen) if mode == "speculative" else rt.generate_baseline(ids, gen)
         except HarnessError:
