@@ -234,7 +234,6 @@ CSS = """
 :root { --fg: #1d2330; --muted: #5b6474; --line: #d8dde6; --bg: #ffffff; --side: #f4f6f9; --accent: #2456a6;
   --head: #eef1f6; --stripe: #fafbfc; }
 * { box-sizing: border-box; }
-html { scroll-behavior: smooth; }
 body { margin: 0; color: var(--fg); background: var(--bg); display: grid; grid-template-columns: 15rem minmax(0, 1fr);
   font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
 nav#sections { position: sticky; top: 0; height: 100vh; overflow-y: auto; background: var(--side);
