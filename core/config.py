@@ -160,14 +160,16 @@ class GenerationSettings:
 @dataclass(frozen=True)
 class RuntimeSettings:
     """Where and how a runtime runs its models. n_threads None: torch's own count, one llama.cpp
-    thread per physical core; n_ctx None: the model's training context, at most N_CTX_CAP."""
+    thread per physical core; n_gpu_layers None: every layer where the llama.cpp build offloads
+    (CUDA, Metal), else 0 (runtimes/llama_common.gpu_layers); n_ctx None: the model's training
+    context, at most N_CTX_CAP."""
 
     N_CTX_CAP: ClassVar[int] = 4096
 
     device: str = "auto"
     dtype: str = "auto"
     n_threads: Optional[int] = None
-    n_gpu_layers: int = 0
+    n_gpu_layers: Optional[int] = None  # llama.cpp layers to offload; -1 every one
     n_ctx: Optional[int] = None
     torch_forward: str = "auto"  # TORCH_FORWARDS: what the torch runtime's forward runs
 

@@ -204,7 +204,7 @@ def llama_bench_tg(model: str, depth: int, n: int, settings: RuntimeSettings) ->
     binary = lc.find_binary("llama-bench")
     t, _ = lc.n_threads(settings)
     argv = [binary, "-m", model, "-p", "0", "-n", str(n), "-d", str(depth), "-t", str(t), "-r", "1", "-fa", "0",
-            "-ngl", str(settings.n_gpu_layers), "-b", str(lc.N_BATCH), "-ub", str(lc.N_BATCH), "-o", "json"]
+            "-ngl", str(lc.gpu_layers(settings)), "-b", str(lc.N_BATCH), "-ub", str(lc.N_BATCH), "-o", "json"]
 
     def f() -> float:
         r = subprocess.run(argv, capture_output=True, text=True)
@@ -226,7 +226,7 @@ def plain_paths(model: str, ids: list[int], n: int, settings: RuntimeSettings) -
 
     t, tb = lc.n_threads(settings)  # the threads our llamacpp runtime uses, so only the loop differs
     llm = llama_cpp.Llama(model_path=model, n_ctx=max(512, len(ids) + n + 8), n_threads=t, n_threads_batch=tb,
-                          n_gpu_layers=settings.n_gpu_layers, verbose=llama_files.verbose())
+                          n_gpu_layers=lc.gpu_layers(settings), verbose=llama_files.verbose())
     eos = llm.token_eos()
 
     def no_eos(_ids, logits):

@@ -110,13 +110,22 @@ def reset_perf(*ctxs) -> None:
         llama_cpp.llama_perf_context_reset(c)
 
 
+def gpu_layers(settings: RuntimeSettings) -> int:
+    """The layers llama.cpp offloads: --n-gpu-layers, else every one (-1) where this build offloads
+    (CUDA, Metal), else 0."""
+    if settings.n_gpu_layers is not None:
+        return settings.n_gpu_layers
+    return -1 if llama_cpp.llama_supports_gpu_offload() else 0
+
+
 def describe_files(paths: tuple, settings: RuntimeSettings) -> dict:
     """device / dtype fields for results rows: where the layers run and each GGUF's quantization
     (from its metadata: llama.cpp's own model description guesses sizes, "?B" for a small draft)."""
     from models.info import gguf_quantization
 
-    gpu = settings.n_gpu_layers != 0 and bool(llama_cpp.llama_supports_gpu_offload())
-    return {"device": f"gpu ({settings.n_gpu_layers} layers)" if gpu else "cpu",
+    n = gpu_layers(settings)
+    gpu = n != 0 and bool(llama_cpp.llama_supports_gpu_offload())
+    return {"device": f"gpu ({'all' if n < 0 else n} layers)" if gpu else "cpu",
             "dtype": " / ".join(dict.fromkeys(gguf_quantization(p) for p in paths))}
 
 
@@ -213,7 +222,7 @@ def batched_pass_s(path: str, settings: RuntimeSettings, n: int, tokens: int, de
     import statistics
     import time
 
-    model = llama_files.load_model(path, "model", settings.n_gpu_layers)
+    model = llama_files.load_model(path, "model", gpu_layers(settings))
     per = depth + tokens
     p = context_params(settings, n * per + 8)
     p.n_seq_max = n

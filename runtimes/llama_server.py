@@ -146,7 +146,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         s = self.settings
         t, tb = lc.n_threads(s)
         nb = str(min(lc.N_BATCH, self.n_ctx))
-        ngl = "all" if s.n_gpu_layers < 0 else str(s.n_gpu_layers)  # our -1 = every layer
+        ngl = "all" if lc.gpu_layers(s) < 0 else str(lc.gpu_layers(s))  # our -1 = every layer
         argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", str(concurrency_of(spec)), "-t", str(t),
                 "-tb", str(tb), "-b", nb, "-ub", nb, "-fa", "off", "-ngl", ngl, "--metrics", "--no-webui",
                 "--cache-ram", "0", "-lv", "4"]
@@ -396,7 +396,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         from runtimes.llamacpp import LlamaKV
 
         if self._reference is None:
-            self._ref_model = llama_files.load_model(self.paths[0], "target", self.settings.n_gpu_layers)
+            self._ref_model = llama_files.load_model(self.paths[0], "target", lc.gpu_layers(self.settings))
             self._reference = LlamaKV(self._ref_model, lc.context_params(self.settings, self.n_ctx), self.n_vocab)
         return self._reference
 

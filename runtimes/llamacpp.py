@@ -159,9 +159,9 @@ class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
         self.pair = pair
         t_path = llama_files.check_gguf(pair.target_gguf, "target")
         d_path = llama_files.check_gguf(pair.draft_gguf, "draft")
-        self.models = [llama_files.load_model(t_path, "target", self.settings.n_gpu_layers)]
+        self.models = [llama_files.load_model(t_path, "target", lc.gpu_layers(self.settings))]
         if d_path != t_path:
-            self.models.append(llama_files.load_model(d_path, "draft", self.settings.n_gpu_layers))
+            self.models.append(llama_files.load_model(d_path, "draft", lc.gpu_layers(self.settings)))
         t_model, d_model = self.models[0], self.models[-1]
         self.vocab = llama_cpp.llama_model_get_vocab(t_model)
         v = llama_files.check_vocabularies(self.vocab, llama_cpp.llama_model_get_vocab(d_model))

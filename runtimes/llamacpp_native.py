@@ -234,7 +234,7 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
             # logits_all with a draft model: the library forces it on then, but sizes Llama.scores by
             # this argument (n_batch rows without it), so its loop would fail past n_batch tokens
             return llama_cpp.Llama(
-                model_path=path, n_gpu_layers=s.n_gpu_layers, n_ctx=self.n_ctx, n_batch=n_batch, n_ubatch=n_batch,
+                model_path=path, n_gpu_layers=lc.gpu_layers(s), n_ctx=self.n_ctx, n_batch=n_batch, n_ubatch=n_batch,
                 n_threads=t, n_threads_batch=tb, flash_attn=False, draft_model=draft, logits_all=draft is not None,
                 verbose=llama_files.verbose(),
             )
