@@ -88,8 +88,9 @@ MACHINE_OPTIONS = [
                  help="Comma list (an axis) of what torch's forward runs: kernels (its C++ one-token step and "
                       "packed matrices, runtimes/llama_step.py), eager (PyTorch's own ops throughout), auto "
                       "(kernels on a CPU in float32 where they build, else eager)."),
-    click.option("--n-gpu-layers", default=_rs("n_gpu_layers"), show_default=True, type=int,
-                 help="llama.cpp layers to offload (-1 = all)."),
+    click.option("--n-gpu-layers", default=_rs("n_gpu_layers"), type=int,
+                 help="llama.cpp layers to offload to the GPU (-1 = all; default: all where this llama.cpp build "
+                      "offloads (CUDA, Metal), else 0)."),
     click.option("--n-ctx", default=_rs("n_ctx"), type=int,
                  help=f"llama.cpp context length (default: min(model's, {RuntimeSettings.N_CTX_CAP}))."),
 ]
@@ -140,7 +141,9 @@ def _common(f):
     ]
     runtime = [click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")]
     eos = [click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")]
-    return _options(runtime, MODEL_OPTIONS, drafting, REPEAT_OPTIONS, eos, MACHINE_OPTIONS, OUT_OPTIONS)(f)
+    table = [click.option("--table", is_flag=True, help="Also print the full table (every phase, tau, drafts per round) "
+                                                        "before the verdict; the report always has it.")]
+    return _options(runtime, MODEL_OPTIONS, drafting, REPEAT_OPTIONS, eos, MACHINE_OPTIONS, OUT_OPTIONS, table)(f)
 
 
 def _split(value: str, cast, flag: str) -> list:
@@ -211,8 +214,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
         errors = out / "errors.log"
         raise HarnessError("no runtime measured anything (reasons above"
                            + (f"; tracebacks in {errors}" if errors.exists() else "") + f"); rows kept in {out / 'results.jsonl'}")
-    print_summary(rows)
-    click.echo(f"\nresults: {out / 'results.jsonl'}  run info: {out / 'run.json'}")
+    print_summary(rows, o["table"])
     _report_of_run(out)
 
 
@@ -389,11 +391,19 @@ def limits(n_threads, remeasure):
 
 
 def _report_of_run(out: Path) -> None:
-    """The end of `harness run`: its report; a failure here must not cost the measured rows."""
+    """The end of `harness run`: the timeline and the report, then where everything is; a failure
+    here must not cost the measured rows."""
     from reports import write_report
+    from reports.trace import write_trace
 
+    click.echo(f"\nwritten to {out}/:\n  results.jsonl (a row per generation), run.json (settings, machine, models)")
     try:
-        click.echo(f"report: {write_report([out])}")
+        click.echo(f"  {write_trace(out).relative_to(out)} (the timeline: open it in https://ui.perfetto.dev)")
+    except Exception as e:  # noqa: BLE001 - the results are on disk; say so and how to retry
+        click.echo(f"timeline not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
+    try:
+        md = write_report([out])
+        click.echo(f"  {md.with_suffix('.html').relative_to(out)} (the report; also {md.name}, CSVs, figures)")
     except Exception as e:  # noqa: BLE001 - the results are on disk; say so and how to retry
         click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 

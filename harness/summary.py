@@ -1,8 +1,9 @@
-"""The table `harness run` and `harness sweep` print: the pair's label, then per runtime, mode and
-setting, tokens/s, speedup, acceptance, alpha_hat, tau, drafts per round and the phase breakdown in seconds and
-percent of wall; under a row with greedy mismatches what they are (reports/mismatch.py), and
-whether the runtimes' greedy baselines agree. Numbers come from core.metrics.summarize; settings
-columns appear only when they vary."""
+"""What `harness run` and `harness sweep` print at the end: the verdict (reports/verdict.py), which
+fits 100 columns, and with `--table` before it the full table: the pair's label, then per runtime,
+mode and setting, tokens/s, speedup, acceptance, alpha_hat, tau, drafts per round and the phase
+breakdown in seconds and percent of wall; under a row with greedy mismatches what they are
+(reports/mismatch.py), and whether the runtimes' greedy baselines agree. Numbers come from
+core.metrics.summarize; settings columns appear only when they vary."""
 
 from __future__ import annotations
 
@@ -58,5 +59,18 @@ def summary_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
-def print_summary(rows: list[dict]) -> None:
-    click.echo("\n".join(summary_lines(rows)))
+def verdict_lines(rows: list[dict]) -> list[str]:
+    """The verdict of the run's rows: a heading naming the pair and settings, then reports.verdict.text."""
+    from reports import verdict
+    from reports.load import by_drafting
+
+    measured = [r for r in rows if not r.get("synthetic")]
+    v = verdict.build(by_drafting(measured))
+    pairs = dict.fromkeys(r.get("pair_label") or r["pair"] for r in measured)
+    head = "verdict · " + "; ".join(pairs)
+    return ["", verdict.cut(head, verdict.WIDTH)] + verdict.text(v)
+
+
+def print_summary(rows: list[dict], table: bool = False) -> None:
+    """The verdict; with `table` the full table before it."""
+    click.echo("\n".join((summary_lines(rows) if table else []) + verdict_lines(rows)))

@@ -1,12 +1,13 @@
 """`harness report`: read results, build the tables, draw the plots, write everything into one folder.
 
-Files written (all overwritten on each call): report.md (headline, tables, the explain section,
-plots embedded), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
+Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
+verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
+one self-contained page: reports/html.py), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
 drafted.csv (drafted per round), figures.csv (each run
 folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
 baselines across runtimes), explain.csv, roofline.csv (each step against this machine's limits,
-roofline.py), report.json (all tables, headline, explanations, the roofline and notes) and the
-PNG plots of plots.py, waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
+roofline.py), report.json (all tables, the verdict, headline, explanations, the roofline and
+notes) and the PNG plots of plots.py, verdict.png and waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
 only (its text ends with the roofline of the same cells). What it does not do: measure anything.
 """
 
@@ -20,9 +21,10 @@ from typing import Optional
 
 from core.errors import HarnessError
 from core.results import read_run_json
-from reports import concurrency, explain, markdown, mismatch, plots, tables
+from reports import concurrency, explain, markdown, mismatch, plots, tables, verdict
 from reports.ceiling import CFlops
 from reports.figures import run_figures
+from reports.html import write_html
 from reports.load import REPORT_DIR, drafting, load
 from reports.roofline import limits_line, roofline
 
@@ -116,19 +118,31 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
     data["under_load"] = concurrency.cells(rows, _batched_costs(loaded.sources))
     png = concurrency.plot(data["under_load"], out / CONCURRENCY_PNG)
+    v = verdict.build(rows)
+    if plots.verdict(v, out / markdown.VERDICT_PNG) is not None:
+        written.append(markdown.VERDICT_PNG)
+    else:
+        (out / markdown.VERDICT_PNG).unlink(missing_ok=True)
     (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
                                                      data["figures"], data["mismatches"], data["agreement"],
                                                      _roofline_lines(roof),
-                                                     concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG)))
+                                                     concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG),
+                                                     verdict.markdown(v), _skipped(v)))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
                       ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
-    doc = {"headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
+    doc = {"verdict": verdict.record(v), "headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
            **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons,
            "roofline_notes": roof.notes, "machine_limits": roof.limits}
     (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
+    write_html(out / "report.md")
     return out / "report.md"
+
+
+def _skipped(v: dict) -> list[dict]:
+    """What did not run, for the report's "Skipped" section: skipped runtimes and draftings, and errors."""
+    return [{"runtime": s["runtime"], "what": "skipped" if s["skipped"] else "error", "reason": s["reason"]} for s in v["skipped"]]
 
 
 def _roofline_lines(roof) -> list[str]:

@@ -179,17 +179,18 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
              "latency; predicted: Leviathan's formula with this machine's batched pass costs (v: N x (gamma+1) tokens "
              "over N x 1, c: the draft's N x 1 over the target's), in the share of rounds that drafted (the others "
              "plain steps).", "",
-             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat | drafting rounds | speedup (throughput) "
-             "| speedup (latency) | predicted | v | verify batch |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     f = lambda x, spec=".2f": "-" if x is None else format(x, spec)  # noqa: E731
-    for c in records:
-        if c["mode"] == "baseline" and " [" in c["runtime"]:
-            continue  # a drafting view's copy of its runtime's baseline (reports/load.by_drafting)
+    shown = [c for c in records if not (c["mode"] == "baseline" and " [" in c["runtime"])]  # a drafting view's copy of its runtime's baseline
+    for c in shown:
         lines.append(f"| {c['runtime']} | {c['gamma'] or '-'} | {c['concurrency']} | {f(c['aggregate_tps'], '.1f')} | "
                      f"{f(c['decode_tps_median'], '.1f')} / {f(c['decode_tps_p90'], '.1f')} | "
-                     f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} | "
-                     f"{f(c.get('drafting_share'), '.0%')} | "
+                     f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} |")
+    lines += ["", "| runtime | gamma | N | drafting rounds | speedup (throughput) | speedup (latency) | predicted | v | verify batch |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in (c for c in shown if c["mode"] == "speculative"):
+        lines.append(f"| {c['runtime']} | {c['gamma']} | {c['concurrency']} | {f(c.get('drafting_share'), '.0%')} | "
                      f"{f(c['speedup_aggregate'])} | {f(c['speedup_latency'])} | {f(c.get('predicted_speedup'))} | "
                      f"{f(c.get('v_batched'))} | {c.get('verify_regime') or '-'} |")
     seen = set()

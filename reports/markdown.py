@@ -1,7 +1,9 @@
-"""The report's text: a headline a person can act on, then the tables, the plots and the notes.
+"""The report's text: the verdict first (reports/verdict.py, with verdict.png), then the sections:
+speed, acceptance, ceiling, where the time goes, and the rest, each table at most ten columns (the
+CSVs keep every column), each cell once; what did not run is listed as skipped, never as rows.
 
-The headline names the fastest runtime and by how much, where its time goes, how far its best
-speculative setting is from Leviathan's ceiling, and what theory suggests trying next.
+The speed section's headline names the fastest runtime and by how much, where its time goes, how
+far its best speculative setting is from Leviathan's ceiling, and what theory suggests trying next.
 What it does not do: compute numbers (tables.py, core.metrics, core.theory) or draw.
 """
 
@@ -125,29 +127,27 @@ def headline(cells: list[dict]) -> list[str]:
 # ---------------------------------------------------------------- document
 
 
-SUMMARY_COLS = [
-    ("label", "cell", "s"), ("n", "gens", ""), ("new_tokens", "tokens", ""), ("tokens_per_s", "tok/s", ".1f"),
-    ("speedup", "speedup", ".2fx"), ("speedup_median", "median speedup", ".2fx"), ("speedup_iqr", "IQR", ".2f"),
-    ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
-    ("mean_accepted_len", "tokens/round", ".2f"), ("mean_drafted", "drafted/round", ".2f"),
-    ("drafted_text", "rounds by drafted length (length:rounds)", "s"),
-    ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
-    ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"), ("theory_speedup_measured", "ceiling (c measured)", ".2fx"),
-    ("ceiling_gap", "gap to ceiling", ".2fx"), ("verify_cost_ratio", "verify / target step", ".2f"),
-]
-PHASE_COLS = [("label", "cell", "s"), ("wall_s", "wall s", ".3f")] + [
-    col for p in PHASES for col in ((p, f"{p[:-2]} s", ".3f"), (f"{p[:-2]}_pct", f"{p[:-2]} %", ".1f"))
-]
+SPEED_COLS = [("label", "cell", "s"), ("device", "device", "s"), ("against", "against the baseline of", "s"),
+              ("n", "gens", ""), ("new_tokens", "tokens", ""), ("tokens_per_s", "tok/s", ".1f"),
+              ("speedup", "speedup", ".2fx"), ("speedup_median", "median speedup", ".2fx"), ("speedup_iqr", "IQR", ".2f")]
+ACCEPTANCE_COLS = [("label", "cell", "s"), ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
+                   ("mean_accepted_len", "tokens/round", ".2f"), ("mean_drafted", "drafted/round", ".2f"),
+                   ("drafted_text", "rounds by drafted length (length:rounds)", "s")]
+CEILING_COLS = [("label", "cell", "s"), ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
+                ("verify_cost_ratio", "verify / target step", ".2f"), ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"),
+                ("theory_speedup_measured", "ceiling (c measured)", ".2fx"), ("speedup", "measured", ".2fx"),
+                ("ceiling_gap", "gap to ceiling", ".2fx")]
+PHASE_COLS = [("label", "cell", "s"), ("wall_s", "wall s", ".3f")] + [(f"{p[:-2]}_text", f"{p[:-2]} s (% of wall)", "s") for p in PHASES]
 CATEGORY_COLS = [("label", "cell", "s"), ("category", "category", "s"), ("n", "gens", ""),
                  ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
                  ("mean_accepted_len", "tokens/round", ".2f"), ("speedup", "speedup", ".2fx")]
 PLOTS = [("phases.png", "Where the time goes"), ("speedup_vs_gamma.png", "Measured speedup vs ceiling"),
          ("acceptance_vs_gamma.png", "Acceptance per prompt category"), ("per_position.png", "Per-position acceptance")]
+VERDICT_PNG = "verdict.png"
 
 
 FIGURE_COLS = [("run", "run", "s"), ("runtime", "runtime", "s"), ("pair", "pair", "s"), ("T", "T", ""),
-               ("gamma", "gamma", ""), ("alpha_hat", "alpha_hat", ".3f"), ("acceptance", "accepted/drafted", ".3f"),
-               ("tau", "tokens/round", ".2f"), ("c_measured", "c measured", ".3f"), ("speedup", "speedup", ".2fx"),
+               ("gamma", "gamma", ""), ("alpha_hat", "alpha_hat", ".3f"), ("speedup", "speedup", ".2fx"),
                ("spec_tok_s", "speculative tok/s", ".1f"), ("base_tok_s", "baseline tok/s", ".1f"),
                ("greedy_match", "greedy match", "")]
 
@@ -159,25 +159,50 @@ MISMATCH_COLS = [("runtime", "runtime", "s"), ("prompt", "prompt", "s"), ("gamma
 AGREEMENT_COLS = [("prompt", "prompt", "s"), ("a", "runtime A", "s"), ("b", "runtime B", "s"), ("agree", "same ids", ""),
                   ("position", "first different token", ""), ("token_a", "A chose", ""), ("margin_a", "A's top-2 margin", ".3f"),
                   ("token_b", "B chose", ""), ("margin_b", "B's top-2 margin", ".3f")]
+SKIPPED_COLS = [("runtime", "runtime", "s"), ("what", "", "s"), ("reason", "reason", "s")]
+
+
+def _phase_texts(cells: list[dict]) -> list[dict]:
+    """Each phase as "seconds (percent of wall)", one column per phase."""
+    return [{**c, **{f"{p[:-2]}_text": "-" if c[p] is None else f"{c[p]:.3f} ({_f(c[f'{p[:-2]}_pct'], '.1f')}%)"
+                     for p in PHASES}} for c in cells]
+
+
+def _against(cells: list[dict]) -> list[dict]:
+    """Speculative cells name the baseline they are set against (their runtime's: a drafting view
+    such as "torch [eagle3]" has no baseline rows of its own)."""
+    return [{**c, "against": c["runtime_name"] if c["mode"] == "speculative" else ""} for c in cells]
 
 
 def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
              explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None,
              mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
-             roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None) -> str:
-    """The whole report.md; records carry their `label` already (see build.py); `explain` is
-    explain_section's lines, `roofline` roofline_section's; `figures` (reports/figures.py) get a
-    section when several run folders are read."""
+             roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None,
+             verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None) -> str:
+    """The whole report.md; records carry their `label` already (see build.py); `verdict` is
+    reports/verdict.markdown's lines (the report opens with it and verdict.png), `explain`
+    explain_section's, `roofline` roofline_section's; `figures` (reports/figures.py) get a section
+    when several run folders are read; `skipped` lists what did not run, never as table rows."""
     out = ["# Speculative decoding report", ""]
     pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
-    out += [f"- {line}" for line in headline(cells)] + [f"- **Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
-    out += ["## Speed, acceptance and ceiling", ""] + md_table(cells, SUMMARY_COLS) + [""]
-    out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings. "
-            "alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "
-            "E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)) at alpha_hat, with c from FLOPs per token and with c "
-            "measured (median draft step / median target step); the gap is the measured-c ceiling minus the "
-            "measured speedup.", ""]
-    out += ["## Where the time goes", ""] + md_table(cells, PHASE_COLS) + [""]
+    out += [f"**Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
+    if verdict:
+        out += ["## Verdict", ""] + verdict + [""]
+        if VERDICT_PNG in plots:
+            out += [f"![Speed of each runtime and drafter, and why]({VERDICT_PNG})", ""]
+    spec = [c for c in cells if c["mode"] == "speculative"]
+    out += ["## Speed", ""] + [f"- {line}" for line in headline(cells)] + [""]
+    out += md_table(_against(cells), SPEED_COLS) + [""]
+    out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings; a drafting "
+            "(e.g. `torch [eagle3]`) is set against its runtime's baseline, listed once.", ""]
+    if spec:
+        out += ["## Acceptance", ""] + md_table(spec, ACCEPTANCE_COLS) + [""]
+        out += ["## Ceiling", ""] + md_table(spec, CEILING_COLS) + [""]
+        out += ["alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "
+                "E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)) at alpha_hat, with c from FLOPs per token and with c "
+                "measured (median draft step / median target step); the gap is the measured-c ceiling minus the "
+                "measured speedup.", ""]
+    out += ["## Where the time goes", ""] + md_table(_phase_texts(cells), PHASE_COLS) + [""]
     out += under_load or []
     if categories:
         out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
@@ -192,6 +217,8 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
     out += roofline or []
     out += ["## Plots", ""]
     out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]
+    if skipped:
+        out += ["## Skipped", ""] + md_table(skipped, SKIPPED_COLS) + [""]
     if notes:
         out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     out += ["Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
@@ -204,10 +231,10 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
 FACTOR_COLS = [("tau", "tau", ".2fx"), ("draft", "× draft", ".3f"), ("verify", "× verify", ".3f"),
                ("overhead", "× sampling+orch.", ".3f"), ("costs", "× costs (not separable)", ".3f"),
                ("baseline", "× baseline overhead", ".3f"), ("prefill", "× prefill", ".3f"),
-               ("product", "= product", ".2fx"), ("residual", "× residual", ".3f"), ("measured", "= measured", ".2fx")]
-WHAT_IF_COLS = [("label", "cell", "s"), ("alpha_hat", "alpha_hat", ".3f"), ("c", "c", ".3f"), ("v", "v", ".2f"),
-                ("o", "o", ".2f"), ("o_base", "o_base", ".2f"), ("target_step_ms", "target step ms", ".3f"),
-                ("breakeven_alpha", "breakeven alpha (this gamma)", ".3f"),
+               ("residual", "× residual", ".3f"), ("measured", "= measured", ".2fx")]
+COST_COLS = [("label", "cell", "s"), ("alpha_hat", "alpha_hat", ".3f"), ("c", "c", ".3f"), ("v", "v", ".2f"),
+             ("o", "o", ".2f"), ("o_base", "o_base", ".2f"), ("target_step_ms", "target step ms", ".3f")]
+WHAT_IF_COLS = [("label", "cell", "s"), ("breakeven_alpha", "breakeven alpha (this gamma)", ".3f"),
                 ("breakeven_alpha_any_gamma", "lowest breakeven alpha (any gamma)", ".3f"), ("best_gamma", "best gamma", ""),
                 ("model_speedup", "model now", ".2fx"), ("model_speedup_best", "model at best gamma", ".2fx"),
                 ("run_speedup_best", "run at best gamma", ".2fx")]
@@ -241,6 +268,7 @@ def explain_section(expls: list[dict], comparisons: list[str], plot: Optional[st
         recs = [_waterfall_record(e) for e in done]
         cols = [c for c in FACTOR_COLS if any(r.get(c[0]) is not None for r in recs)]
         out += md_table(recs, [("label", "cell", "s")] + cols) + [""]
+        out += md_table(done, COST_COLS) + [""]
         out += md_table([{**e, **(e["what_if"] or {})} for e in done], WHAT_IF_COLS) + [""]
     out += [f"- **{e['label']}:** " + " ".join(x for x in (e["verdict"], e["what_if_text"], e["residual_text"], e["noise_text"]) if x)
             for e in expls]
@@ -257,7 +285,7 @@ def explain_section(expls: list[dict], comparisons: list[str], plot: Optional[st
 ROOFLINE_COLS = [("label", "cell", "s"), ("step", "step", "s"), ("tokens", "tokens", ".3g"), ("context", "context", ".0f"),
                  ("measured_ms", "measured ms", ".3g"), ("memory_bound_ms", "memory bound ms", ".3g"),
                  ("compute_bound_ms", "compute bound ms", ".3g"), ("fraction", "fraction of bound", ".2f"),
-                 ("binds", "limit", "s"), ("weights", "weights", "s"), ("compute", "compute", "s")]
+                 ("binds", "limit", "s"), ("kinds", "weights / compute", "s")]
 ROOFLINE_TEXT = (
     "A one-token step cannot be faster than reading the model's weights and its KV cache so far once from memory "
     "(memory bound: bytes / this machine's read bandwidth), and a pass over several tokens cannot be cheaper than "
@@ -274,7 +302,8 @@ def roofline_section(records: list[dict], notes: list[str], limits: list[str]) -
     out = ["## Against this machine's limits", ""]
     out += [f"- Limits: {line}" for line in limits]
     if records:
-        out += [""] + md_table(records, ROOFLINE_COLS) + [""]
+        kinds = [{**r, "kinds": f"{r.get('weights') or '-'} / {r.get('compute') or '-'}"} for r in records]
+        out += [""] + md_table(kinds, ROOFLINE_COLS) + [""]
     out += [f"- {r['sentence']}" for r in records] + [f"- {n}" for n in notes]
     out += ["", ROOFLINE_TEXT, ""] if records else [""]
     return out

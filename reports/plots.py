@@ -8,7 +8,9 @@ global backend change, no display needed).
   prompt category, one panel per runtime;
 - per_position.png: P(accept draft i | drafts before it accepted) per speculative cell;
 - waterfall.png: the factors that take tau down to the measured speedup (reports/explain.py),
-  one panel per speculative cell.
+  one panel per speculative cell;
+- verdict.png: each runtime's tokens/s without speculation and with each drafting, coloured by
+  whether it pays, labelled with its speedup and largest loss factor (reports/verdict.py).
 
 Each function returns the file written, or None when there is nothing to draw.
 What it does not do: compute numbers (tables.py, explain.py) or decide what they mean (markdown.py).
@@ -225,6 +227,39 @@ def waterfall(expls: list[dict], path: Path) -> Optional[Path]:
     fig = Figure(figsize=(6.5 * cols, 3.8 * rows))
     for k, e in enumerate(expls, start=1):
         _waterfall_panel(fig.add_subplot(rows, cols, k), e)
-    fig.suptitle("From tokens per round to the measured speedup (factors multiply)" + _pair(expls), fontsize=11)
-    fig.tight_layout()
+    title = "From tokens per round to the measured speedup (factors multiply)" + _pair(expls)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 * (1 + title.count("\n")) / (3.8 * rows)))  # the panels below the title
+    return _save(fig, path)
+
+
+def verdict(v: dict, path: Path) -> Optional[Path]:
+    """The verdict at a glance (reports/verdict.py): tokens/s of each runtime without speculation
+    (grey) and with each drafting (green where it pays, red where it loses), each speculative bar
+    labelled with its speedup and largest loss factor; the fastest bar outlined."""
+    bars = []  # (label, tok/s, color, annotation)
+    for x in v["lines"]:
+        if x.get("base_tokens_per_s") is not None:
+            bars.append((f"{x['runtime_name']} · target only", x["base_tokens_per_s"], "#9e9e9e", ""))
+        if x.get("tokens_per_s") is not None and x.get("mode") == "speculative":
+            pays = (x.get("speedup") or 0) > 1
+            note = ("-" if x.get("speedup") is None else f"{x['speedup']:.2f}x") + f" · {x['loss']}"
+            bars.append((f"{x['runtime']} · γ={x['gamma']}", x["tokens_per_s"], "#59b36b" if pays else "#c04c4c", note))
+    if not bars:
+        return None
+    top = max(b[1] for b in bars)
+    fig = Figure(figsize=(9, 1.3 + 0.38 * len(bars)))
+    ax = fig.add_subplot()
+    ys = list(range(len(bars)))[::-1]
+    for y, (name, tps, color, note) in zip(ys, bars):
+        best = tps == top
+        ax.barh(y, tps, color=color, edgecolor="black" if best else color, linewidth=2 if best else 0)
+        ax.annotate(f"{tps:.1f} tok/s" + (f"  {note}" if note else "") + ("  ← fastest" if best else ""), (tps, y),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8,
+                    fontweight="bold" if best else "normal")
+    ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
+    ax.set_xlim(0, top * 1.9)
+    ax.set_xlabel("generated tokens per second (higher is better)")
+    ax.set_title("Each runtime without speculation (grey) and with it (green: pays, red: loses)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)

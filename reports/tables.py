@@ -84,6 +84,9 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
             cell.update(c_measured=k["c"], verify_cost_ratio=k["v"], costs_from="pooled phases")
     cell["pair_refs"] = first.get("pair_refs")
     cell["drafter"] = first.get("drafter") if spec else None  # whose c_flops (the draft model's, a head's)
+    cell["draft_policy"] = first.get("draft_policy") if spec else None
+    cell["torch_forward"] = first.get("torch_forward")
+    cell["runtime_name"] = first.get("runtime_name") or first["runtime"]  # whose baseline (reports.load.by_drafting)
     return cell
 
 
@@ -101,8 +104,11 @@ def cell_groups(rows: list[dict]) -> list[tuple[list[dict], list[dict], Optional
 
 
 def cells(rows: list[dict]) -> list[dict]:
-    """Baseline and speculative (per gamma) cells of every runtime and settings."""
-    return [cell_record(base, spec, g) for base, spec, g in cell_groups(rows)]
+    """Baseline and speculative (per gamma) cells of every runtime and settings, each once: a view
+    (reports.load.by_drafting, e.g. "torch [eagle3]") has no baseline cell of its own, its
+    speculative cells name the runtime whose baseline they use in `runtime_name`."""
+    return [cell_record(base, spec, g) for base, spec, g in cell_groups(rows)
+            if spec or not any("runtime_name" in r for r in base)]
 
 
 def add_theory(cells_: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[float]]) -> None:

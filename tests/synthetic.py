@@ -51,23 +51,26 @@ def baseline(scale: float = 1.0, n: int = 10) -> Generation:
     return _generation([RoundRecord(0, 0, 1, 0.0, 0.010 * x, 0.001 * x, 0.001 * x, 0.012 * x) for _ in range(n)], 0.020 * x)
 
 
-def speculative(spec: list[tuple[int, int, int]], scale: float = 1.0, draft_ms: float = 2.0) -> Generation:
+def speculative(spec: list[tuple[int, int, int]], scale: float = 1.0, draft_ms: float = 2.0,
+                verify_ms: float = 15.0) -> Generation:
     x, rounds = scale, []
     for d, a, e in spec:
-        draft = draft_ms / 1000 * x * d
-        rounds.append(RoundRecord(d, a, e, draft, 0.015 * x, 0.002 * x, 0.005 * x, draft + 0.022 * x))
+        draft, verify = draft_ms / 1000 * x * d, verify_ms / 1000 * x
+        rounds.append(RoundRecord(d, a, e, draft, verify, 0.002 * x, 0.005 * x, draft + verify + 0.007 * x))
     return _generation(rounds, 0.025 * x)
 
 
-def rows_for(runtime: str, gammas=(4,), scale: float = 1.0, pair: str = "qwen-like", draft_ms: float = 2.0) -> list[dict]:
+def rows_for(runtime: str, gammas=(4,), scale: float = 1.0, pair: str = "qwen-like", draft_ms: float = 2.0,
+             verify_ms: float = 15.0, rounds: dict = None) -> list[dict]:
+    """Baseline and speculative rows of both prompts at each gamma; `rounds` replaces SPEC_ROUNDS."""
     rows = []
     for g in gammas:
         gen = GenerationSettings(SamplingParams(0.0), g, 10, 0)
         spec = PairSpec(pair)
         for p in (FACTUAL, OPEN):
             b = generation_row(spec, FakeRuntime(), runtime, "baseline", p, 0, gen, baseline(scale))
-            s = generation_row(spec, FakeRuntime(), runtime, "speculative", p, 0, gen, speculative(SPEC_ROUNDS[(p.id, g)], scale, draft_ms),
-                         baseline=b)
+            made = speculative((rounds or SPEC_ROUNDS)[(p.id, g)], scale, draft_ms, verify_ms)
+            s = generation_row(spec, FakeRuntime(), runtime, "speculative", p, 0, gen, made, baseline=b)
             rows += [b, s]
     return rows
 

@@ -38,7 +38,12 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
     r = harness("run", "--runtime", "torch", "--pair", "tiny", "--max-new-tokens", "12", "--prompts", "factual", "--repeats", "2",
                 "--gamma", "3", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "torch" in r.stdout and "speculative" in r.stdout and "verify" in r.stdout
+    verdict = r.stdout[r.stdout.index("verdict · "):].splitlines()
+    assert verdict[1].split() == ["runtime", "device", "g", "base", "tok/s", "spec", "tok/s", "speedup", "alpha", "largest", "loss"]
+    assert verdict[2].startswith("torch [kernels]") and verdict[2].split()[3] == "3"  # cpu, gamma 3
+    assert "Fastest here: torch [kernels]" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines() if not line.startswith("written to ")) <= 100
+    assert (out / "trace.json").is_file() and (out / "report" / "report.html").is_file()
     info = json.loads((out / "run.json").read_text())
     assert info["config"]["gammas"] == [3] and info["environment"]["packages"]["torch"]
     assert info["model_files"] and all(len(f["sha256"]) == 64 for f in info["model_files"])

@@ -116,15 +116,26 @@ def test_report_files_and_pngs(report):
 def test_report_markdown_headline_and_tables(report):
     md = report.read_text()
     lines = md.splitlines()
-    assert lines[0] == "# Speculative decoding report"
-    head = lines[2]
+    assert lines[0] == "# Speculative decoding report" and lines[2] == "**Pair:** qwen-like"
+    sections = [line for line in lines if line.startswith("## ")]
+    assert sections[:5] == ["## Verdict", "## Speed", "## Acceptance", "## Ceiling", "## Where the time goes"]
+    # the verdict first: each runtime at its fastest gamma (2), its figure, the fastest setting named
+    verdict = md[md.index("## Verdict"):md.index("## Speed")]
+    assert "| fast | cpu | 2 | 83.3 | 54.9 | 0.68x | 0.33 | accepts 1.44 of 3 tok/round x0.48 |" in verdict
+    assert "- Fastest here: fast without speculation, 83.3 tok/s." in verdict and "![" in verdict and "(verdict.png)" in verdict
+    speed = md[md.index("## Speed"):]
+    head = speed.splitlines()[2]
     assert head.startswith("- **Fastest: fast**") and "2.00x the next runtime, slow" in head
     assert "no speculative setting beats it" in md and "**Ceiling:**" in md and "**Time (fast · spec γ=2):**" in md
-    for png in ("phases.png", "speedup_vs_gamma.png", "acceptance_vs_gamma.png", "per_position.png"):
+    for png in ("phases.png", "speedup_vs_gamma.png", "acceptance_vs_gamma.png", "per_position.png", "verdict.png"):
         assert f"]({png})" in md
     # per-generation speedups 1.217 (f1) and 0.431 (o1): median 0.82, IQR 0.75*0.786 - 0.25*0.786 = 0.39
-    assert "| fast · spec γ=4 | 2 | 20 | 51.3 | 0.64x | 0.82x | 0.39 | 0.135 | 0.368 | 1.54 | 4.00 | 4:13 | 0.200 | 0.1601 |" in md
+    assert "| fast · spec γ=4 | cpu | fast | 2 | 20 | 51.3 | 0.64x | 0.82x | 0.39 |" in md
+    assert "| fast · spec γ=4 | 0.135 | 0.368 | 1.54 | 4.00 | 4:13 |" in md
+    assert "| fast · spec γ=4 | 0.200 | 0.1601 | 1.50 |" in md
     assert "c_flops for pair qwen-like: 0.1601" in md
+    widths = [line.count("|") - 1 for line in lines if line.startswith("|")]
+    assert widths and max(widths) <= 10  # no table wider than ten columns (the CSVs keep every column)
 
 
 def test_report_csv_and_json_carry_the_numbers(report):
@@ -187,7 +198,7 @@ def test_runtimes_that_hide_phases_or_rounds_and_failed_runs(tmp_path):
     assert "draft, sampling, unaccounted not visible to this runtime" in md
     assert "lib · spec γ=4: c measured unavailable" in md and "**Ceiling:** unknown for lib" in md
     drawn = {p.name for p in (d / "report").glob("*.png")}
-    assert drawn == {"phases.png", "speedup_vs_gamma.png"}  # no rounds: no acceptance to draw
+    assert drawn == {"phases.png", "speedup_vs_gamma.png", "verdict.png"}  # no rounds: no acceptance to draw
 
     # a server: its phases show draft and verify, its rounds are counts without times -> c and v from
     # the pooled phases

@@ -1,0 +1,365 @@
+"""The verdict: the answer a person came for, first. "On this machine, does speculation pay, where,
+and why not" in at most a screen that fits 100 columns: one line per runtime and drafting (its
+device, target-only and speculative tokens/s, speedup, alpha_hat and the largest loss factor of
+reports/explain.py in a few words), then at most three sentences: the fastest setting and where
+speculation pays, where it loses and the one reason, and the setting the cost model expects to do
+better (with the `harness run` line that tries it); then one line per group of runtimes whose
+greedy baselines agree, the greedy mismatches, and the runtimes that were skipped.
+
+`harness run` and `sweep` print it last (harness/summary.py); report.md opens with it, as a
+table and the same sentences (reports/markdown.py), beside verdict.png (plots.verdict).
+A line is a runtime and drafting under one set of settings (pair, sampling, length, device) at
+the gamma that ran fastest; one request at a time only (under load: the report's own section).
+What it does not do: compute metrics or factors (core/metrics.py, reports/explain.py), group
+rows (tables.py) or print.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Optional
+
+from reports import explain, mismatch, tables
+
+WIDTH = 100  # the console's columns
+NAME_WIDTH = 26  # a line's runtime label; longer ones are cut with "…"
+PAYS = 1.0  # a speedup above this pays
+NOTICEABLE = 1.05  # the cost model's setting is named when it predicts at least this factor over the run
+
+
+def _short_device(device: Optional[str]) -> str:
+    """'gpu (all layers)' -> 'gpu'; 'cuda:0' -> 'cuda:0'; None -> '-'."""
+    return "-" if not device else str(device).split(" (")[0]
+
+
+def _registry_name(label: str) -> str:
+    """'torch [kernels, eagle3]' -> 'torch'."""
+    return label.split(" [")[0]
+
+
+def _key(rec: dict) -> tuple:
+    return tuple(str(rec.get(k)) for k in tables.SETTINGS)
+
+
+def loss_words(e: Optional[dict]) -> str:
+    """The largest loss factor of an explanation in a few words, e.g. 'verify = 3.3 steps x0.45'."""
+    if e is None:
+        return "-"
+    if e["unavailable"]:
+        return e["unavailable"].split(" (")[0]
+    top = explain.largest(e)
+    if top is None:
+        return "nothing loses speed"
+    key, f = top
+    g = e["gamma_eff"]
+    words = {
+        "acceptance": lambda: f"accepts {e['tau_model']:.2f} of {g + 1:.2g} tok/round",
+        "draft": lambda: f"draft: c = {e['c']:.2f} steps/token",
+        "verify": lambda: f"verify = {e['v']:.1f} steps",
+        "overhead": lambda: f"loop: {e['o']:.2f} steps/round",
+        "costs": lambda: f"costs {e['cost_per_round']:.1f} steps/round",
+        "prefill": lambda: "prefill",
+    }[key]()
+    return f"{words} x{f:.2f}"
+
+
+def _range(xs: list[float], spec: str) -> str:
+    lo, hi = min(xs), max(xs)
+    return format(lo, spec) if format(lo, spec) == format(hi, spec) else f"{format(lo, spec)}-{format(hi, spec)}"
+
+
+REASONS = {  # the one reason of the cells that lose, from their explanations
+    "acceptance": lambda es: (f"alpha_hat {_range([e['alpha_hat'] for e in es], '.2f')} yields only "
+                              f"{_range([e['tau_model'] for e in es], '.2f')} tokens a round"),
+    "draft": lambda es: f"a draft token costs {_range([e['c'] for e in es], '.2f')} target steps",
+    "verify": lambda es: (f"a verify pass of {_range([e['gamma_eff'] + 1 for e in es], '.2g')} tokens costs "
+                          f"{_range([e['v'] for e in es], '.1f')} target steps (the paper assumes 1)"),
+    "overhead": lambda es: f"the loop spends {_range([e['o'] for e in es], '.2f')} target steps a round outside the models",
+    "costs": lambda es: f"a round costs {_range([e['cost_per_round'] for e in es], '.1f')} target steps (not separable)",
+    "prefill": lambda es: "the prompt's prefill in both models weighs on these short generations",
+}
+
+
+def _command(rec: dict, gamma: int) -> str:
+    """The `harness run` line that runs a verdict line's runtime and drafting at another gamma."""
+    from models.presets import DEFAULT_PAIR, PRESETS
+
+    parts = ["harness run", f"--runtime {_registry_name(rec['runtime'])}"]
+    pair = str(rec.get("pair") or "")
+    if pair.split(":")[0] in PRESETS and pair != DEFAULT_PAIR:
+        parts.append(f"--pair {pair}")
+    if rec.get("torch_forward") == "eager":
+        parts.append("--torch-forward eager")
+    if rec.get("drafter") and rec["drafter"] != "model":
+        parts.append(f"--drafter {rec['drafter']}")
+    if rec.get("draft_policy") and rec["draft_policy"] != "fixed":
+        parts.append(f"--draft-policy {rec['draft_policy']}")
+    parts.append(f"--gamma {gamma}")
+    if rec.get("temperature"):
+        parts.append(f"--temperature {rec['temperature']:g}")
+    return " ".join(parts)
+
+
+def _same_settings(a: dict, b: dict) -> bool:
+    return all(str(a.get(k)) == str(b.get(k)) for k in tables.SETTINGS if k != "runtime")
+
+
+def build(rows: list[dict]) -> dict:
+    """The verdict of loaded rows (reports.load: views by drafting applied). -> {"lines": a record
+    per runtime and drafting (a cell record of tables.py with `expl`, `loss` and
+    `base_tokens_per_s`, this runtime's target-only speed on its first line), "fastest" (the
+    fastest cell, baseline or speculative), "pays", "loses", "reason", "try", "agreement",
+    "mismatches", "skipped", "rules"}; text() and markdown() put them in words."""
+    one = [r for r in rows if (r.get("concurrency") or 1) == 1 and not r.get("synthetic")]
+    cells = tables.cells(one)
+    expls = {(_key(e), e["gamma"]): e for e in explain.explain(one)}
+    best: dict[tuple, dict] = {}  # per runtime and drafting under one set of settings: the fastest gamma
+    for c in cells:
+        if c["mode"] == "speculative" and ((b := best.get(_key(c))) is None or (c["tokens_per_s"] or 0) > (b["tokens_per_s"] or 0)):
+            best[_key(c)] = c
+    lines: list[dict] = []
+    for b in (c for c in cells if c["mode"] == "baseline"):
+        mine = [x for x in best.values() if x["runtime_name"] == b["runtime"] and _same_settings(x, b)]
+        if not mine:
+            lines.append({**b, "base_tokens_per_s": b["tokens_per_s"], "tokens_per_s": None, "expl": None,
+                          "loss": "no speculative rows"})
+        for i, x in enumerate(mine):
+            e = expls.get((_key(x), x["gamma"]))
+            lines.append({**x, "base_tokens_per_s": b["tokens_per_s"] if i == 0 else None, "expl": e, "loss": loss_words(e)})
+    lines += [{**x, "base_tokens_per_s": None, "expl": None, "loss": "no baseline"} for x in best.values()
+              if not any(x["runtime"] == y["runtime"] and _same_settings(x, y) for y in lines)]
+    spec = [x for x in lines if x.get("speedup") is not None]
+    fastest = max((c for c in cells if c["tokens_per_s"] is not None), key=lambda c: c["tokens_per_s"], default=None)
+    loses = sorted((x for x in spec if x["speedup"] <= PAYS), key=lambda x: x["speedup"])
+    return {"lines": lines, "fastest": fastest, "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]),
+            "loses": loses, "reason": _reason(loses), "try": _try(lines), "agreement": agreement_groups(one),
+            "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": tables.verify_rules(one)}
+
+
+def _reason(loses: list[dict]) -> Optional[dict]:
+    """The one reason of the losing lines: the largest loss factor most of them share (ties: the
+    one of the worst speedup), in words with the range of its measure over those lines."""
+    keyed = [(explain.largest(x["expl"])[0], x) for x in loses
+             if x["expl"] and not x["expl"]["unavailable"] and explain.largest(x["expl"])]
+    if not keyed:
+        return None
+    counts: dict[str, int] = {}
+    for k, _ in keyed:
+        counts[k] = counts.get(k, 0) + 1
+    key = max(counts, key=lambda k: (counts[k], -min(x["speedup"] for kk, x in keyed if kk == k)))
+    mine = [x for k, x in keyed if k == key]
+    return {"key": key, "text": REASONS[key]([x["expl"] for x in mine]), "lines": mine,
+            "others": [x for k, x in keyed if k != key]}
+
+
+def _try(lines: list[dict]) -> Optional[dict]:
+    """The setting the cost model expects to do best beyond what ran: the line whose best gamma at
+    its measured costs (explain's what-if) predicts the highest speedup, if it is another gamma, at
+    most twice the largest gamma run (v beyond that is extrapolated too far) and at least NOTICEABLE
+    over the run; else, where nothing pays, the acceptance it would take."""
+    cands = [x for x in lines if x["expl"] and x["expl"].get("what_if")]
+    most = max((x["gamma"] for x in cands), default=0)
+    better = [x for x in cands if x["expl"]["what_if"]["best_gamma"] != x["expl"]["gamma"]
+              and x["expl"]["what_if"]["best_gamma"] <= 2 * most  # not far beyond the verify passes measured
+              and x["expl"]["what_if"]["run_speedup_best"] >= NOTICEABLE * x["expl"]["measured"]]
+    if better:
+        x = max(better, key=lambda x: x["expl"]["what_if"]["run_speedup_best"])
+        w = x["expl"]["what_if"]
+        return {"label": x["runtime"], "gamma": x["gamma"], "best_gamma": w["best_gamma"], "predicted": w["run_speedup_best"],
+                "measured": x["speedup"], "command": _command(x, w["best_gamma"])}
+    if cands and all(x["speedup"] <= PAYS for x in cands):
+        need = [(x["expl"]["what_if"]["breakeven_alpha_any_gamma"], x) for x in cands]
+        reachable = [(b, x) for b, x in need if b is not None]
+        if reachable:
+            b, x = min(reachable, key=lambda t: t[0])
+            return {"label": x["runtime"], "breakeven_alpha": b, "alpha_hat": x["alpha_hat"]}
+    return None
+
+
+def agreement_groups(rows: list[dict]) -> list[dict]:
+    """Runtimes whose greedy baselines gave the same ids on every prompt they share, grouped per
+    pair: [{"pair", "runtimes", "prompts", "parts_at"}], "parts_at" the first differing token
+    positions against the other groups (None for a group alone)."""
+    measured = [r for r in rows if "runtime_name" not in r]  # views carry copies of their runtime's baseline
+    recs = mismatch.agreement(measured)
+    out = []
+    for pair in dict.fromkeys(r["pair"] for r in recs):
+        mine = [r for r in recs if r["pair"] == pair]
+        names = list(dict.fromkeys([r["a"] for r in mine] + [r["b"] for r in mine]))
+        same = {n: {n} for n in names}
+        for a in names:
+            for b in names:
+                ab = [r for r in mine if {r["a"], r["b"]} == {a, b}]
+                if a != b and ab and all(r["agree"] for r in ab):
+                    same[a].add(b)
+        groups = list(dict.fromkeys(tuple(n for n in names if n in same[a]) for a in names))
+        prompts = len({r["prompt"] for r in mine})
+        for g in groups:
+            apart = [r["position"] for r in mine if (r["a"] in g) != (r["b"] in g) and r["position"] is not None]
+            out.append({"pair": pair, "runtimes": list(g), "prompts": prompts,
+                        "parts_at": (min(apart), max(apart)) if apart else None})
+    return out
+
+
+def _mismatches(rows: list[dict]) -> list[dict]:
+    """Per runtime label with greedy mismatches: near-tie flips, suspected bugs, unexplained."""
+    out = []
+    for rt in dict.fromkeys(r["runtime"] for r in mismatch.mismatch_rows(rows)):
+        ms = [r.get("mismatch") for r in mismatch.mismatch_rows(rows) if r["runtime"] == rt]
+        verdicts = [m.get("verdict") if isinstance(m, dict) else None for m in ms]
+        out.append({"runtime": rt, "flips": verdicts.count(mismatch.NEAR_TIE), "bugs": verdicts.count(mismatch.SUSPECTED_BUG),
+                    "unexplained": sum(v not in (mismatch.NEAR_TIE, mismatch.SUSPECTED_BUG) for v in verdicts)})
+    return out
+
+
+def _skipped(rows: list[dict]) -> list[dict]:
+    """Runtimes and draftings that did not run: [{"runtime", "reason", "skipped"}] (skipped: the
+    runtime said it cannot; else an error), each once."""
+    seen = dict.fromkeys((r["runtime"], r["error"]) for r in rows if r.get("error"))
+    return [{"runtime": rt, "skipped": err.startswith("skipped: "), "reason": err.removeprefix("skipped: ")}
+            for rt, err in seen]
+
+
+# ---------------------------------------------------------------- words
+
+
+def _names(xs: list[str], most: int = 4) -> str:
+    return ", ".join(xs[:most]) + (f" and {len(xs) - most} more" if len(xs) > most else "")
+
+
+def _fastest(f: dict) -> str:
+    if f["mode"] == "baseline":
+        return f"Fastest here: {f['runtime']} without speculation, {f['tokens_per_s']:.1f} tok/s."
+    return (f"Fastest here: {f['runtime']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s "
+            f"({f['speedup']:.2f}x its own baseline)." if f.get("speedup") is not None
+            else f"Fastest here: {f['runtime']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s.")
+
+
+def sentences(v: dict) -> list[str]:
+    """At most three sentences: the fastest setting and where speculation pays; where it loses and
+    the one reason; the setting the cost model expects to do better."""
+    out = []
+    if v["fastest"] is None:
+        return ["Nothing was measured successfully."]
+    pays = v["pays"]
+    head = _fastest(v["fastest"])
+    if pays:
+        head += " Speculation pays in " + _names([f"{x['runtime']} ({x['speedup']:.2f}x)" for x in pays], 3) + "."
+    elif v["loses"]:
+        best = max(v["loses"], key=lambda x: x["speedup"])
+        head += f" Speculation pays nowhere here (best {best['runtime']}, {best['speedup']:.2f}x)."
+    out.append(head)
+    if v["loses"]:
+        r = v["reason"]
+        mine = r["lines"] if r else v["loses"]
+        text = f"It loses in {_names([x['runtime'] for x in mine], 4)} ({_range([x['speedup'] for x in mine], '.2f')}x)"
+        text += f": {r['text']}" if r else ""
+        if r and r["others"]:
+            text += (f"; {_names([x['runtime'] for x in r['others']], 2)} ({_range([x['speedup'] for x in r['others']], '.2f')}x) "
+                     f"for other reasons (see explain)")
+        out.append(text + ".")
+    t = v["try"]
+    if t and "command" in t:
+        out.append(f"Cost model: {t['label']} at gamma {t['best_gamma']} would give about {t['predicted']:.2f}x "
+                   f"({t['measured']:.2f}x at gamma {t['gamma']}): {t['command']}")
+    elif t:
+        out.append(f"Cost model: no gamma pays at these costs; {t['label']} would need alpha_hat above "
+                   f"{t['breakeven_alpha']:.2f} (now {t['alpha_hat']:.2f}): a better-matched draft.")
+    return out
+
+
+def notes(v: dict) -> list[str]:
+    """Lines under the sentences: baselines that agree, greedy mismatches, what did not run."""
+    out = []
+    groups = v["agreement"]
+    for g in groups:
+        if len(groups) == 1 and len(g["runtimes"]) > 1:
+            n = len(g["runtimes"])
+            out.append(f"Greedy baselines: {'both' if n == 2 else f'all {n}'} runtimes give the same tokens on "
+                       f"{g['prompts']} prompt{'s' * (g['prompts'] != 1)}.")
+        elif len(g["runtimes"]) > 1:
+            apart = "" if not g["parts_at"] else f"; the others part from them at token {g['parts_at'][0]}" \
+                + (f"-{g['parts_at'][1]}" if g["parts_at"][1] != g["parts_at"][0] else "")
+            out.append(f"Same greedy tokens on all {g['prompts']} prompts: {', '.join(g['runtimes'])}{apart}.")
+    alone = [g["runtimes"][0] for g in groups if len(g["runtimes"]) == 1]
+    if alone and len(groups) > 1:
+        out.append(f"Greedy tokens of their own: {', '.join(alone)} (near ties between runtimes: see the report).")
+    for m in v["mismatches"]:
+        if m["bugs"]:
+            out.append(f"SUSPECTED BUG in {m['runtime']}: {m['bugs']} greedy output(s) left the baseline where numerics "
+                       "cannot explain it (the rows' `mismatch` field).")
+    flips = [m for m in v["mismatches"] if m["flips"] or m["unexplained"]]
+    if flips:
+        out.append("Greedy outputs that left their own baseline: " + "; ".join(
+            m["runtime"] + " " + ", ".join(f"{n} {what}" for n, what in ((m["flips"], "near-tie flips"),
+                                                                         (m["unexplained"], "without evidence")) if n)
+            for m in flips) + " (the report has the evidence).")
+    skipped = [s["runtime"] for s in v["skipped"] if s["skipped"]]
+    if skipped:
+        out.append(f"Skipped: {', '.join(dict.fromkeys(skipped))} (reasons in the report).")
+    errors = [s for s in v["skipped"] if not s["skipped"]]
+    if errors:
+        out.append(f"Errors: {', '.join(dict.fromkeys(s['runtime'] for s in errors))} (errors.log and the report).")
+    if len(v["rules"]) > 1:
+        out.append(f"The runtimes accept drafts by different rules ({', '.join(v['rules'])}): their alpha_hat differ in meaning.")
+    return out
+
+
+def cut(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+COLUMNS = [("device", "device", 7, ""), ("gamma", "g", 3, "d"), ("base", "base tok/s", 11, ".1f"),
+           ("spec", "spec tok/s", 11, ".1f"), ("speedup", "speedup", 8, ".2fx"), ("alpha_hat", "alpha", 6, ".2f")]
+
+
+def table_rows(v: dict) -> list[dict]:
+    """The lines as plain values: runtime (with whatever settings vary), device, gamma, tok/s, ..."""
+    lines = v["lines"]
+    vary = [k for k in tables.varying(lines) if k not in ("device", "dtype")]
+    out = []
+    for x in lines:
+        extra = tables.settings_label(x, vary)
+        out.append({"runtime": x["runtime"] + (f" · {extra}" if extra else ""), "device": _short_device(x.get("device")),
+                    "gamma": x.get("gamma"), "base": x.get("base_tokens_per_s"), "spec": x.get("tokens_per_s"),
+                    "speedup": x.get("speedup"), "alpha_hat": x.get("alpha_hat"), "loss": x["loss"]})
+    return out
+
+
+def _fmt(x, spec: str) -> str:
+    """A value by a format spec whose trailing 'x' is appended as a sign; None -> ''."""
+    if x is None:
+        return ""
+    return format(x, spec[:-1]) + "x" if spec.endswith("x") else format(x, spec)
+
+
+def text(v: dict, width: int = WIDTH) -> list[str]:
+    """The console's verdict, every line at most `width` columns."""
+    rows = table_rows(v)
+    name_w = min(NAME_WIDTH, max([len("runtime")] + [len(r["runtime"]) for r in rows]))
+    out = [cut(f"{'runtime':<{name_w}}" + "".join(f"{h:>{w}}" for _, h, w, _ in COLUMNS) + "  largest loss", width)]
+    for r in rows:
+        cells = f"{cut(r['runtime'], name_w):<{name_w}}" + "".join(f"{_fmt(r[k], spec):>{w}}" for k, _, w, spec in COLUMNS)
+        out.append(cut(f"{cells}  {r['loss']}", width))
+    wrap = textwrap.TextWrapper(width=width, subsequent_indent="  ", break_on_hyphens=False)
+    for s in sentences(v) + notes(v):
+        out += wrap.wrap(s)
+    return out
+
+
+MD_COLUMNS = [("runtime", "runtime"), ("device", "device"), ("gamma", "gamma"), ("base", "target-only tok/s"),
+              ("spec", "speculative tok/s"), ("speedup", "speedup"), ("alpha_hat", "alpha_hat"), ("loss", "largest loss")]
+
+
+def markdown(v: dict) -> list[str]:
+    """The report's opening: the same lines as a table, the sentences and the notes."""
+    out = ["| " + " | ".join(h for _, h in MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
+    for r in table_rows(v):
+        vals = {**r, **{k: _fmt(r[k], spec) for k, _, _, spec in COLUMNS if spec}}
+        out.append("| " + " | ".join(str(vals[k]) or "-" for k, _ in MD_COLUMNS) + " |")
+    return out + [""] + [f"- {s}" for s in sentences(v)] + [f"- {n}" for n in notes(v)]
+
+
+def record(v: dict) -> dict:
+    """The verdict for report.json: its table, sentences and notes."""
+    return {"lines": table_rows(v), "sentences": sentences(v), "notes": notes(v)}

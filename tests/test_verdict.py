@@ -1,0 +1,77 @@
+"""The verdict (reports/verdict.py): built from synthetic rows whose costs are known (tests/synthetic.py),
+it names the fastest setting, where speculation pays and where it loses with the one reason, the
+setting the cost model expects to do better, and what did not run, in lines of at most 100 columns."""
+
+from __future__ import annotations
+
+import pytest
+
+from reports import verdict
+from reports.load import by_drafting
+from tests import synthetic
+
+ALL_ACCEPTED = {("f1", 4): [(4, 4, 5)] * 2, ("o1", 4): [(4, 4, 5)] * 2}  # 10 tokens in two rounds
+HALF = {("f1", 4): [(4, 2, 3)] * 3 + [(4, 0, 1)], ("o1", 4): [(4, 2, 3)] * 3 + [(4, 0, 1)]}  # 10 tokens in four rounds
+
+
+def _rows() -> list[dict]:
+    """'paying' accepts every draft (about 2x); 'verifier' and 'verifier2' accept half, their verify pass
+    costs 4 and 5 one-token steps; 'picky' has the default rows (low acceptance, a cheap verify)."""
+    rows = synthetic.rows_for("paying", rounds=ALL_ACCEPTED)
+    head = [dict(r, drafter="eagle3", wall_s=r["wall_s"] * 0.9) for r in rows if r["mode"] == "speculative"]
+    rows += head  # a second drafting of the same runtime: the view "paying [eagle3]"
+    rows += synthetic.rows_for("verifier", verify_ms=40.0, rounds=HALF)
+    rows += synthetic.rows_for("verifier2", verify_ms=50.0, rounds=HALF)
+    rows += synthetic.rows_for("picky")
+    rows.append(dict(rows[0], runtime="hf", mode="speculative", drafter="eagle3",
+                     error="skipped: transformers has no EAGLE-3 drafting"))
+    return rows
+
+
+def test_the_verdict_names_the_fastest_setting_where_it_pays_and_why_it_loses():
+    v = verdict.build(by_drafting(_rows()))
+    text = verdict.text(v)
+    assert max(len(line) for line in text) <= 100
+    table = {line.split()[0] + (" [eagle3]" if "[eagle3]" in line else ""): line.split() for line in text[1:6]}
+    assert list(table) == ["paying", "paying [eagle3]", "verifier", "verifier2", "picky"]
+    # paying: baseline 10 tokens per (0.14 s wall - 0.02 s prefill); the drafting view shows no baseline of its own
+    assert table["paying"][1:3] == ["cpu", "4"] and float(table["paying"][3]) == pytest.approx(83.3, abs=0.05)
+    assert table["paying [eagle3]"][2:4] == ["cpu", "4"]  # device, gamma, then the speculative tok/s (no baseline)
+    assert "verify = 4.0 steps" in " ".join(table["verifier"]) and "verify = 5.0 steps" in " ".join(table["verifier2"])
+    said = "\n".join(verdict.sentences(v) + verdict.notes(v))
+    assert "Fastest here: paying [eagle3] at gamma 4" in said
+    assert "Speculation pays in paying [eagle3] (" in said and "paying (" in said
+    # both verify-bound runtimes lose for the same reason, with the range of their verify cost
+    assert "It loses in verifier2, verifier (0.49-0.57x): a verify pass of 5 tokens costs 4.0-5.0 target steps" in said
+    assert "; picky (0.64x) for other reasons" in said and "Greedy outputs that left" not in said
+    assert "Skipped: hf [eagle3]" in said and "Greedy baselines: all 4 runtimes give the same tokens on 2 prompts." in said
+
+
+def test_the_cost_model_names_a_better_gamma_with_the_command_that_runs_it():
+    v = verdict.build(by_drafting(synthetic.rows_for("verifier", verify_ms=40.0, rounds=HALF)))
+    t = v["try"]
+    assert t is not None and t["best_gamma"] < 4 and t["predicted"] > t["measured"]
+    assert t["command"] == f"harness run --runtime verifier --gamma {t['best_gamma']}"
+    assert any(s.startswith("Cost model: verifier at gamma ") for s in verdict.sentences(v))
+
+
+def test_baselines_that_part_are_grouped_and_a_suspected_bug_is_said():
+    rows = synthetic.rows_for("a") + synthetic.rows_for("b") + synthetic.rows_for("c")
+    for r in rows:
+        if r["runtime"] == "c" and r["mode"] == "baseline":
+            r["token_ids"] = r["token_ids"][:3] + [77] + r["token_ids"][4:]
+    spec = next(r for r in rows if r["runtime"] == "b" and r["mode"] == "speculative")
+    spec.update(greedy_match=False, mismatch={"verdict": "suspected bug", "position": 2})
+    v = verdict.build(by_drafting(rows))
+    said = "\n".join(verdict.notes(v))
+    assert "Same greedy tokens on all 2 prompts: a, b; the others part from them at token 3." in said
+    assert "Greedy tokens of their own: c" in said
+    assert "SUSPECTED BUG in b: 1 greedy output(s)" in said
+
+
+def test_long_labels_and_nothing_measured():
+    rows = synthetic.rows_for("a-runtime-with-a-very-long-registry-name-indeed")
+    text = verdict.text(verdict.build(by_drafting(rows)))
+    assert max(len(line) for line in text) <= 100 and "…" in text[1]
+    failed = [dict(r, error="skipped: needs foo") for r in rows]
+    assert verdict.sentences(verdict.build(by_drafting(failed))) == ["Nothing was measured successfully."]
