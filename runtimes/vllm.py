@@ -482,7 +482,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     # -- the rest of the interface (text: TokenizerText) ------------------------------------------
 
     def describe(self) -> dict:
-        return {"python": self.python, "vllm": self.version, "dtype": self._dtype(), "n_ctx": self.context,
+        return {"device": "cpu" if self.on_cpu else "cuda", "python": self.python, "vllm": self.version,
+                "dtype": self._dtype(), "n_ctx": self.context,
                 "threads": threads_of(self.settings.n_threads) if self._in_process_worker() else self.settings.n_threads,
                 "executor": "uni" if self._in_process_worker() else "vLLM's default",
                 "api_servers": "forked from one fork server (runtimes/vllm_serve.py --fork-server)" if self._in_process_worker()

@@ -1,7 +1,7 @@
 """The runtimes' names and capabilities are declared once (runtimes/__init__.py's REGISTRY, each
 class's drafters, policies, forces, serves_concurrently): the refusal texts, `harness runtimes`
-and the bench derive from them, and the README's tables that name runtimes are checked here
-against them, so that adding a runtime is one file and one registry line."""
+and the bench derive from them, and the tables of the README and docs/ that name runtimes are
+checked here against them, so that adding a runtime is one file and one registry line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import runtimes
 from core.config import GenerationSettings
 from core.config import RuntimeSettings
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+DOCS = README + "".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "findings.md")
 
 
 def _tables(text: str) -> list[list[list[str]]]:
@@ -33,16 +35,17 @@ def _runtime_cells(table) -> list[str]:
     return [m[1] for row in table[1:] for m in [re.fullmatch(r"`([\w.-]+)`(?:, `[\w.-]+`)*", row[0])] if m]
 
 
-def test_the_readme_lists_exactly_the_registered_runtimes():
-    first = next(t for t in _tables(README) if t[0][:2] == ["name", "what runs"])
-    assert sorted(_runtime_cells(first)) == sorted(runtimes.names())
+def test_the_readme_and_the_runtimes_page_list_exactly_the_registered_runtimes():
+    for text in (README, (ROOT / "docs" / "runtimes.md").read_text()):
+        first = next(t for t in _tables(text) if t[0][:2] in (["name", "what runs"], ["`--runtime`", "what runs"]))
+        assert sorted(_runtime_cells(first)) == sorted(runtimes.names())
 
 
 def test_every_readme_table_names_only_registered_runtimes():
-    """A table keyed by runtime (its first column headed runtime or name): every name in
-    backticks there is a registered runtime."""
+    """A table keyed by runtime (its first column headed runtime or name), in the README or a page
+    of docs/ (findings.md's dated tables aside): every name in backticks there is a registered runtime."""
     names = set(runtimes.names())
-    for t in _tables(README):
+    for t in _tables(DOCS):
         if t[0][0] not in ("runtime", "name"):
             continue
         for row in t[1:]:
@@ -51,7 +54,7 @@ def test_every_readme_table_names_only_registered_runtimes():
 
 
 def test_the_eagle3_table_skips_exactly_the_runtimes_without_the_head():
-    table = next(t for t in _tables(README) if t[0] == ["runtime", "how the head runs"] or
+    table = next(t for t in _tables((ROOT / "docs" / "drafting.md").read_text()) if t[0] == ["runtime", "how the head runs"] or
                  (t[0][0] == "runtime" and any("EAGLE-3" in c for row in t for c in row)))
     skipped = {n for row in table[1:] if "skipped" in row[1] for n in re.findall(r"`([\w.-]+)`", row[0])}
     assert skipped == set(runtimes.names()) - set(runtimes.able("drafters", "eagle3"))
