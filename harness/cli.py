@@ -214,8 +214,8 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
         errors = out / "errors.log"
         raise HarnessError("no runtime measured anything (reasons above"
                            + (f"; tracebacks in {errors}" if errors.exists() else "") + f"); rows kept in {out / 'results.jsonl'}")
-    print_summary(rows, o["table"])
     _report_of_run(out)
+    print_summary(rows, o["table"])
 
 
 @main.command()
@@ -272,10 +272,16 @@ def theory(alpha, gamma, c, target, draft, context, max_gamma):
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", default=None, type=click.Path(path_type=Path), help="Report folder (default: DIR/report of the first DIR).")
 def report(dirs, out):
-    """Markdown, CSV, JSON and PNG plots from the results.jsonl under each DIR."""
+    """The verdict, and report.html, report.md, CSV, JSON, PNG plots and trace.json from the
+    results.jsonl under each DIR."""
+    from core.results import read_results
+    from harness.summary import print_summary
     from reports import write_report
+    from reports.load import results_files
 
-    click.echo(f"report: {write_report(list(dirs), out)}")
+    md = write_report(list(dirs), out)
+    click.echo(f"report: {md.with_suffix('.html')}  (also {md.name}, trace.json, CSVs, figures)")
+    print_summary([r for d in dirs for f in results_files(d) for r in read_results(f)])
 
 
 def _bs(name: str):
@@ -391,8 +397,8 @@ def limits(n_threads, remeasure):
 
 
 def _report_of_run(out: Path) -> None:
-    """The end of `harness run`: the timeline and the report, then where everything is; a failure
-    here must not cost the measured rows."""
+    """The end of `harness run` before its verdict: the timeline and the report, and where
+    everything is; a failure here must not cost the measured rows."""
     from reports import write_report
     from reports.trace import write_trace
 
@@ -400,12 +406,12 @@ def _report_of_run(out: Path) -> None:
     try:
         click.echo(f"  {write_trace(out).relative_to(out)} (the timeline: open it in https://ui.perfetto.dev)")
     except Exception as e:  # noqa: BLE001 - the results are on disk; say so and how to retry
-        click.echo(f"timeline not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
+        click.echo(f"  timeline not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
     try:
         md = write_report([out])
         click.echo(f"  {md.with_suffix('.html').relative_to(out)} (the report; also {md.name}, CSVs, figures)")
     except Exception as e:  # noqa: BLE001 - the results are on disk; say so and how to retry
-        click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
+        click.echo(f"  report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
 from harness.distill_cli import distill as _distill, teacher_data as _teacher_data  # noqa: E402

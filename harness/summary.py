@@ -66,8 +66,8 @@ def verdict_lines(rows: list[dict]) -> list[str]:
 
     measured = [r for r in rows if not r.get("synthetic")]
     v = verdict.build(by_drafting(measured))
-    pairs = dict.fromkeys(r.get("pair_label") or r["pair"] for r in measured)
-    head = "verdict · " + "; ".join(pairs)
+    pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in measured)
+    head = "verdict · " + "; ".join(f"pair {name}" if name == label else f"pair {name}: {label}" for name, label in pairs)
     return ["", verdict.cut(head, verdict.WIDTH)] + verdict.text(v)
 
 

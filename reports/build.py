@@ -2,7 +2,7 @@
 
 Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
 verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
-one self-contained page: reports/html.py), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
+one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
 drafted.csv (drafted per round), figures.csv (each run
 folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
 baselines across runtimes), explain.csv, roofline.csv (each step against this machine's limits,
@@ -25,6 +25,7 @@ from reports import concurrency, explain, markdown, mismatch, plots, tables, ver
 from reports.ceiling import CFlops
 from reports.figures import run_figures
 from reports.html import write_html
+from reports.trace import write_trace
 from reports.load import REPORT_DIR, drafting, load
 from reports.roofline import limits_line, roofline
 
@@ -137,6 +138,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
            "roofline_notes": roof.notes, "machine_limits": roof.limits}
     (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     write_html(out / "report.md")
+    write_trace(list(dirs), out / "trace.json")
     return out / "report.md"
 
 

@@ -1,13 +1,20 @@
 """The verdict: the answer a person came for, first. "On this machine, does speculation pay, where,
-and why not" in at most a screen that fits 100 columns: one line per runtime and drafting (its
-device, target-only and speculative tokens/s, speedup, alpha_hat and the largest loss factor of
-reports/explain.py in a few words), then at most three sentences: the fastest setting and where
-speculation pays, where it loses and the one reason, and the setting the cost model expects to do
-better (with the `harness run` line that tries it); then one line per group of runtimes whose
-greedy baselines agree, the greedy mismatches, and the runtimes that were skipped.
+and why not" in one screen that fits 100 columns: one line per runtime and drafting (its device,
+target-only and speculative tokens/s, speedup, alpha_hat, tau and the largest cost of
+reports/explain.py in a few words); one line per group of runtimes whose greedy baselines agree,
+the greedy mismatches and what was skipped; then, last, at most three sentences: the fastest
+setting and where speculation pays, where it loses and the one reason, and the setting the cost
+model expects to do better (with the `harness run` line that tries it).
 
-`harness run` and `sweep` print it last (harness/summary.py); report.md opens with it, as a
-table and the same sentences (reports/markdown.py), beside verdict.png (plots.verdict).
+Why a cost and not acceptance: tau, the tokens a round yields (from alpha_hat and the drafted
+length), is what speculation could gain if drafting and verifying were free, and it is at least 1,
+so acceptance bounds the gain but cannot by itself make speculation lose; the costs (a draft
+token c, a verify pass v, the loop's o per round, prefill; explain's factors) take the speedup
+from tau down to what was measured, and the largest of them is the one to act on. Acceptance is
+the reason only where tau is about 1 (drafts almost never accepted).
+
+`harness run`, `sweep` and `report` print it last (harness/summary.py); report.md opens with it,
+as a table and the same sentences (reports/markdown.py), beside verdict.png (plots.verdict).
 A line is a runtime and drafting under one set of settings (pair, sampling, length, device) at
 the gamma that ran fastest; one request at a time only (under load: the report's own section).
 What it does not do: compute metrics or factors (core/metrics.py, reports/explain.py), group
@@ -25,6 +32,8 @@ WIDTH = 100  # the console's columns
 NAME_WIDTH = 26  # a line's runtime label; longer ones are cut with "…"
 PAYS = 1.0  # a speedup above this pays
 NOTICEABLE = 1.05  # the cost model's setting is named when it predicts at least this factor over the run
+COSTS = ("draft", "verify", "overhead", "costs", "prefill")  # explain's factors that take speed from tau
+NO_GAIN = 1.1  # tau below this: drafts are almost never accepted, acceptance is the reason
 
 
 def _short_device(device: Optional[str]) -> str:
@@ -41,41 +50,54 @@ def _key(rec: dict) -> tuple:
     return tuple(str(rec.get(k)) for k in tables.SETTINGS)
 
 
+def largest_cost(e: dict) -> Optional[tuple[str, float]]:
+    """(key, factor) of the explanation's largest cost below 1; ("acceptance", tau / (g + 1)) where
+    tau is about 1; None when nothing costs speed or nothing could be decomposed."""
+    if e is None or e["unavailable"]:
+        return None
+    if e["tau_model"] < NO_GAIN:
+        return "acceptance", e["tau_model"] / (e["gamma_eff"] + 1)
+    costs = [(f["key"], f["factor"]) for f in e["factors"] if f["key"] in COSTS and f["factor"] < 1]
+    return min(costs, key=lambda kv: kv[1]) if costs else None
+
+
 def loss_words(e: Optional[dict]) -> str:
-    """The largest loss factor of an explanation in a few words, e.g. 'verify = 3.3 steps x0.45'."""
+    """The largest cost of an explanation in a few words: its measure, in target steps, and its
+    factor, e.g. 'verify = 3.3 steps x0.45'."""
     if e is None:
         return "-"
     if e["unavailable"]:
         return e["unavailable"].split(" (")[0]
-    top = explain.largest(e)
+    top = largest_cost(e)
     if top is None:
-        return "nothing loses speed"
+        return "none"
     key, f = top
-    g = e["gamma_eff"]
     words = {
-        "acceptance": lambda: f"accepts {e['tau_model']:.2f} of {g + 1:.2g} tok/round",
-        "draft": lambda: f"draft: c = {e['c']:.2f} steps/token",
+        "acceptance": lambda: f"acceptance: {e['tau_model']:.2f} tok/round",
+        "draft": lambda: f"draft = {e['c']:.2f} steps/tok",
         "verify": lambda: f"verify = {e['v']:.1f} steps",
-        "overhead": lambda: f"loop: {e['o']:.2f} steps/round",
-        "costs": lambda: f"costs {e['cost_per_round']:.1f} steps/round",
+        "overhead": lambda: f"loop = {e['o']:.2f} steps/round",
+        "costs": lambda: f"round = {e['cost_per_round']:.1f} steps",
         "prefill": lambda: "prefill",
     }[key]()
     return f"{words} x{f:.2f}"
 
 
-def _range(xs: list[float], spec: str) -> str:
+def _range(xs: list, spec: str) -> str:
+    """'0.58-0.67' over xs, or one value where they print alike."""
     lo, hi = min(xs), max(xs)
     return format(lo, spec) if format(lo, spec) == format(hi, spec) else f"{format(lo, spec)}-{format(hi, spec)}"
 
 
 REASONS = {  # the one reason of the cells that lose, from their explanations
-    "acceptance": lambda es: (f"alpha_hat {_range([e['alpha_hat'] for e in es], '.2f')} yields only "
-                              f"{_range([e['tau_model'] for e in es], '.2f')} tokens a round"),
+    "acceptance": lambda es: (f"drafts are almost never accepted (alpha_hat {_range([e['alpha_hat'] for e in es], '.2f')}, "
+                              f"{_range([e['tau_model'] for e in es], '.2f')} tokens a round)"),
     "draft": lambda es: f"a draft token costs {_range([e['c'] for e in es], '.2f')} target steps",
-    "verify": lambda es: (f"a verify pass of {_range([e['gamma_eff'] + 1 for e in es], '.2g')} tokens costs "
+    "verify": lambda es: (f"a verify pass of {_range([e['gamma'] + 1 for e in es], 'd')} tokens costs "
                           f"{_range([e['v'] for e in es], '.1f')} target steps (the paper assumes 1)"),
     "overhead": lambda es: f"the loop spends {_range([e['o'] for e in es], '.2f')} target steps a round outside the models",
-    "costs": lambda es: f"a round costs {_range([e['cost_per_round'] for e in es], '.1f')} target steps (not separable)",
+    "costs": lambda es: (f"a round costs {_range([e['cost_per_round'] for e in es], '.1f')} target steps for "
+                         f"{_range([e['tau_model'] for e in es], '.2f')} tokens (draft and verify not separable)"),
     "prefill": lambda es: "the prompt's prefill in both models weighs on these short generations",
 }
 
@@ -137,10 +159,9 @@ def build(rows: list[dict]) -> dict:
 
 
 def _reason(loses: list[dict]) -> Optional[dict]:
-    """The one reason of the losing lines: the largest loss factor most of them share (ties: the
-    one of the worst speedup), in words with the range of its measure over those lines."""
-    keyed = [(explain.largest(x["expl"])[0], x) for x in loses
-             if x["expl"] and not x["expl"]["unavailable"] and explain.largest(x["expl"])]
+    """The one reason of the losing lines: the largest cost most of them share (ties: the one of the
+    worst speedup), in words with the range of its measure over those lines."""
+    keyed = [(largest_cost(x["expl"])[0], x) for x in loses if largest_cost(x["expl"])]
     if not keyed:
         return None
     counts: dict[str, int] = {}
@@ -148,8 +169,12 @@ def _reason(loses: list[dict]) -> Optional[dict]:
         counts[k] = counts.get(k, 0) + 1
     key = max(counts, key=lambda k: (counts[k], -min(x["speedup"] for kk, x in keyed if kk == k)))
     mine = [x for k, x in keyed if k == key]
+    others = {}
+    for k, x in keyed:
+        if k != key:
+            others.setdefault(k, []).append(x)
     return {"key": key, "text": REASONS[key]([x["expl"] for x in mine]), "lines": mine,
-            "others": [x for k, x in keyed if k != key]}
+            "others": [{"key": k, "text": REASONS[k]([x["expl"] for x in xs]), "lines": xs} for k, xs in others.items()]}
 
 
 def _try(lines: list[dict]) -> Optional[dict]:
@@ -254,9 +279,8 @@ def sentences(v: dict) -> list[str]:
         mine = r["lines"] if r else v["loses"]
         text = f"It loses in {_names([x['runtime'] for x in mine], 4)} ({_range([x['speedup'] for x in mine], '.2f')}x)"
         text += f": {r['text']}" if r else ""
-        if r and r["others"]:
-            text += (f"; {_names([x['runtime'] for x in r['others']], 2)} ({_range([x['speedup'] for x in r['others']], '.2f')}x) "
-                     f"for other reasons (see explain)")
+        for o in (r["others"] if r else [])[:2]:
+            text += f"; {_names([x['runtime'] for x in o['lines']], 2)} ({_range([x['speedup'] for x in o['lines']], '.2f')}x): {o['text']}"
         out.append(text + ".")
     t = v["try"]
     if t and "command" in t:
@@ -269,17 +293,17 @@ def sentences(v: dict) -> list[str]:
 
 
 def notes(v: dict) -> list[str]:
-    """Lines under the sentences: baselines that agree, greedy mismatches, what did not run."""
+    """The lines between the table and the sentences: baselines that agree, greedy mismatches,
+    what did not run, different acceptance rules."""
     out = []
     groups = v["agreement"]
     for g in groups:
-        if len(groups) == 1 and len(g["runtimes"]) > 1:
-            n = len(g["runtimes"])
+        n = len(g["runtimes"])
+        if len(groups) == 1 and n > 1:
             out.append(f"Greedy baselines: {'both' if n == 2 else f'all {n}'} runtimes give the same tokens on "
                        f"{g['prompts']} prompt{'s' * (g['prompts'] != 1)}.")
-        elif len(g["runtimes"]) > 1:
-            apart = "" if not g["parts_at"] else f"; the others part from them at token {g['parts_at'][0]}" \
-                + (f"-{g['parts_at'][1]}" if g["parts_at"][1] != g["parts_at"][0] else "")
+        elif n > 1:
+            apart = "" if not g["parts_at"] else f" (the others part at token {_range(list(g['parts_at']), 'd')})"
             out.append(f"Same greedy tokens on all {g['prompts']} prompts: {', '.join(g['runtimes'])}{apart}.")
     alone = [g["runtimes"][0] for g in groups if len(g["runtimes"]) == 1]
     if alone and len(groups) > 1:
@@ -288,12 +312,14 @@ def notes(v: dict) -> list[str]:
         if m["bugs"]:
             out.append(f"SUSPECTED BUG in {m['runtime']}: {m['bugs']} greedy output(s) left the baseline where numerics "
                        "cannot explain it (the rows' `mismatch` field).")
-    flips = [m for m in v["mismatches"] if m["flips"] or m["unexplained"]]
+    flips = [m for m in v["mismatches"] if m["flips"]]
     if flips:
-        out.append("Greedy outputs that left their own baseline: " + "; ".join(
-            m["runtime"] + " " + ", ".join(f"{n} {what}" for n, what in ((m["flips"], "near-tie flips"),
-                                                                         (m["unexplained"], "without evidence")) if n)
-            for m in flips) + " (the report has the evidence).")
+        out.append("Near-tie flips of greedy outputs (numerics of batched passes; evidence in the report): "
+                   + ", ".join(f"{m['runtime']} {m['flips']}" for m in flips) + ".")
+    blind = [m for m in v["mismatches"] if m["unexplained"]]
+    if blind:
+        out.append("Greedy outputs that left their baseline, without evidence: "
+                   + ", ".join(f"{m['runtime']} {m['unexplained']}" for m in blind) + ".")
     skipped = [s["runtime"] for s in v["skipped"] if s["skipped"]]
     if skipped:
         out.append(f"Skipped: {', '.join(dict.fromkeys(skipped))} (reasons in the report).")
@@ -309,8 +335,10 @@ def cut(s: str, width: int) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
-COLUMNS = [("device", "device", 7, ""), ("gamma", "g", 3, "d"), ("base", "base tok/s", 11, ".1f"),
-           ("spec", "spec tok/s", 11, ".1f"), ("speedup", "speedup", 8, ".2fx"), ("alpha_hat", "alpha", 6, ".2f")]
+# (key, header above, header, width, format): one space between columns
+COLUMNS = [("device", "", "device", 6, ""), ("gamma", "", "g", 2, "d"), ("base", "base", "tok/s", 7, ".1f"),
+           ("spec", "spec", "tok/s", 7, ".1f"), ("speedup", "", "speedup", 7, ".2fx"), ("alpha_hat", "", "alpha", 5, ".2f"),
+           ("tau", "", "tau", 5, ".2f")]
 
 
 def table_rows(v: dict) -> list[dict]:
@@ -322,7 +350,8 @@ def table_rows(v: dict) -> list[dict]:
         extra = tables.settings_label(x, vary)
         out.append({"runtime": x["runtime"] + (f" · {extra}" if extra else ""), "device": _short_device(x.get("device")),
                     "gamma": x.get("gamma"), "base": x.get("base_tokens_per_s"), "spec": x.get("tokens_per_s"),
-                    "speedup": x.get("speedup"), "alpha_hat": x.get("alpha_hat"), "loss": x["loss"]})
+                    "speedup": x.get("speedup"), "alpha_hat": x.get("alpha_hat"),
+                    "tau": (x["expl"] or {}).get("tau_model"), "loss": x["loss"]})
     return out
 
 
@@ -334,30 +363,35 @@ def _fmt(x, spec: str) -> str:
 
 
 def text(v: dict, width: int = WIDTH) -> list[str]:
-    """The console's verdict, every line at most `width` columns."""
+    """The console's verdict, every line at most `width` columns: the table, the notes, then the
+    sentences (last, where a person looks first)."""
     rows = table_rows(v)
     name_w = min(NAME_WIDTH, max([len("runtime")] + [len(r["runtime"]) for r in rows]))
-    out = [cut(f"{'runtime':<{name_w}}" + "".join(f"{h:>{w}}" for _, h, w, _ in COLUMNS) + "  largest loss", width)]
+    above = " " * name_w + "".join(f" {a:>{w}}" for _, a, _, w, _ in COLUMNS)
+    head = f"{'runtime':<{name_w}}" + "".join(f" {h:>{w}}" for _, _, h, w, _ in COLUMNS) + "  largest cost"
+    out = [cut(above.rstrip(), width), cut(head, width)]
     for r in rows:
-        cells = f"{cut(r['runtime'], name_w):<{name_w}}" + "".join(f"{_fmt(r[k], spec):>{w}}" for k, _, w, spec in COLUMNS)
+        cells = f"{cut(r['runtime'], name_w):<{name_w}}" + "".join(f" {_fmt(r[k], spec):>{w}}" for k, _, _, w, spec in COLUMNS)
         out.append(cut(f"{cells}  {r['loss']}", width))
     wrap = textwrap.TextWrapper(width=width, subsequent_indent="  ", break_on_hyphens=False)
-    for s in sentences(v) + notes(v):
+    for s in notes(v) + sentences(v):
         out += wrap.wrap(s)
     return out
 
 
 MD_COLUMNS = [("runtime", "runtime"), ("device", "device"), ("gamma", "gamma"), ("base", "target-only tok/s"),
-              ("spec", "speculative tok/s"), ("speedup", "speedup"), ("alpha_hat", "alpha_hat"), ("loss", "largest loss")]
+              ("spec", "speculative tok/s"), ("speedup", "speedup"), ("alpha_hat", "alpha_hat"), ("tau", "tokens/round"),
+              ("loss", "largest cost")]
 
 
 def markdown(v: dict) -> list[str]:
-    """The report's opening: the same lines as a table, the sentences and the notes."""
-    out = ["| " + " | ".join(h for _, h in MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
+    """The report's opening: the sentences, the same lines as a table, and the notes."""
+    out = [f"- {s}" for s in sentences(v)] + [""]
+    out += ["| " + " | ".join(h for _, h in MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
     for r in table_rows(v):
-        vals = {**r, **{k: _fmt(r[k], spec) for k, _, _, spec in COLUMNS if spec}}
+        vals = {**r, **{k: _fmt(r[k], spec) for k, _, _, _, spec in COLUMNS if spec}}
         out.append("| " + " | ".join(str(vals[k]) or "-" for k, _ in MD_COLUMNS) + " |")
-    return out + [""] + [f"- {s}" for s in sentences(v)] + [f"- {n}" for n in notes(v)]
+    return out + [""] + [f"- {n}" for n in notes(v)]
 
 
 def record(v: dict) -> dict:

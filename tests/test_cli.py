@@ -39,8 +39,9 @@ def test_run_torch_writes_run_json_and_results(tmp_path):
                 "--gamma", "3", "--out", str(out))
     assert r.returncode == 0, r.stderr
     verdict = r.stdout[r.stdout.index("verdict · "):].splitlines()
-    assert verdict[1].split() == ["runtime", "device", "g", "base", "tok/s", "spec", "tok/s", "speedup", "alpha", "largest", "loss"]
-    assert verdict[2].startswith("torch [kernels]") and verdict[2].split()[3] == "3"  # cpu, gamma 3
+    assert verdict[2].split() == ["runtime", "device", "g", "tok/s", "tok/s", "speedup", "alpha", "tau", "largest", "cost"]
+    assert verdict[3].startswith("torch [kernels]") and verdict[3].split()[3] == "3"  # cpu, gamma 3
+    assert any(line.startswith("Fastest here: torch [kernels]") for line in verdict[-6:])  # the last lines say it
     assert "Fastest here: torch [kernels]" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines() if not line.startswith("written to ")) <= 100
     assert (out / "trace.json").is_file() and (out / "report" / "report.html").is_file()
@@ -173,7 +174,7 @@ def test_the_console_names_the_pair_and_keeps_library_chatter_out(tmp_path):
     r = harness("run", "--runtime", "hf,llamacpp", "--pair", "tiny", "--max-new-tokens", "4", "--prompts", "code",
                 "--warmup", "0", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "pair tiny: target 4×64 181K F32 (" in r.stdout
+    assert "verdict · pair tiny: target 4×64 181K F32 (" in r.stdout
     for chatter in ("Loading weights", "[transformers]", "llama_context", "Warning"):
         assert chatter not in r.stderr, chatter
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

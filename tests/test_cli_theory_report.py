@@ -67,7 +67,9 @@ def test_report_command(tmp_path):
     d = synthetic.write_run(tmp_path / "run", synthetic.rows_for("fast", (4,)))
     res = invoke("report", d)
     assert res.exit_code == 0, res.output
-    assert res.output.strip() == f"report: {d / 'report' / 'report.md'}"
+    said = res.output.splitlines()
+    assert said[0] == f"report: {d / 'report' / 'report.html'}  (also report.md, trace.json, CSVs, figures)"
+    assert "verdict · pair qwen-like" in res.output and said[-2].startswith("Cost model: fast at gamma 1 would give")
     res = invoke("report", d / "results.jsonl", "--out", tmp_path / "elsewhere")
     assert res.exit_code == 0 and (tmp_path / "elsewhere" / "per_position.png").is_file()
 
@@ -92,7 +94,7 @@ def test_run_ends_with_its_report(tmp_path, tiny_pair):
     out = tmp_path / "run"
     res = invoke("run", "--pair", "tiny", "--max-new-tokens", 8, "--warmup", 0, "--prompts", prompts, "--device", "cpu", "--out", out)
     assert res.exit_code == 0, res.output
-    assert f"report: {out / 'report' / 'report.md'}" in res.output
+    assert f"written to {out}/:" in res.output and "report/report.html (the report; also report.md" in res.output
     md = (out / "report" / "report.md").read_text()
     assert "**Fastest: torch [kernels]**" in md and "c_flops for pair tiny" in md
     assert (out / "report" / "phases.png").read_bytes()[:4] == b"\x89PNG"

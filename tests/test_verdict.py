@@ -32,18 +32,25 @@ def test_the_verdict_names_the_fastest_setting_where_it_pays_and_why_it_loses():
     v = verdict.build(by_drafting(_rows()))
     text = verdict.text(v)
     assert max(len(line) for line in text) <= 100
-    table = {line.split()[0] + (" [eagle3]" if "[eagle3]" in line else ""): line.split() for line in text[1:6]}
+    assert text[0].split() == ["base", "spec"]
+    assert text[1].split() == ["runtime", "device", "g", "tok/s", "tok/s", "speedup", "alpha", "tau", "largest", "cost"]
+    table = {line.split()[0] + (" [eagle3]" if "[eagle3]" in line else ""): line.split() for line in text[2:7]}
     assert list(table) == ["paying", "paying [eagle3]", "verifier", "verifier2", "picky"]
     # paying: baseline 10 tokens per (0.14 s wall - 0.02 s prefill); the drafting view shows no baseline of its own
     assert table["paying"][1:3] == ["cpu", "4"] and float(table["paying"][3]) == pytest.approx(83.3, abs=0.05)
     assert table["paying [eagle3]"][2:4] == ["cpu", "4"]  # device, gamma, then the speculative tok/s (no baseline)
-    assert "verify = 4.0 steps" in " ".join(table["verifier"]) and "verify = 5.0 steps" in " ".join(table["verifier2"])
+    assert float(table["paying"][7]) == pytest.approx(5.0)  # tau: every draft accepted, 5 tokens a round
+    assert " ".join(table["verifier"]).endswith("verify = 4.0 steps x0.38")  # (0.8 + 1) / (0.8 + 4)
+    assert " ".join(table["verifier2"]).endswith("verify = 5.0 steps x0.31")
+    # picky's acceptance is low, but tau 1.57 > 1: what makes it lose is a cost (4 draft tokens of 0.2 steps)
+    assert " ".join(table["picky"]).endswith("draft = 0.20 steps/tok x0.56")
+    assert text[-6].startswith("Fastest here:")  # the sentences come last (two lines each here)
     said = "\n".join(verdict.sentences(v) + verdict.notes(v))
     assert "Fastest here: paying [eagle3] at gamma 4" in said
     assert "Speculation pays in paying [eagle3] (" in said and "paying (" in said
     # both verify-bound runtimes lose for the same reason, with the range of their verify cost
     assert "It loses in verifier2, verifier (0.49-0.57x): a verify pass of 5 tokens costs 4.0-5.0 target steps" in said
-    assert "; picky (0.64x) for other reasons" in said and "Greedy outputs that left" not in said
+    assert "; picky (0.64x): a draft token costs 0.20 target steps" in said and "greedy" not in said.split("Greedy baselines")[0]
     assert "Skipped: hf [eagle3]" in said and "Greedy baselines: all 4 runtimes give the same tokens on 2 prompts." in said
 
 
@@ -64,7 +71,7 @@ def test_baselines_that_part_are_grouped_and_a_suspected_bug_is_said():
     spec.update(greedy_match=False, mismatch={"verdict": "suspected bug", "position": 2})
     v = verdict.build(by_drafting(rows))
     said = "\n".join(verdict.notes(v))
-    assert "Same greedy tokens on all 2 prompts: a, b; the others part from them at token 3." in said
+    assert "Same greedy tokens on all 2 prompts: a, b (the others part at token 3)." in said
     assert "Greedy tokens of their own: c" in said
     assert "SUSPECTED BUG in b: 1 greedy output(s)" in said
 
@@ -72,6 +79,6 @@ def test_baselines_that_part_are_grouped_and_a_suspected_bug_is_said():
 def test_long_labels_and_nothing_measured():
     rows = synthetic.rows_for("a-runtime-with-a-very-long-registry-name-indeed")
     text = verdict.text(verdict.build(by_drafting(rows)))
-    assert max(len(line) for line in text) <= 100 and "…" in text[1]
+    assert max(len(line) for line in text) <= 100 and "…" in text[2]
     failed = [dict(r, error="skipped: needs foo") for r in rows]
     assert verdict.sentences(verdict.build(by_drafting(failed))) == ["Nothing was measured successfully."]
