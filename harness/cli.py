@@ -27,7 +27,8 @@ SWEEP_GAMMAS = "1,2,4,6,8"
 DEFAULT_DRAFTERS = "model,eagle3"  # --drafter when every pair has an EAGLE-3 head of its own (the default pair)
 CALIBRATE_GAMMAS = "1,2,4,8"
 CALIBRATE_ALPHAS = "0,0.2,0.4,0.6,0.8,0.9,1"
-VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
+VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress "
+                                                      "bars) and a progress line per generation.")
 
 
 class _Terminated(KeyboardInterrupt):
@@ -208,7 +209,8 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     _check_heads(resolved, drafters)
     cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
-                    concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o))
+                    concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
+                    verbose=o["verbose"])
     rows = run_all(cfg)
     if rows and all(r["error"] for r in rows):  # nothing measured (the runner said why): no table, no report
         errors = out / "errors.log"

@@ -7,6 +7,8 @@ core.metrics.summarize; settings columns appear only when they vary."""
 
 from __future__ import annotations
 
+import textwrap
+
 import click
 
 from core import metrics
@@ -68,7 +70,7 @@ def verdict_lines(rows: list[dict]) -> list[str]:
     v = verdict.build(by_drafting(measured))
     pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in measured)
     head = "verdict · " + "; ".join(f"pair {name}" if name == label else f"pair {name}: {label}" for name, label in pairs)
-    return ["", verdict.cut(head, verdict.WIDTH)] + verdict.text(v)
+    return [""] + textwrap.wrap(head, verdict.WIDTH, subsequent_indent="  ", break_on_hyphens=False) + verdict.text(v)
 
 
 def print_summary(rows: list[dict], table: bool = False) -> None:

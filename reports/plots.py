@@ -240,11 +240,12 @@ def verdict(v: dict, path: Path) -> Optional[Path]:
     bars = []  # (label, tok/s, color, annotation)
     for x in v["lines"]:
         if x.get("base_tokens_per_s") is not None:
-            bars.append((f"{x['runtime_name']} · target only", x["base_tokens_per_s"], "#9e9e9e", ""))
+            bars.append((x["name"].replace(x["runtime"], x["runtime_name"], 1) + " · target only", x["base_tokens_per_s"],
+                         "#9e9e9e", ""))
         if x.get("tokens_per_s") is not None and x.get("mode") == "speculative":
             pays = (x.get("speedup") or 0) > 1
             note = ("-" if x.get("speedup") is None else f"{x['speedup']:.2f}x") + f" · {x['loss']}"
-            bars.append((f"{x['runtime']} · γ={x['gamma']}", x["tokens_per_s"], "#59b36b" if pays else "#c04c4c", note))
+            bars.append((f"{x['name']} · γ={x['gamma']}", x["tokens_per_s"], "#59b36b" if pays else "#c04c4c", note))
     if not bars:
         return None
     top = max(b[1] for b in bars)

@@ -134,6 +134,9 @@ def build(rows: list[dict]) -> dict:
     "mismatches", "skipped", "rules"}; text() and markdown() put them in words."""
     one = [r for r in rows if (r.get("concurrency") or 1) == 1 and not r.get("synthetic")]
     cells = tables.cells(one)
+    vary = [k for k in tables.varying(cells) if k not in ("device", "dtype")]
+    for c in cells:  # how the verdict names a cell: its runtime and whatever settings vary
+        c["name"] = " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary)) if x)
     expls = {(_key(e), e["gamma"]): e for e in explain.explain(one)}
     best: dict[tuple, dict] = {}  # per runtime and drafting under one set of settings: the fastest gamma
     for c in cells:
@@ -155,7 +158,17 @@ def build(rows: list[dict]) -> dict:
     loses = sorted((x for x in spec if x["speedup"] <= PAYS), key=lambda x: x["speedup"])
     return {"lines": lines, "fastest": fastest, "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]),
             "loses": loses, "reason": _reason(loses), "try": _try(lines), "agreement": agreement_groups(one),
-            "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": tables.verify_rules(one)}
+            "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one)}
+
+
+def _rules(rows: list[dict]) -> list[str]:
+    """The acceptance rules of runtimes sampling at the same temperature, where they differ (greedy
+    rows all use one rule; a sampled row beside a greedy one is no difference)."""
+    by_t: dict = {}
+    for r in rows:
+        if r.get("temperature"):
+            by_t.setdefault(r["temperature"], []).append(r)
+    return max((tables.verify_rules(rs) for rs in by_t.values()), key=len, default=[])
 
 
 def _reason(loses: list[dict]) -> Optional[dict]:
@@ -190,14 +203,14 @@ def _try(lines: list[dict]) -> Optional[dict]:
     if better:
         x = max(better, key=lambda x: x["expl"]["what_if"]["run_speedup_best"])
         w = x["expl"]["what_if"]
-        return {"label": x["runtime"], "gamma": x["gamma"], "best_gamma": w["best_gamma"], "predicted": w["run_speedup_best"],
+        return {"label": x["name"], "gamma": x["gamma"], "best_gamma": w["best_gamma"], "predicted": w["run_speedup_best"],
                 "measured": x["speedup"], "command": _command(x, w["best_gamma"])}
     if cands and all(x["speedup"] <= PAYS for x in cands):
         need = [(x["expl"]["what_if"]["breakeven_alpha_any_gamma"], x) for x in cands]
         reachable = [(b, x) for b, x in need if b is not None]
         if reachable:
             b, x = min(reachable, key=lambda t: t[0])
-            return {"label": x["runtime"], "breakeven_alpha": b, "alpha_hat": x["alpha_hat"]}
+            return {"label": x["name"], "breakeven_alpha": b, "alpha_hat": x["alpha_hat"]}
     return None
 
 
@@ -254,10 +267,10 @@ def _names(xs: list[str], most: int = 4) -> str:
 
 def _fastest(f: dict) -> str:
     if f["mode"] == "baseline":
-        return f"Fastest here: {f['runtime']} without speculation, {f['tokens_per_s']:.1f} tok/s."
-    return (f"Fastest here: {f['runtime']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s "
+        return f"Fastest here: {f['name']} without speculation, {f['tokens_per_s']:.1f} tok/s."
+    return (f"Fastest here: {f['name']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s "
             f"({f['speedup']:.2f}x its own baseline)." if f.get("speedup") is not None
-            else f"Fastest here: {f['runtime']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s.")
+            else f"Fastest here: {f['name']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s.")
 
 
 def sentences(v: dict) -> list[str]:
@@ -269,18 +282,18 @@ def sentences(v: dict) -> list[str]:
     pays = v["pays"]
     head = _fastest(v["fastest"])
     if pays:
-        head += " Speculation pays in " + _names([f"{x['runtime']} ({x['speedup']:.2f}x)" for x in pays], 3) + "."
+        head += " Speculation pays in " + _names([f"{x['name']} ({x['speedup']:.2f}x)" for x in pays], 3) + "."
     elif v["loses"]:
         best = max(v["loses"], key=lambda x: x["speedup"])
-        head += f" Speculation pays nowhere here (best {best['runtime']}, {best['speedup']:.2f}x)."
+        head += f" Speculation pays nowhere here (best {best['name']}, {best['speedup']:.2f}x)."
     out.append(head)
     if v["loses"]:
         r = v["reason"]
         mine = r["lines"] if r else v["loses"]
-        text = f"It loses in {_names([x['runtime'] for x in mine], 4)} ({_range([x['speedup'] for x in mine], '.2f')}x)"
+        text = f"It loses in {_names([x['name'] for x in mine], 4)} ({_range([x['speedup'] for x in mine], '.2f')}x)"
         text += f": {r['text']}" if r else ""
         for o in (r["others"] if r else [])[:2]:
-            text += f"; {_names([x['runtime'] for x in o['lines']], 2)} ({_range([x['speedup'] for x in o['lines']], '.2f')}x): {o['text']}"
+            text += f"; {_names([x['name'] for x in o['lines']], 2)} ({_range([x['speedup'] for x in o['lines']], '.2f')}x): {o['text']}"
         out.append(text + ".")
     t = v["try"]
     if t and "command" in t:
@@ -343,12 +356,9 @@ COLUMNS = [("device", "", "device", 6, ""), ("gamma", "", "g", 2, "d"), ("base",
 
 def table_rows(v: dict) -> list[dict]:
     """The lines as plain values: runtime (with whatever settings vary), device, gamma, tok/s, ..."""
-    lines = v["lines"]
-    vary = [k for k in tables.varying(lines) if k not in ("device", "dtype")]
     out = []
-    for x in lines:
-        extra = tables.settings_label(x, vary)
-        out.append({"runtime": x["runtime"] + (f" · {extra}" if extra else ""), "device": _short_device(x.get("device")),
+    for x in v["lines"]:
+        out.append({"runtime": x["name"], "device": _short_device(x.get("device")),
                     "gamma": x.get("gamma"), "base": x.get("base_tokens_per_s"), "spec": x.get("tokens_per_s"),
                     "speedup": x.get("speedup"), "alpha_hat": x.get("alpha_hat"),
                     "tau": (x["expl"] or {}).get("tau_model"), "loss": x["loss"]})
@@ -379,8 +389,8 @@ def text(v: dict, width: int = WIDTH) -> list[str]:
     return out
 
 
-MD_COLUMNS = [("runtime", "runtime"), ("device", "device"), ("gamma", "gamma"), ("base", "target-only tok/s"),
-              ("spec", "speculative tok/s"), ("speedup", "speedup"), ("alpha_hat", "alpha_hat"), ("tau", "tokens/round"),
+MD_COLUMNS = [("runtime", "runtime"), ("device", "device"), ("gamma", "gamma"), ("base", "base tok/s"),
+              ("spec", "spec tok/s"), ("speedup", "speedup"), ("alpha_hat", "alpha_hat"), ("tau", "tau"),
               ("loss", "largest cost")]
 
 
