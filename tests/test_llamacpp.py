@@ -271,3 +271,20 @@ def test_speculative_sampling_keeps_the_target_distribution(llama_rt):
     exp = exp / exp.sum() * n
     assert exp.min() > 5, exp
     assert chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_gpu_layers_default_follows_the_build_and_rows_say_the_device(llama_rt, tiny_gguf):
+    """--n-gpu-layers unset: every layer where this llama.cpp build offloads, else 0; a value given
+    is kept; the runtime's device (run.json, rows, verdict) says where the layers ran."""
+    import llama_cpp
+
+    from core.config import RuntimeSettings
+    from runtimes import llama_common as lc
+
+    offloads = bool(llama_cpp.llama_supports_gpu_offload())
+    assert lc.gpu_layers(RuntimeSettings()) == (-1 if offloads else 0)
+    assert lc.gpu_layers(RuntimeSettings(n_gpu_layers=0)) == 0 and lc.gpu_layers(RuntimeSettings(n_gpu_layers=7)) == 7
+    desc = lc.describe_files((tiny_gguf.target_gguf,), RuntimeSettings())
+    assert desc["device"] == ("gpu (all layers)" if offloads else "cpu")
+    assert lc.describe_files((tiny_gguf.target_gguf,), RuntimeSettings(n_gpu_layers=0))["device"] == "cpu"
+    assert llama_rt.describe()["device"] == ("gpu (all layers)" if offloads else "cpu")
