@@ -124,16 +124,10 @@ class RunConfig:
         return self.n_runtimes() * len(self.pairs) * len(self.prompts) * per_prompt
 
 
-LOG_WIDTH = 100  # the console's columns: longer progress lines wrap, indented
-
-
 def _log(msg: str) -> None:
-    import textwrap
-
     from tqdm import tqdm
 
-    tqdm.write("\n".join(textwrap.wrap(msg, LOG_WIDTH, subsequent_indent="    ", break_on_hyphens=False,
-                                       break_long_words=False)) or msg, file=sys.stderr)
+    tqdm.write(msg, file=sys.stderr)
 
 
 def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
