@@ -176,6 +176,7 @@ class Runner:
         self.rows = existing
         self.done = {row_key(r): r for r in existing if not r.get("error")}
         self.labels = {p.name: label_of(p) for p in cfg.pairs}
+        self.checkers: dict = {}  # pair name -> runtimes.expected.Checker, loaded at its first speculative row
         self.info = {
             "config": {
                 "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]),
@@ -219,6 +220,7 @@ class Runner:
         finally:
             for rt in self.early.values():
                 rt.close()
+            self.checkers.clear()
             self.bar.close()
             self.writer.close()
         return self.rows
@@ -618,6 +620,7 @@ class Runner:
                            itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9))
                 row["extra"] = {**(row.get("extra") or {}), "cell": {"wall_s": cell.wall_s, "client_cpu_s": cell.client_cpu_s,
                                                                       "requests": len(reqs), "concurrency": n}}
+                self._expected(pair, rt, row, encoded[p.id])
             if not spec:
                 bases[(s, maxn, p.id, rep)] = row
             self._emit(row)
@@ -642,7 +645,24 @@ class Runner:
         row = generation_row(pair, rt, name, mode, p, repeat, gen, g, baseline=baseline, **kw)
         if row["greedy_match"] is False:
             row["mismatch"] = self._evidence(rt, ids, baseline["token_ids"], g)
+        self._expected(pair, rt, row, ids)
         return row
+
+    def _expected(self, pair: PairSpec, rt: Runtime, row: dict, ids: list[int]) -> None:
+        """runtimes/expected.py for a speculative row, after its measurement: what its rule should
+        have accepted with these models (the pair loaded in torch once per run); a check that cannot
+        run is noted in the row, never a lost row. Its time is run.json's `acceptance_check_s`."""
+        from runtimes.expected import Checker
+
+        if row["mode"] != "speculative" or row.get("error") or self.cfg.forced:
+            return
+        t = time.perf_counter()
+        try:
+            checker = self.checkers.setdefault(pair.name, Checker(pair))
+            row["expected_acceptance"] = checker.check(row, ids, rt.samples_drafts)
+        except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no expectation
+            row["expected_acceptance"] = {"verdict": "unchecked", "why": _one_line(e)}
+        self.info["acceptance_check_s"] = self.info.get("acceptance_check_s", 0.0) + time.perf_counter() - t
 
     def _evidence(self, rt: Runtime, ids: list[int], base_ids: list[int], g: Generation) -> Optional[dict]:
         """runtimes/evidence.py for a greedy mismatch, after the measurement; a failure here is noted,

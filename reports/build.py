@@ -3,7 +3,7 @@
 Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
 verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
 one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
-drafted.csv (drafted per round), figures.csv (each run
+drafted.csv (drafted per round), acceptance.csv (each cell against what its models predict), figures.csv (each run
 folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
 baselines across runtimes), explain.csv, roofline.csv (each step against this machine's limits,
 roofline.py), report.json (all tables, the verdict, headline, explanations, the roofline and
@@ -118,6 +118,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     measured = [r for r in rows if "runtime_name" not in r]  # each row once (load.by_drafting adds views)
     data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
     data["under_load"] = concurrency.cells(rows, _batched_costs(loaded.sources))
+    data["acceptance"] = markdown.acceptance_records(data["cells"])
     png = concurrency.plot(data["under_load"], out / CONCURRENCY_PNG)
     v = verdict.build(rows)
     if plots.verdict(v, out / markdown.VERDICT_PNG) is not None:
@@ -128,10 +129,11 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
                                                      data["figures"], data["mismatches"], data["agreement"],
                                                      _roofline_lines(roof),
                                                      concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG),
-                                                     verdict.markdown(v), _skipped(v)))
+                                                     verdict.markdown(v), _skipped(v), data["acceptance"]))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
-                      ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv")):
+                      ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv"),
+                      ("acceptance", "acceptance.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"verdict": verdict.record(v), "headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
            **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons,

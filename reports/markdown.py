@@ -160,6 +160,27 @@ AGREEMENT_COLS = [("prompt", "prompt", "s"), ("a", "runtime A", "s"), ("b", "run
                   ("position", "first different token", ""), ("token_a", "A chose", ""), ("margin_a", "A's top-2 margin", ".3f"),
                   ("token_b", "B chose", ""), ("margin_b", "B's top-2 margin", ".3f")]
 SKIPPED_COLS = [("runtime", "runtime", "s"), ("what", "", "s"), ("reason", "reason", "s")]
+MODELS_COLS = [("label", "cell", "s"), ("rule", "rule", "s"), ("source", "draft", "s"), ("tested", "tested drafts", ""),
+               ("alpha", "alpha_hat", ".3f"), ("alpha_expected", "the models' alpha", ".3f"),
+               ("interval", "expected interval", "s"), ("verdict", "verdict", "s")]
+MODELS_TEXT = (
+    "What each cell should have accepted with its models and its verification rule: every tested draft position "
+    "(the accepted drafts of each round and its first rejected one) teacher-forced through the pair in torch float32 "
+    "on the row's own tokens, its acceptance probability from the rule (greedy-match: the argmaxes agree; leviathan: "
+    "sum min(p, q); sample-match: p of the draft's argmax, or sum p q where the draft is sampled) at the row's "
+    "temperature, top-p and top-k. The accepted count minus the expected one has mean 0 and variance sum a(1 - a) "
+    "whatever the rounds' stopping; the interval is 3.3 standard deviations, plus one for each greedy test within "
+    "0.25 logits of a tie. Outside it, the runtime accepts otherwise than its models and rule predict: not the models.")
+
+
+def acceptance_records(cells: list[dict]) -> list[dict]:
+    """A record per speculative cell whose rows were checked against the models (runtimes/expected.py)."""
+    out = []
+    for c in cells:
+        chk = c.get("acceptance_check")
+        if c["mode"] == "speculative" and chk:
+            out.append({"label": c["label"], **chk, "interval": f"{chk['alpha_lo']:.2f}-{chk['alpha_hi']:.2f}"})
+    return out
 
 
 def _phase_texts(cells: list[dict]) -> list[dict]:
@@ -178,11 +199,13 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
              explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None,
              mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
              roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None,
-             verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None) -> str:
+             verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None,
+             acceptance: Optional[list[dict]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `verdict` is
     reports/verdict.markdown's lines (the report opens with it and verdict.png), `explain`
     explain_section's, `roofline` roofline_section's; `figures` (reports/figures.py) get a section
-    when several run folders are read; `skipped` lists what did not run, never as table rows."""
+    when several run folders are read; `skipped` lists what did not run, never as table rows;
+    `acceptance` (acceptance_records) sets each cell against what its models predict."""
     out = ["# Speculative decoding report", ""]
     pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
     out += [f"**Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
@@ -197,6 +220,8 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
             "(e.g. `torch [eagle3]`) is set against its runtime's baseline, listed once.", ""]
     if spec:
         out += ["## Acceptance", ""] + md_table(spec, ACCEPTANCE_COLS) + [""]
+        if acceptance:
+            out += ["## Acceptance against the models", "", MODELS_TEXT, ""] + md_table(acceptance, MODELS_COLS) + [""]
         out += ["## Ceiling", ""] + md_table(spec, CEILING_COLS) + [""]
         out += ["alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "
                 "E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)) at alpha_hat, with c from FLOPs per token and with c "

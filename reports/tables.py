@@ -87,7 +87,16 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     cell["draft_policy"] = first.get("draft_policy") if spec else None
     cell["torch_forward"] = first.get("torch_forward")
     cell["runtime_name"] = first.get("runtime_name") or first["runtime"]  # whose baseline (reports.load.by_drafting)
+    cell["acceptance_check"] = pooled_check(spec) if spec else None
     return cell
+
+
+def pooled_check(spec: list[dict]) -> Optional[dict]:
+    """The cell's acceptance against what its models predict: its rows' `expected_acceptance`
+    (runtimes/expected.py) pooled; None where no row was checked."""
+    from core.acceptance import pooled
+
+    return pooled([r.get("expected_acceptance") for r in spec])
 
 
 def cell_groups(rows: list[dict]) -> list[tuple[list[dict], list[dict], Optional[int]]]:

@@ -156,7 +156,9 @@ def build(rows: list[dict]) -> dict:
     spec = [x for x in lines if x.get("speedup") is not None]
     fastest = max((c for c in cells if c["tokens_per_s"] is not None), key=lambda c: c["tokens_per_s"], default=None)
     loses = sorted((x for x in spec if x["speedup"] <= PAYS), key=lambda x: x["speedup"])
+    off = [c for c in cells if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")]
     return {"lines": lines, "fastest": fastest, "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]),
+            "off_models": off,
             "loses": loses, "reason": _reason(loses), "try": _try(lines), "agreement": agreement_groups(one),
             "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one)}
 
@@ -321,6 +323,9 @@ def notes(v: dict) -> list[str]:
     alone = [g["runtimes"][0] for g in groups if len(g["runtimes"]) == 1]
     if alone and len(groups) > 1:
         out.append(f"Greedy tokens of their own: {', '.join(alone)} (near ties between runtimes: see the report).")
+    for c in v["off_models"]:
+        out.append(f"ACCEPTANCE NOT THE MODELS' in {c['name']}{_at_gamma(c)}: "
+                   + off_models_words(c["acceptance_check"]))
     for m in v["mismatches"]:
         if m["bugs"]:
             out.append(f"SUSPECTED BUG in {m['runtime']}: {m['bugs']} greedy output(s) left the baseline where numerics "
@@ -342,6 +347,18 @@ def notes(v: dict) -> list[str]:
     if len(v["rules"]) > 1:
         out.append(f"The runtimes accept drafts by different rules ({', '.join(v['rules'])}): their alpha_hat differ in meaning.")
     return out
+
+
+def _at_gamma(c: dict) -> str:
+    return "" if c.get("gamma") is None else f" at gamma {c['gamma']}"
+
+
+def off_models_words(chk: dict) -> str:
+    """A cell's pooled acceptance check in words: what it accepted, what its models predict for its
+    rule, and that the difference is not the models'."""
+    return (f"alpha_hat {chk['alpha']:.2f} over {chk['tested']} tested drafts, where {chk['source']} and the target "
+            f"predict {chk['alpha_lo']:.2f}-{chk['alpha_hi']:.2f} for its rule ({chk['rule']}): not the models "
+            "(the rows' `expected_acceptance`).")
 
 
 def cut(s: str, width: int) -> str:

@@ -51,6 +51,9 @@ class Runtime(ABC):
     policies: tuple[str, ...] = ("fixed",)
     forces: bool = False  # forced acceptance (harness calibrate)
     serves_concurrently: bool = False  # --concurrency above 1 (a server runtime)
+    # True where a sampled draft token is drawn from the draft's distribution rather than taken as its
+    # argmax, for the `sample-match` rule's expected acceptance (runtimes/expected.py)
+    samples_drafts: bool = False
     # The forwards a runtime can run its models through (--torch-forward; torch: kernels, eager):
     # the runner measures each one asked for as a runtime of its own, "NAME [FORWARD]".
     forwards: tuple[str, ...] = ()

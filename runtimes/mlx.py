@@ -301,7 +301,7 @@ def _dtype(name: str, device):
 
 class MlxRuntime(TokenizerText, Runtime):
     name = "mlx"
-
+    samples_drafts = True  # mlx-lm draws each draft token with the same sampler as the target
     def load(self, pair: PairSpec) -> None:
         from transformers import AutoConfig
 

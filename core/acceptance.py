@@ -1,0 +1,124 @@
+"""Whether a speculative row's acceptance is its models' and its rule's: the arithmetic.
+
+Each tested draft position t of a row (the accepted drafts of each round and its first rejected
+one, `tested_positions`) has an acceptance probability a_t fixed by its context and the row's
+verification rule (`verify_rule`) at its temperature, top-p and top-k (core.sampling's transform):
+
+    greedy-match   1 if the draft's argmax is the target's, else 0
+    leviathan      sum_x min(p(x), q(x))            (Algorithm 1's ratio test)
+    sample-match   p(argmax q)                      a greedy draft (llama.cpp, vLLM)
+                   sum_x p(x) q(x)                  a sampled draft (mlx-lm)
+
+Prompt lookup's q is a point mass at its proposal. The accepted count minus the sum of a_t over
+the tested positions is a martingale (each a_t is fixed before its test), so it has mean 0 and
+variance sum a_t (1 - a_t) however the rounds stop: the interval is the expected count +- Z
+standard deviations, widened by one for every greedy test within TIE logits of a tie (another
+runtime's numerics, a quantized kernel, may break it the other way). `Tally` sums a row and pools
+a cell; its record is a row's `expected_acceptance`. runtimes/expected.py computes the a_t from
+the models; reports/ read the records. What it does not do: run a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from core import sampling
+from core.config import SamplingParams
+
+Z = 3.3  # standard deviations: two-sided, about 1e-3 of honest rows flagged
+TIE = 0.25  # logits: a greedy test this close to a tie may go either way in another runtime's numerics
+RULES = ("greedy-match", "leviathan", "sample-match")
+
+
+@dataclass
+class Tally:
+    """Sums over tested draft positions (a row's, or a cell's pooled)."""
+
+    tested: int = 0
+    accepted: int = 0
+    expected: float = 0.0
+    variance: float = 0.0
+    ties: int = 0
+
+    def add(self, a: float, accepted: bool, tie: bool) -> None:
+        self.tested += 1
+        self.accepted += int(accepted)
+        self.expected += a
+        self.variance += a * (1 - a)
+        self.ties += int(tie)
+
+    def merge(self, other: "Tally") -> "Tally":
+        return Tally(self.tested + other.tested, self.accepted + other.accepted, self.expected + other.expected,
+                     self.variance + other.variance, self.ties + other.ties)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The interval of the accepted count."""
+        half = Z * math.sqrt(self.variance) + self.ties + 0.5  # + a half: the count is whole
+        return max(0.0, self.expected - half), min(float(self.tested), self.expected + half)
+
+    def record(self, rule: str, source: str) -> dict:
+        lo, hi = self.bounds
+        n = max(self.tested, 1)
+        verdict = "below" if self.accepted < lo else "above" if self.accepted > hi else "within"
+        return {"rule": rule, "source": source, "tested": self.tested, "accepted": self.accepted,
+                "expected": round(self.expected, 4), "variance": round(self.variance, 4), "ties": self.ties,
+                "lo": round(lo, 3), "hi": round(hi, 3), "alpha": round(self.accepted / n, 4),
+                "alpha_expected": round(self.expected / n, 4), "alpha_lo": round(lo / n, 4), "alpha_hi": round(hi / n, 4),
+                "verdict": verdict}
+
+    @classmethod
+    def of(cls, rec: dict) -> "Tally":
+        return cls(rec["tested"], rec["accepted"], rec["expected"], rec["variance"], rec["ties"])
+
+
+def _margin(logits: torch.Tensor) -> float:
+    top = logits.float().topk(2).values
+    return float(top[0] - top[1])
+
+
+def tested_positions(rounds: list[dict], known: int):
+    """(round start in generated tokens, drafted in that round, draft position i >= 1, accepted?)
+    of every tested draft: the accepted ones of each round and its first rejected one; `known`
+    generated ids (a server may hold back the last ones)."""
+    c = 0
+    for rd in rounds:
+        d, n = rd["drafted"], rd["accepted"]
+        for i in range(1, min(n + 1, d) + 1):
+            if c + i - 1 < known:
+                yield c, d, i, i <= n
+        c += rd["emitted"]
+
+
+def acceptance(rule: str, p_raw: torch.Tensor, q_raw: Optional[torch.Tensor], x: int, s: SamplingParams,
+                samples_drafts: bool) -> tuple[float, bool]:
+    """(the test's acceptance probability, whether it is a greedy near-tie) at one position: the
+    target's logits [V], the draft's [V] (None: prompt lookup's point mass at x), its proposal x."""
+    if rule == "greedy-match" or s.greedy:
+        tie = _margin(p_raw) < TIE or (q_raw is not None and _margin(q_raw) < TIE)
+        return float(int(p_raw.argmax()) == x), tie
+    p = sampling.probs_from_logits(p_raw[None], s)[0]  # [V]
+    if q_raw is None:  # a point mass: every rule accepts with p(x)
+        return float(p[x]), False
+    if rule == "leviathan":
+        q = sampling.probs_from_logits(q_raw[None], s)[0]
+        return float(torch.minimum(p, q).sum()), False
+    if samples_drafts:
+        q = sampling.probs_from_logits(q_raw[None], s)[0]
+        return float((p * q).sum()), False
+    return float(p[x]), False
+
+
+def pooled(records: list[dict]) -> Optional[dict]:
+    """The tally of several rows' `expected_acceptance` (a cell), None when none was checked."""
+    checked = [r for r in records if r and r.get("verdict") in ("within", "below", "above")]
+    if not checked:
+        return None
+    t = Tally()
+    for r in checked:
+        t = t.merge(Tally.of(r))
+    return t.record(checked[0]["rule"], checked[0]["source"])

@@ -1,0 +1,128 @@
+"""What a speculative row should have accepted, from the models themselves: the check that a
+runtime's acceptance is the models' and its rule's, not a bug (core/acceptance.py holds the rule
+arithmetic and the interval).
+
+For a row, its prompt ids and generated ids are run through the pair in torch (float32,
+transformers' forward, teacher-forced): the target, and the draft model, the EAGLE-3 head (its
+training-time test, which drafts as drafting does, from the round's first position) or prompt
+lookup's own proposals. Each round's tested positions are known from the row's rounds and each
+one's context is the generated sequence up to it, so each test's acceptance probability follows
+from the row's rule. The runner calls `Checker.check` after each speculative generation, outside
+its measurement, and keeps the record in the row (`expected_acceptance`); a row or a pooled cell
+outside its interval is not the models' doing, and reports/verdict.py, the report and explain say so.
+
+What it does not do: measure anything, or check rows of forced acceptance (their rate is the
+forced one), prompt lookup of a library whose proposals ours does not reproduce (said in the row),
+or rows without rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from core.acceptance import RULES, Tally, acceptance, tested_positions
+from core.config import PairSpec, SamplingParams, eagle3_path, parse_drafter
+
+
+@dataclass
+class Checker:
+    """The pair in torch, loaded once, teacher-forcing rows; caches per sequence."""
+
+    pair: PairSpec
+    models: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)
+
+    def _model(self, role: str):
+        from models.loading import load_hf_model
+
+        if role not in self.models:
+            ref = self.pair.target if role == "target" else self.pair.draft
+            self.models[role] = load_hf_model(ref, role, torch.float32, "cpu")
+        return self.models[role]
+
+    def _head(self, folder: str):
+        from models.eagle3 import load_head
+
+        key = ("head", folder)
+        if key not in self.models:
+            t = self._model("target")
+            self.models[key] = load_head(folder, t.get_input_embeddings().weight.detach().float(), t.config)
+        return self.models[key]
+
+    @torch.inference_mode()
+    def _logits(self, role: str, seq: tuple) -> torch.Tensor:
+        """[S, V] logits of a model over the sequence (the target's also keep the hidden states an
+        EAGLE-3 head reads: self.cache[("hidden", seq)])."""
+        key = (role, seq)
+        if key not in self.cache:
+            out = self._model(role)(input_ids=torch.tensor([seq]), output_hidden_states=role == "target")
+            self.cache[key] = out.logits[0].float()
+            if role == "target":
+                self.cache[("hidden", seq)] = out.hidden_states
+        return self.cache[key]
+
+    @torch.inference_mode()
+    def _head_logits(self, folder: str, seq: tuple, steps: int) -> list[torch.Tensor]:
+        """Per drafting step j: the head's logits over the target's vocabulary [S - 1, V] at head
+        index h, predicting the target's distribution at h + j + 1 (models/eagle3_train.ttt_forward,
+        the training-time test, which runs as drafting does)."""
+        from models.eagle3_train import ttt_forward
+
+        key = ("head", folder, seq, steps)
+        if key not in self.cache:
+            head = self._head(folder)
+            self._logits("target", seq)
+            hs = self.cache[("hidden", seq)]
+            feats = torch.stack([hs[i][0] for i in head.cfg.layer_ids], 1).half().float()  # [S, 3, Ht]
+            b = {"tok": torch.tensor([seq]), "feats": feats.flatten(1)[None], "n": torch.tensor([len(seq)])}
+            self.cache[key] = [head.target_logits(dl.float())[0] for dl, _ in ttt_forward(head, b, steps)]
+        return self.cache[key]
+
+    def check(self, row: dict, prompt: list[int], samples_drafts: bool = False) -> Optional[dict]:
+        """The row's `expected_acceptance`: its tally against the models, or None where there is
+        nothing to check (a baseline, an error, forced acceptance, no rounds, an unknown rule)."""
+        rule = row.get("verify_rule")
+        if row.get("mode") != "speculative" or row.get("error") or rule not in RULES or not row.get("rounds") \
+                or row.get("forced_rates") or not row.get("token_ids"):
+            return None
+        s = SamplingParams(row.get("temperature") or 0.0, row.get("top_p") or 1.0, row.get("top_k") or 0)
+        ids = list(row["token_ids"])
+        seq = tuple(prompt + ids)
+        L = len(prompt)
+        kind, n, k = parse_drafter(row.get("drafter") or "model")
+        positions = [x for x in tested_positions(row["rounds"], len(ids)) if L + x[0] + x[2] >= 2]
+        if not positions:
+            return None
+        p_all = self._logits("target", seq)  # [S, V]
+        if kind == "model":
+            q_at = self._logits("draft", seq)
+            source = "the draft model"
+        elif kind == "eagle3":
+            folder = eagle3_path(row["drafter"]) or self.pair.eagle3
+            steps = max(i for _, _, i, _ in positions)
+            head = self._head_logits(folder, seq, steps)
+            source = "the EAGLE-3 head"
+        else:
+            source = "prompt lookup"
+        t = Tally()
+        for c, d, i, ok in positions:
+            at = L + c + i - 2  # the target's logits row that predicts this draft's token
+            p_raw = p_all[at]
+            if kind == "ngram":
+                from runtimes.ngram import lookup
+
+                proposal = lookup(list(seq[:L + c]), n, d)
+                if len(proposal) < i or (ok and proposal[i - 1] != seq[L + c + i - 1]):
+                    return {"rule": rule, "source": source, "verdict": "unchecked",
+                            "why": "this runtime's prompt lookup proposes otherwise than ours"}
+                q_raw = None
+                x = proposal[i - 1]
+            else:
+                q_raw = q_at[at] if kind == "model" else head[i - 1][L + c - 2]
+                x = int(q_raw.argmax())
+            a, tie = acceptance(rule, p_raw, q_raw, x, s, samples_drafts)
+            t.add(a, ok, tie)
+        return t.record(rule, source)
