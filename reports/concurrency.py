@@ -22,6 +22,9 @@ model's prediction beside it.
   (`batched_costs`, the llama.cpp runtimes' batches; a runtime with other weights priced so is
   said to be). `verify_regime` says whether that verify batch still costs about a one-token
   step (memory bound) or grows with its tokens (compute bound).
+- the models' acceptance: each cell's rows checked against what its models predict for its rule
+  (core/acceptance.py), pooled: load must not change acceptance (greedy, a request at N accepts as
+  alone), so a cell outside its interval at some N is flagged there with the measured alpha_hat.
 
 What it does not do: measure (runtimes/load.py, harness/runner.py), or the other sections.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 from typing import Optional
 
 from core import metrics, theory
+from core.acceptance import pooled
 
 MEMORY_BOUND_V = 1.5  # a verify batch below this many one-token passes is still "memory bound"
 
@@ -96,6 +100,7 @@ def _record(key: tuple, rs: list[dict]) -> dict:
             "drafting_share": _drafting_share(rs) if mode == "speculative" else None,
             "drafter": rs[0].get("drafter") if mode == "speculative" else None, "dtype": rs[0].get("dtype"),
             "runtime_name": rs[0].get("runtime_name") or runtime,
+            "acceptance_check": pooled([r.get("expected_acceptance") for r in rs]) if mode == "speculative" else None,
             "speedup_aggregate": None, "speedup_latency": None}
 
 
@@ -156,6 +161,15 @@ def regime_lines(records: list[dict]) -> list[str]:
     return (["", "Under load (reports/concurrency.py):"] + [f"- {line}" for line in out]) if out else []
 
 
+def _models(c: dict) -> str:
+    """What the cell's models predict for its acceptance (core/acceptance.py), flagged where it is outside."""
+    chk = c.get("acceptance_check")
+    if not chk:
+        return "-"
+    span = f"{chk['alpha_lo']:.2f}-{chk['alpha_hi']:.2f}"
+    return span if chk["verdict"] == "within" else f"**{span}: measured {chk['alpha']:.2f}, not the models**"
+
+
 def crossover(points: list[tuple[int, Optional[float]]]) -> Optional[float]:
     """The N where a speedup falls below 1 (linear between the last N >= 1 and the first < 1; the
     first N when it is below 1 already); None when it never does."""
@@ -179,14 +193,14 @@ def markdown(records: list[dict], png: Optional[str]) -> list[str]:
              "latency; predicted: Leviathan's formula with this machine's batched pass costs (v: N x (gamma+1) tokens "
              "over N x 1, c: the draft's N x 1 over the target's), in the share of rounds that drafted (the others "
              "plain steps).", "",
-             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| runtime | gamma | N | tok/s in all | decode tok/s | TTFT s | alpha_hat | the models' alpha |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     f = lambda x, spec=".2f": "-" if x is None else format(x, spec)  # noqa: E731
     shown = [c for c in records if not (c["mode"] == "baseline" and " [" in c["runtime"])]  # a drafting view's copy of its runtime's baseline
     for c in shown:
         lines.append(f"| {c['runtime']} | {c['gamma'] or '-'} | {c['concurrency']} | {f(c['aggregate_tps'], '.1f')} | "
                      f"{f(c['decode_tps_median'], '.1f')} / {f(c['decode_tps_p90'], '.1f')} | "
-                     f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} |")
+                     f"{f(c['ttft_median_s'], '.3f')} / {f(c['ttft_p90_s'], '.3f')} | {f(c['alpha_hat'])} | {_models(c)} |")
     lines += ["", "| runtime | gamma | N | drafting rounds | speedup (throughput) | speedup (latency) | predicted | v | verify batch |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in (c for c in shown if c["mode"] == "speculative"):

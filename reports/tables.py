@@ -211,7 +211,7 @@ def clean(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-_SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok"}
+_SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok", "concurrency": "N={}"}
 
 
 def varying(records: list[dict]) -> list[str]:

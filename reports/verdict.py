@@ -156,7 +156,10 @@ def build(rows: list[dict]) -> dict:
     spec = [x for x in lines if x.get("speedup") is not None]
     fastest = max((c for c in cells if c["tokens_per_s"] is not None), key=lambda c: c["tokens_per_s"], default=None)
     loses = sorted((x for x in spec if x["speedup"] <= PAYS), key=lambda x: x["speedup"])
-    off = [c for c in cells if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")]
+    every = tables.cells([r for r in rows if not r.get("synthetic")])  # under load too: load must not change acceptance
+    vary_all = [k for k in tables.varying(every) if k not in ("device", "dtype")]
+    off = [{**c, "name": " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary_all)) if x)} for c in every
+           if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")]
     return {"lines": lines, "fastest": fastest, "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]),
             "off_models": off,
             "loses": loses, "reason": _reason(loses), "try": _try(lines), "agreement": agreement_groups(one),
