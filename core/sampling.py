@@ -10,6 +10,22 @@ The rule (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023):
   all accepted:          emit the bonus t ~ p_{gamma+1}
 Greedy (temperature 0) is the same rule with one-hot p and q: accept while d_i == argmax p_i;
 the correction is argmax p_i. `accept_greedy` is that special case without building one-hots.
+
+The transform (temperature, then top-k, then top-p) is defined by `_probs_sorted`, a full sort of
+each row; `probs_from_logits` gives the same distribution without one (`nucleus`):
+- top-k: torch.topk(k + 1) is the candidate set itself (the extra one shows a tie at the k-th
+  value; such a row, where top-k keeps every tied token, goes to the reference).
+- top-p without top-k: torch.topk(CANDIDATES) per row, the candidates' mass against the whole row's
+  (one O(V) sum), widened x WIDEN for the rows whose candidates do not settle the nucleus, and the
+  reference for the rows still unsettled at a quarter of the vocabulary (a very flat row).
+- Every row of a call (the verify pass's k + 1) goes through the same batched ops.
+The nucleus is the smallest prefix of the tokens by descending probability whose mass before each
+token is < top_p (at least one token), then every token tied with its least likely token: with
+ties at the boundary the kept set does not depend on how a sort orders equal values (a full sort's
+order of ties is arbitrary; top-k keeps ties the same way). Masses are float64 in both; a boundary
+within EDGE of top_p (a float rounding could decide it) is left to the reference, so both give the
+same support. Tokens are drawn by inversion of the CDF over the nucleus's candidates (one uniform
+per row), not by torch.multinomial over all V ids (1 ms a row on a 2-core Xeon at V = 49 152).
 """
 
 from __future__ import annotations
@@ -20,12 +36,21 @@ import torch
 
 from core.config import SamplingParams
 
+CANDIDATES = 64  # top-p without top-k: the first candidate set per row
+WIDEN = 8  # each retry takes this many times more candidates (64, 512, 4096, then the reference)
+EDGE = 1e-6  # a nucleus boundary closer than this to top_p is decided by the reference
 
-def probs_from_logits(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
-    """[N, V] logits -> [N, V] float32 probabilities after temperature, top-k, top-p.
 
-    Greedy (temperature 0) gives one-hot rows at the argmax.
-    """
+def _probs_sorted(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
+    """The reference transform, a full sort of each row: [N, V] logits -> [N, V] float32
+    probabilities after temperature, top-k, top-p. The fast path (`nucleus`) must equal it; the
+    tests compare them. Greedy (temperature 0) gives one-hot rows at the argmax.
+
+    As the sampler was before `nucleus`, with two choices where it was arbitrary: the masses that
+    decide the nucleus are float64 (float32's error, ~1e-5, could move the boundary token), and
+    the tokens tied with the least likely kept token are kept too (the sort's order of ties is not
+    defined); and the probabilities are normalised in float64 (a float32 softmax of a peaked row
+    drops its many small terms against the large one: 3e-6 off at top-k 5000)."""
     logits = logits.float()
     if s.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
@@ -34,35 +59,164 @@ def probs_from_logits(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
         kth = torch.topk(logits, s.top_k, dim=-1).values[..., -1:]  # [N, 1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if s.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [N, V]
-        cum = sorted_logits.softmax(-1).cumsum(-1)
+        sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)  # [N, V]
+        p = sorted_logits.double().softmax(-1)
         # drop a token when the tokens ranked above it already hold top_p; keep at least one
-        drop_sorted = (cum - sorted_logits.softmax(-1)) >= s.top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits.softmax(-1)
+        drop_sorted = (p.cumsum(-1) - p) >= s.top_p
+        least = sorted_logits.masked_fill(drop_sorted, float("inf")).amin(-1, keepdim=True)  # [N, 1]
+        logits = logits.masked_fill(logits < least, float("-inf"))
+    return _softmax(logits)
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    """Float32 probabilities normalised in float64 (rows [N, K])."""
+    return x.double().softmax(-1).float()
+
+
+class Nucleus:
+    """Rows of a sampling distribution: ids [N, K] (None: every id, in order) and their float32
+    probabilities [N, K], zero outside each row's support (`nucleus`'s result)."""
+
+    __slots__ = ("ids", "probs", "vocab")
+
+    def __init__(self, ids: Optional[torch.Tensor], probs: torch.Tensor, vocab: int):
+        self.ids, self.probs, self.vocab = ids, probs, vocab
+
+    def dense(self) -> torch.Tensor:
+        """-> [N, V] probabilities (what the accept rule and the residual take)."""
+        if self.ids is None:
+            return self.probs
+        out = torch.zeros(self.probs.shape[0], self.vocab, dtype=self.probs.dtype, device=self.probs.device)
+        return out.scatter_add_(1, self.ids, self.probs)  # add: padded columns (prob 0) may repeat an id
+
+    def sample(self, generator: Optional[torch.Generator]) -> torch.Tensor:
+        """-> [N] token ids, one draw per row."""
+        j = _draw(self.probs, generator)
+        return j if self.ids is None else self.ids.gather(1, j[:, None]).squeeze(1)
+
+
+def _draw(weights: torch.Tensor, generator: Optional[torch.Generator]) -> torch.Tensor:
+    """[N, K] non-negative weights (each row's sum > 0, not necessarily 1) -> [N] column indices,
+    column j with probability weights[j] / sum, by inverting the float64 CDF with one uniform per
+    row. u is in (0, total], and the first column whose CDF reaches u is one where the CDF rises,
+    so a zero weight is never drawn."""
+    cdf = weights.double().cumsum(-1)  # [N, K]
+    r = torch.rand(weights.shape[0], 1, dtype=torch.float64, generator=generator).to(cdf.device)
+    u = (1.0 - r) * cdf[:, -1:]  # [N, 1] in (0, total]
+    return torch.searchsorted(cdf, u).squeeze(1).clamp_max_(weights.shape[1] - 1)
+
+
+def _settle(vals: torch.Tensor, total: Optional[torch.Tensor], top_p: float, complete: bool):
+    """The nucleus among candidates vals [r, K] (descending; vals[:, 0] is the row's largest).
+    total [r, 1]: the whole row's sum of exp(x - max), float64 (None: the candidates are the whole
+    support, as after top-k). -> (keep [r, K], settled [r], edge [r]): settled when every token of
+    the row at least as likely as the least likely kept one is a candidate, edge when a float
+    rounding could move the boundary (the row goes to the reference)."""
+    v = vals.double()
+    w = (v - v[:, :1]).exp_()  # [r, K]
+    p = w / (w.sum(-1, keepdim=True) if total is None else total)
+    before = p.cumsum(-1) - p  # the mass ranked above each candidate
+    n = (before < top_p).sum(-1, keepdim=True)  # [r, 1], >= 1: before[:, 0] is 0 < top_p
+    least = vals.gather(1, n - 1)  # [r, 1] the least likely kept value
+    keep = vals >= least  # the prefix and every candidate tied with its last
+    K = vals.shape[1]
+    after = before.gather(1, n.clamp_max(K - 1))  # the first dropped candidate's mass before (n < K)
+    edge = (before.gather(1, n - 1) >= top_p - EDGE) | ((n < K) & (after <= top_p + EDGE))
+    settled = torch.ones_like(edge) if complete else least > vals[:, -1:]
+    return keep, settled.squeeze(1), edge.squeeze(1)
+
+
+def nucleus(logits: torch.Tensor, s: SamplingParams) -> Nucleus:
+    """[N, V] logits -> the sampling distribution of each row (temperature, top-k, top-p; not
+    greedy), equal to _probs_sorted's without sorting the vocabulary (the module docstring)."""
+    x = logits.float() / s.temperature  # [N, V]
+    N, V = x.shape
+    k = s.top_k if 0 < s.top_k < V else 0
+    if not k and s.top_p >= 1.0:
+        return Nucleus(None, _softmax(x), V)
+    parts = []  # (rows [r], ids [r, K], probs [r, K]) settled by candidates
+    refer = torch.zeros(N, dtype=torch.bool, device=x.device)  # rows the reference decides
+    if k:
+        vals, ids = torch.topk(x, k + 1, dim=-1) if k + 1 <= V else torch.topk(x, k, dim=-1)
+        if vals.shape[1] > k:
+            refer |= vals[:, k] == vals[:, k - 1]  # a tie at the k-th value: top-k keeps them all
+            vals, ids = vals[:, :k], ids[:, :k]
+        keep = torch.ones_like(vals, dtype=torch.bool)
+        if s.top_p < 1.0:
+            keep, _, edge = _settle(vals, None, s.top_p, complete=True)
+            refer |= edge
+        parts.append((torch.arange(N, device=x.device), ids, _softmax(vals.masked_fill(~keep, float("-inf")))))
+    else:
+        vals, ids = torch.topk(x, min(CANDIDATES, V), dim=-1)
+        total = (x - vals[:, :1]).exp_().sum(-1, keepdim=True, dtype=torch.float64)  # [N, 1]
+        rows, K = torch.arange(N, device=x.device), vals.shape[1]
+        while True:
+            keep, settled, edge = _settle(vals, total, s.top_p, complete=K >= V)
+            refer[rows] |= edge
+            done = settled & ~edge
+            if bool(done.all()):
+                parts.append((rows, ids, _softmax(vals.masked_fill(~keep, float("-inf")))))
+                break
+            if bool(done.any()):
+                parts.append((rows[done], ids[done], _softmax(vals[done].masked_fill(~keep[done], float("-inf")))))
+            wider = ~settled & ~edge
+            if not bool(wider.any()):
+                break
+            K *= WIDEN
+            if K > V // 4:  # a flat row: its full sort is as cheap
+                refer[rows[wider]] = True
+                break
+            rows, total = rows[wider], total[wider]
+            vals, ids = torch.topk(x[rows], K, dim=-1)
+    if not bool(refer.any()) and len(parts) == 1 and parts[0][0].shape[0] == N:
+        return Nucleus(parts[0][1], parts[0][2], V)
+    if not bool(refer.any()):  # rows settled at different widths: pad to the widest (prob 0)
+        K = max(p[1].shape[1] for p in parts)
+        ids = torch.zeros(N, K, dtype=torch.long, device=x.device)
+        probs = torch.zeros(N, K, device=x.device)
+        for rows, i, pr in parts:
+            ids[rows, : i.shape[1]], probs[rows, : i.shape[1]] = i, pr
+        return Nucleus(ids, probs, V)
+    dense = torch.zeros(N, V, device=x.device)
+    for rows, i, pr in parts:
+        dense[rows] = torch.zeros(rows.shape[0], V, device=x.device).scatter_(1, i, pr)
+    ref = refer.nonzero().squeeze(1)
+    dense[ref] = _probs_sorted(logits[ref], s)
+    return Nucleus(None, dense, V)
+
+
+def probs_from_logits(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
+    """[N, V] logits -> [N, V] float32 probabilities after temperature, top-k, top-p (the same
+    distribution as _probs_sorted, without sorting the vocabulary: `nucleus`).
+
+    Greedy (temperature 0) gives one-hot rows at the argmax.
+    """
+    if s.greedy:
+        logits = logits.float()
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    return nucleus(logits, s).dense()
 
 
 def sample(probs: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> torch.Tensor:
     """[N, V] probabilities -> [N] token ids (argmax when greedy)."""
     if s.greedy:
         return probs.argmax(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _draw(probs, generator)
 
 
 def next_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> int:
     """[V] logits -> one token id (the target-only baseline step)."""
     if s.greedy:
         return int(logits.argmax())
-    return int(sample(probs_from_logits(logits[None], s), s, generator)[0])
+    return int(nucleus(logits[None], s).sample(generator)[0])
 
 
 def draft_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> tuple[int, Optional[torch.Tensor]]:
     """One draft position: [1, V] logits -> (token, q [1, V] it was sampled from; None when greedy)."""
     if s.greedy:
         return int(logits[0].argmax()), None
-    q = probs_from_logits(logits.cpu(), s)  # [1, V]
-    return int(sample(q, s, generator)[0]), q
+    nuc = nucleus(logits.cpu(), s)
+    return int(nuc.sample(generator)[0]), nuc.dense()
 
 
 def top1_prob(logits: torch.Tensor, q: Optional[torch.Tensor]) -> float:
@@ -97,10 +251,10 @@ def accept_sampled(
     if not rejected.numel():
         return g, int(sample(p[g:], s, generator)[0])  # all accepted: bonus from the last row
     k = int(rejected[0])
-    residual = (p[k] - q[k]).clamp_min(0)  # [V]
-    if residual.sum() <= 0:  # p == q up to rounding: the residual is undefined, p itself is exact
+    residual = (p[k] - q[k]).clamp_min_(0)  # [V], drawn from unnormalised
+    if not residual.sum() > 0:  # p == q up to rounding: the residual is undefined, p itself is exact
         residual = p[k]
-    return k, int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+    return k, int(_draw(residual[None], generator)[0])
 
 
 def forced(rates: tuple[float, ...]):

@@ -1,0 +1,249 @@
+"""The sampler's fast path (core.sampling.nucleus: top-k candidates, widened for top-p) against
+the sort-based reference (_probs_sorted): the same support and probabilities within 1e-6 on
+many rows; the reference against the sampler as it was before (a full float32 sort); the draws."""
+
+import itertools
+
+import pytest
+import torch
+
+from core import sampling
+from core.config import SamplingParams
+
+V = 49152  # SmolLM2's vocabulary
+TEMPERATURES = (0.3, 0.7, 1.5)
+TOP_PS = (0.5, 0.9, 0.99, 1.0)
+TOP_KS = (0, 1, 20, 5000)
+
+
+def lm_rows(vocab: int, seed: int) -> torch.Tensor:
+    """[9, vocab] logit rows: Zipf-like (an LM's shape, flat to peaked), with ties, flat, peaked,
+    and with -inf entries (a draft vocabulary placed in the target's, as EAGLE-3's head is)."""
+    g = torch.Generator().manual_seed(seed)
+    ranks = torch.arange(1, vocab + 1, dtype=torch.float32)
+    rows = []
+    for scale in (0.5, 1.0, 2.0, 3.3):
+        row = -scale * ranks.log() + torch.randn(vocab, generator=g) * 0.5
+        rows.append(row[torch.randperm(vocab, generator=g)])
+    rows.append(torch.randint(0, 6, (vocab,), generator=g).float())  # ties everywhere, at every boundary
+    rows.append((-1.0 * ranks.log()).round()[torch.randperm(vocab, generator=g)])  # Zipf-like, ties in the tail
+    rows.append(torch.randn(vocab, generator=g) * 0.01)  # flat: the nucleus is most of the vocabulary
+    peaked = torch.randn(vocab, generator=g)
+    peaked[int(torch.randint(vocab, (1,), generator=g))] += 30.0
+    rows.append(peaked)
+    masked = -1.5 * ranks.log() + torch.randn(vocab, generator=g)
+    masked[torch.rand(vocab, generator=g) < 0.3] = float("-inf")
+    rows.append(masked[torch.randperm(vocab, generator=g)])
+    return torch.stack(rows)
+
+
+def mismatch(fast: torch.Tensor, ref: torch.Tensor, floor: float = 0.0, tol: float = 1e-6) -> str:
+    """'' when fast and ref [N, V] have the same support (tokens above floor) and probabilities
+    within tol, else why."""
+    support = (fast > floor) != (ref > floor)
+    if support.any():
+        return f"support differs in rows {support.any(-1).nonzero().flatten().tolist()} ({int(support.sum())} tokens)"
+    worst = float((fast - ref).abs().max())
+    return f"probabilities differ by {worst:.2e}" if worst > tol else ""
+
+
+def probs_before(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
+    """core.sampling.probs_from_logits as it was before the fast path (float32 masses, the sort's
+    order of ties), verbatim: the reference must equal it wherever that is defined."""
+    logits = logits.float()
+    logits = logits / s.temperature
+    if s.top_k and s.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, s.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if s.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        cum = sorted_logits.softmax(-1).cumsum(-1)
+        drop_sorted = (cum - sorted_logits.softmax(-1)) >= s.top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits.softmax(-1)
+
+
+SETTINGS = [SamplingParams(temperature=t, top_p=p, top_k=k) for t, p, k in itertools.product(TEMPERATURES, TOP_PS, TOP_KS)]
+
+
+@pytest.mark.parametrize("vocab", [V, 300, 10])
+def test_fast_distribution_equals_the_reference(vocab):
+    """Every setting of the grid on every kind of row, all rows of a setting in one batched call."""
+    rows = torch.cat([lm_rows(vocab, seed) for seed in range(2)])
+    bad = []
+    for s in SETTINGS:
+        why = mismatch(sampling.probs_from_logits(rows, s), sampling._probs_sorted(rows, s))
+        if why:
+            bad.append(f"{s}: {why}")
+    assert not bad, bad
+
+
+def test_one_row_at_a_time_equals_the_batch():
+    """A verify pass's rows together (some settled by 64 candidates, some widened, one for the
+    reference) give what each row gives alone."""
+    rows = lm_rows(V, 7)
+    s = SamplingParams(temperature=0.7, top_p=0.99)
+    batch = sampling.probs_from_logits(rows, s)
+    for i in range(rows.shape[0]):
+        assert not mismatch(batch[i:i + 1], sampling.probs_from_logits(rows[i:i + 1], s)), i
+
+
+def nucleus_row(size: int, vocab: int = V, seed: int = 0) -> torch.Tensor:
+    """[1, vocab] logits whose 0.9-nucleus at temperature 1 holds about `size` tokens."""
+    g = torch.Generator().manual_seed(seed)
+    row = torch.randn(vocab, generator=g) * 0.1 - 12.0
+    row[torch.randperm(vocab, generator=g)[: size + size // 8]] = torch.randn(size + size // 8, generator=g) * 0.1
+    return row[None]
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts of torch.topk widths and reference rows the fast path uses."""
+    seen = {"topk": [], "reference_rows": 0}
+    topk, ref = torch.topk, sampling._probs_sorted
+
+    def spy_topk(x, k, *a, **kw):
+        seen["topk"].append(k)
+        return topk(x, k, *a, **kw)
+
+    def spy_ref(logits, s):
+        seen["reference_rows"] += logits.shape[0]
+        return ref(logits, s)
+
+    monkeypatch.setattr(sampling.torch, "topk", spy_topk)
+    monkeypatch.setattr(sampling, "_probs_sorted", spy_ref)
+    yield seen
+    monkeypatch.undo()
+
+
+def test_a_row_that_needs_widening_is_exact(calls):
+    """A nucleus of ~200 tokens: the 64 candidates do not hold 0.9, the next 512 do."""
+    s = SamplingParams(temperature=1.0, top_p=0.9)
+    row = nucleus_row(200)
+    fast = sampling.probs_from_logits(row, s)
+    assert calls["topk"] == [sampling.CANDIDATES, sampling.CANDIDATES * sampling.WIDEN] and calls["reference_rows"] == 0
+    assert 64 < int((fast > 0).sum()) <= 512
+    assert not mismatch(fast, sampling._probs_sorted(row, s))
+
+
+def test_a_flat_row_goes_to_the_reference_and_is_exact(calls):
+    """Flat logits at top-p 0.99: the nucleus is most of the vocabulary (widened, then sorted)."""
+    s = SamplingParams(temperature=1.0, top_p=0.99)
+    row = torch.randn(1, V, generator=torch.Generator().manual_seed(3)) * 0.01
+    fast = sampling.probs_from_logits(row, s)
+    assert calls["reference_rows"] == 1 and int((fast > 0).sum()) > V // 2
+    assert not mismatch(fast, sampling._probs_sorted(row, s))
+
+
+def test_a_boundary_within_rounding_goes_to_the_reference(calls):
+    """Masses 0.5, 0.25, 0.25 at top-p 0.5: the second token's mass before is exactly top_p (dropped)."""
+    row = torch.tensor([[0.5, 0.25, 0.25] + [0.0] * 97]).clamp_min(1e-30).log()
+    row[0, 3:] = float("-inf")
+    s = SamplingParams(temperature=1.0, top_p=0.5)
+    fast = sampling.probs_from_logits(row, s)
+    assert calls["reference_rows"] == 1 and not mismatch(fast, sampling._probs_sorted(row, s))
+
+
+def test_ties_at_the_boundary_keep_every_tied_token():
+    """Four equal tokens at top-p 0.5: the first two hold 0.5, the tie keeps all four (as top-k does)."""
+    row = torch.tensor([[2.0, 2.0, 2.0, 2.0, 0.0, -1.0]])
+    for s in (SamplingParams(temperature=1.0, top_p=0.3), SamplingParams(temperature=1.0, top_k=2)):
+        for fn in (sampling.probs_from_logits, sampling._probs_sorted):
+            assert ((fn(row, s)[0] > 0).tolist() == [True] * 4 + [False] * 2), (s, fn)
+
+
+def test_the_comparison_catches_a_wrong_rule(monkeypatch):
+    """The check above must be able to fail: a fast path that trusts 64 candidates without
+    widening, one that drops the ties at the boundary, and top-p before top-k all differ."""
+    rows = torch.cat([lm_rows(V, 0), nucleus_row(200)])
+    s = SamplingParams(temperature=1.0, top_p=0.9)
+    ref = sampling._probs_sorted(rows, s)
+    settle = sampling._settle
+
+    def no_widening(vals, total, top_p, complete):
+        keep, settled, edge = settle(vals, total, top_p, complete)
+        return keep, torch.ones_like(settled), edge
+
+    monkeypatch.setattr(sampling, "_settle", no_widening)
+    assert "support differs" in mismatch(sampling.probs_from_logits(rows, s), ref)
+
+    def prefix_only(vals, total, top_p, complete):  # the tokens tied with the last kept one dropped
+        keep, settled, edge = settle(vals, total, top_p, complete)
+        w = (vals.double() - vals[:, :1].double()).exp()
+        p = w / (w.sum(-1, keepdim=True) if total is None else total)
+        return keep & ((p.cumsum(-1) - p) < top_p), settled, edge
+
+    monkeypatch.setattr(sampling, "_settle", prefix_only)
+    tied, s_tied = torch.tensor([[2.0, 2.0, 2.0, 2.0, 0.0, -1.0]]), SamplingParams(temperature=1.0, top_p=0.3)
+    assert "support differs" in mismatch(sampling.probs_from_logits(tied, s_tied), sampling._probs_sorted(tied, s_tied))
+    monkeypatch.setattr(sampling, "_settle", settle)
+    both = SamplingParams(temperature=1.0, top_p=0.5, top_k=20)
+    p_first = sampling.probs_from_logits(sampling.probs_from_logits(rows, SamplingParams(temperature=1.0, top_p=0.5))
+                                         .log(), SamplingParams(temperature=1.0, top_k=20))
+    assert mismatch(p_first, sampling._probs_sorted(rows, both))
+
+
+def exact_boundary_gap(row: torch.Tensor, s: SamplingParams) -> float:
+    """How close, in float64, the nucleus boundary of one row [V] is to top_p (inf without top-p)."""
+    if s.top_p >= 1:
+        return float("inf")
+    x = row.double() / s.temperature
+    if s.top_k and s.top_k < x.shape[0]:
+        x = x.masked_fill(x < torch.topk(x, s.top_k).values[-1], float("-inf"))
+    p = x.sort(descending=True).values.softmax(-1)
+    before = p.cumsum(-1) - p
+    return float((before[p > 0] - s.top_p).abs().min())
+
+
+def test_the_reference_is_the_sampler_as_it_was():
+    """Rows without ties, whose boundary is not within float32's rounding (1e-4) of top_p: the
+    reference keeps exactly the tokens the sampler kept before the fast path."""
+    rows = torch.cat([lm_rows(V, seed)[[0, 1, 2, 3, 7, 8]] for seed in range(2)])
+    checked = 0
+    for s in SETTINGS:
+        for row in rows:
+            if exact_boundary_gap(row, s) < 1e-4:
+                continue
+            # float32's exp underflows where float64's gives ~1e-45: the support above 1e-30; its
+            # softmax loses a peaked row's small terms: within 1e-5 (float64 normalises within 1e-7)
+            assert not mismatch(probs_before(row[None], s), sampling._probs_sorted(row[None], s), 1e-30, 1e-5), s
+            checked += 1
+    assert checked > 0.5 * len(SETTINGS) * rows.shape[0], checked
+
+
+def test_draws_follow_the_distribution_and_never_a_zero():
+    from scipy.stats import chisquare
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]])
+    g = torch.Generator().manual_seed(0)
+    n = 20000
+    draws = torch.cat([sampling._draw(probs.expand(1000, -1), g) for _ in range(n // 1000)])
+    counts = torch.bincount(draws, minlength=6)
+    assert counts[[0, 2, 5]].sum() == 0
+    assert chisquare(counts[[1, 3, 4]].numpy(), (probs[0, [1, 3, 4]] * n).numpy()).pvalue > 1e-4
+    # unnormalised weights (the residual), and a nucleus's candidate columns padded with zeros
+    assert set(sampling._draw(torch.tensor([[0.0, 3.0, 0.0]]).expand(200, -1), g).tolist()) == {1}
+    nuc = sampling.Nucleus(torch.tensor([[7, 2, 0, 0]]), torch.tensor([[0.25, 0.75, 0.0, 0.0]]), 9)
+    got = torch.cat([nuc.sample(g) for _ in range(2000)])
+    assert set(got.tolist()) == {7, 2} and 0.7 < float((got == 2).float().mean()) < 0.8
+    assert nuc.dense().tolist() == [[0.0, 0.0, 0.75, 0.0, 0.0, 0.0, 0.0, 0.25, 0.0]]
+
+
+def test_draft_and_next_token_draw_from_the_nucleus():
+    rows = lm_rows(V, 1)
+    s = SamplingParams(temperature=0.7, top_p=0.9)
+    g = torch.Generator().manual_seed(0)
+    for row in rows:
+        p = sampling._probs_sorted(row[None], s)
+        t, q = sampling.draft_token(row[None], s, g)
+        assert not mismatch(q, p) and p[0, t] > 0
+        assert p[0, sampling.next_token(row, s, g)] > 0
+
+
+def test_greedy_is_unchanged():
+    rows = lm_rows(V, 2)
+    greedy = SamplingParams()
+    assert (sampling.probs_from_logits(rows, greedy).argmax(-1) == rows.argmax(-1)).all()
+    assert sampling.draft_token(rows[:1], greedy, None) == (int(rows[0].argmax()), None)
+    assert sampling.next_token(rows[3], greedy, None) == int(rows[3].argmax())
