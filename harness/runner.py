@@ -652,6 +652,7 @@ class Runner:
         """runtimes/expected.py for a speculative row, after its measurement: what its rule should
         have accepted with these models (the pair loaded in torch once per run); a check that cannot
         run is noted in the row, never a lost row. Its time is run.json's `acceptance_check_s`."""
+        from core.limits import threads_of
         from runtimes.expected import Checker
 
         if row["mode"] != "speculative" or row.get("error") or self.cfg.forced:
@@ -659,7 +660,7 @@ class Runner:
         t = time.perf_counter()
         try:
             checker = self.checkers.setdefault(pair.name, Checker(pair))
-            row["expected_acceptance"] = checker.check(row, ids, rt.samples_drafts)
+            row["expected_acceptance"] = checker.check(row, ids, rt.samples_drafts, threads_of(self.cfg.runtime.n_threads))
         except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no expectation
             row["expected_acceptance"] = {"verdict": "unchecked", "why": _one_line(e)}
         self.info["acceptance_check_s"] = self.info.get("acceptance_check_s", 0.0) + time.perf_counter() - t

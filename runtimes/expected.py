@@ -53,16 +53,18 @@ class Checker:
         return self.models[key]
 
     @torch.inference_mode()
-    def _logits(self, role: str, seq: tuple) -> torch.Tensor:
-        """[S, V] logits of a model over the sequence (the target's also keep the hidden states an
-        EAGLE-3 head reads: self.cache[("hidden", seq)])."""
+    def _logits(self, role: str, seq: tuple, ats: list[int]) -> torch.Tensor:
+        """[len(ats), V] logits of a model at positions `ats` of the sequence: its body once per
+        sequence (the target's keep the hidden states an EAGLE-3 head reads: self.cache[("hidden",
+        seq)]), its output layer only where a draft was tested (a fifth of a small model's work)."""
         key = (role, seq)
         if key not in self.cache:
-            out = self._model(role)(input_ids=torch.tensor([seq]), output_hidden_states=role == "target")
-            self.cache[key] = out.logits[0].float()
+            model = self._model(role)
+            out = model.base_model(input_ids=torch.tensor([seq]), output_hidden_states=role == "target")
+            self.cache[key] = out.last_hidden_state[0]  # [S, H]
             if role == "target":
                 self.cache[("hidden", seq)] = out.hidden_states
-        return self.cache[key]
+        return self._model(role).get_output_embeddings()(self.cache[key][ats]).float()
 
     @torch.inference_mode()
     def _head_logits(self, folder: str, seq: tuple, steps: int) -> list[torch.Tensor]:
@@ -74,16 +76,23 @@ class Checker:
         key = ("head", folder, seq, steps)
         if key not in self.cache:
             head = self._head(folder)
-            self._logits("target", seq)
+            self._logits("target", seq, [0])
             hs = self.cache[("hidden", seq)]
             feats = torch.stack([hs[i][0] for i in head.cfg.layer_ids], 1).half().float()  # [S, 3, Ht]
             b = {"tok": torch.tensor([seq]), "feats": feats.flatten(1)[None], "n": torch.tensor([len(seq)])}
-            self.cache[key] = [head.target_logits(dl.float())[0] for dl, _ in ttt_forward(head, b, steps)]
+            self.cache[key] = [(head, dl[0]) for dl, _ in ttt_forward(head, b, steps)]  # [S - 1, Vd] per step
         return self.cache[key]
 
-    def check(self, row: dict, prompt: list[int], samples_drafts: bool = False) -> Optional[dict]:
+    def check(self, row: dict, prompt: list[int], samples_drafts: bool = False, threads: Optional[int] = None) -> Optional[dict]:
         """The row's `expected_acceptance`: its tally against the models, or None where there is
-        nothing to check (a baseline, an error, forced acceptance, no rounds, an unknown rule)."""
+        nothing to check (a baseline, an error, forced acceptance, no rounds, an unknown rule);
+        torch on `threads` threads meanwhile (None: its own count)."""
+        from runtimes.torch_common import torch_threads
+
+        with torch_threads(threads):
+            return self._check(row, prompt, samples_drafts)
+
+    def _check(self, row: dict, prompt: list[int], samples_drafts: bool) -> Optional[dict]:
         rule = row.get("verify_rule")
         if row.get("mode") != "speculative" or row.get("error") or rule not in RULES or not row.get("rounds") \
                 or row.get("forced_rates") or not row.get("token_ids"):
@@ -96,9 +105,7 @@ class Checker:
         positions = [x for x in tested_positions(row["rounds"], len(ids)) if L + x[0] + x[2] >= 2]
         if not positions:
             return None
-        p_all = self._logits("target", seq)  # [S, V]
         if kind == "model":
-            q_at = self._logits("draft", seq)
             source = "the draft model"
         elif kind == "eagle3":
             folder = eagle3_path(row["drafter"]) or self.pair.eagle3
@@ -107,10 +114,12 @@ class Checker:
             source = "the EAGLE-3 head"
         else:
             source = "prompt lookup"
+        ats = [L + c + i - 2 for c, _, i, _ in positions]  # the logits rows that predict the tested drafts
+        p_rows = self._logits("target", seq, ats)  # [n, V]
+        q_rows = self._logits("draft", seq, ats) if kind == "model" else None
         t = Tally()
-        for c, d, i, ok in positions:
-            at = L + c + i - 2  # the target's logits row that predicts this draft's token
-            p_raw = p_all[at]
+        for j, (c, d, i, ok) in enumerate(positions):
+            p_raw = p_rows[j]
             if kind == "ngram":
                 from runtimes.ngram import lookup
 
@@ -121,7 +130,11 @@ class Checker:
                 q_raw = None
                 x = proposal[i - 1]
             else:
-                q_raw = q_at[at] if kind == "model" else head[i - 1][L + c - 2]
+                if kind == "model":
+                    q_raw = q_rows[j]
+                else:
+                    h, dl = head[i - 1]
+                    q_raw = h.target_logits(dl[L + c - 2].float())
                 x = int(q_raw.argmax())
             a, tie = acceptance(rule, p_raw, q_raw, x, s, samples_drafts)
             t.add(a, ok, tie)
