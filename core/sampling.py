@@ -26,11 +26,13 @@ order of ties is arbitrary; top-k keeps ties the same way). Masses are float64 i
 within EDGE of top_p (a float rounding could decide it) is left to the reference, so both give the
 same support. Tokens are drawn by inversion of the CDF over the nucleus's candidates (one uniform
 per row), not by torch.multinomial over all V ids (1 ms a row on a 2-core Xeon at V = 49 152).
+Sampled paths run on one torch thread (`one_thread`); greedy paths are as they were.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import torch
 
@@ -39,6 +41,23 @@ from core.config import SamplingParams
 CANDIDATES = 64  # top-p without top-k: the first candidate set per row
 WIDEN = 8  # each retry takes this many times more candidates (64, 512, 4096, then the reference)
 EDGE = 1e-6  # a nucleus boundary closer than this to top_p is decided by the reference
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one CPU thread for the block, restored afterwards. Sampled paths run in it: their
+    ops are O(V) at most (~50 us a row), where two OpenMP threads save little and, on a core shared
+    with other work, wait for each other for milliseconds (a [1, V] row: 0.3 ms on one thread, 60 ms
+    on two of a 2-core Xeon under a second process's load)."""
+    n = torch.get_num_threads()
+    if n == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def _probs_sorted(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
@@ -194,35 +213,42 @@ def probs_from_logits(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
     if s.greedy:
         logits = logits.float()
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    return nucleus(logits, s).dense()
+    with one_thread():
+        return nucleus(logits, s).dense()
 
 
 def sample(probs: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> torch.Tensor:
     """[N, V] probabilities -> [N] token ids (argmax when greedy)."""
     if s.greedy:
         return probs.argmax(-1)
-    return _draw(probs, generator)
+    with one_thread():
+        return _draw(probs, generator)
 
 
 def next_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> int:
     """[V] logits -> one token id (the target-only baseline step)."""
     if s.greedy:
         return int(logits.argmax())
-    return int(nucleus(logits[None], s).sample(generator)[0])
+    with one_thread():
+        return int(nucleus(logits[None], s).sample(generator)[0])
 
 
 def draft_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> tuple[int, Optional[torch.Tensor]]:
     """One draft position: [1, V] logits -> (token, q [1, V] it was sampled from; None when greedy)."""
     if s.greedy:
         return int(logits[0].argmax()), None
-    nuc = nucleus(logits.cpu(), s)
-    return int(nuc.sample(generator)[0]), nuc.dense()
+    with one_thread():
+        nuc = nucleus(logits.cpu(), s)
+        return int(nuc.sample(generator)[0]), nuc.dense()
 
 
 def top1_prob(logits: torch.Tensor, q: Optional[torch.Tensor]) -> float:
     """The draft's confidence at one position: the top-1 probability of q [1, V], the distribution
     its token is drawn from; when greedy (q None), of softmax(logits [1, V]) at temperature 1."""
-    return float(q.max()) if q is not None else float(logits.float().softmax(-1).max())
+    if q is None:
+        return float(logits.float().softmax(-1).max())
+    with one_thread():
+        return float(q.max())
 
 
 def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
@@ -242,6 +268,11 @@ def accept_sampled(
     generator: Optional[torch.Generator],
 ) -> tuple[int, int]:
     """Speculative sampling verification -> (n_accepted, next token: correction or bonus)."""
+    with one_thread():
+        return _accept_sampled(draft_ids, q, p, s, generator)
+
+
+def _accept_sampled(draft_ids, q, p, s, generator) -> tuple[int, int]:
     g = draft_ids.shape[0]
     idx = torch.arange(g, device=p.device)
     p_d = p[idx, draft_ids]  # [g]
@@ -285,5 +316,6 @@ def verify(
         return 0, next_token(target_logits[-1], s, generator)
     if s.greedy:
         return accept_greedy(draft_ids, target_logits)
-    p = probs_from_logits(target_logits, s)
-    return accept_sampled(draft_ids, q, p, s, generator)
+    with one_thread():
+        p = probs_from_logits(target_logits, s)
+        return accept_sampled(draft_ids, q, p, s, generator)
