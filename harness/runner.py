@@ -562,10 +562,10 @@ class Runner:
         server of the setting about to be measured, outside every cell, into run.json's
         batched_costs[pair]["by_runtime"][runtime]: at the baseline's server the target's step of
         n x k tokens for k = 1 and each gamma + 1 (`batch_pass_s`, "target") and its decode step
-        (`decode_step_s`, "step"); at a drafting server its decode step, whose extra over the
-        baseline's beyond the verify batch (v) is the drafter's gamma passes ("draft" for the draft
-        model, "eagle3" for a head, as seconds of one pass; prompt lookup runs no model and is not
-        priced)."""
+        (`decode_step_s`, "step"); at a draft model's server its decode step, whose extra over the
+        baseline's beyond the verify batch (v) is the draft's gamma passes ("draft", as seconds of
+        one pass). Prompt lookup runs no model, and an EAGLE-3 head's round is priced from its own
+        round at N = 1 (reports/concurrency.py): neither is priced here."""
         c = self.cfg
         if not hasattr(rt, "batch_pass_s") or not any(x > 1 for x in c.concurrencies):
             return
@@ -580,10 +580,10 @@ class Runner:
             kind = parse_drafter(gen.drafter)[0]
             t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
             k = str(gen.gamma_max + 1)
-            if kind == "ngram" or base is None or k not in t:
+            if kind != "model" or base is None or k not in t:
                 return
             per_gamma = max(rt.decode_step_s(gen, n, ids) / base - t[k] / t["1"], 0.0) / gen.gamma_max
-            own.setdefault("eagle3" if kind == "eagle3" else "draft", {})[str(n)] = {"1": per_gamma * t["1"]}
+            own.setdefault("draft", {})[str(n)] = {"1": per_gamma * t["1"]}
         except (RuntimeError, OSError) as e:  # a server that cannot price its batches (ServerError) costs no measurement
             own.setdefault("unavailable", {})[f"N{n} {gen.drafter if gen else 'baseline'}"] = _one_line(e)
         finally:

@@ -64,7 +64,7 @@ def cells(rows: list[dict], batched: Optional[dict] = None) -> list[dict]:
         if base:
             rec["speedup_aggregate"] = _ratio(rec["aggregate_tps"], base["aggregate_tps"])
             rec["speedup_latency"] = _ratio(base["latency_median_s"], rec["latency_median_s"])
-        rec.update(_predicted(rec, (batched or {}).get(rec["pair"])))
+        rec.update(_predicted(rec, (batched or {}).get(rec["pair"]), _head_round(groups, k)))
     records = sorted(out.values(), key=lambda c: (c["pair"], c["runtime"], c["mode"] != "baseline", c["gamma"] or 0, c["concurrency"]))
     for rec in records:
         if rec["mode"] == "speculative":
@@ -73,6 +73,16 @@ def cells(rows: list[dict], batched: Optional[dict] = None) -> list[dict]:
             rec["crossover"] = crossover([(c["concurrency"], c.get("speedup_aggregate")) for c in same])
             rec["crossover_predicted"] = crossover([(c["concurrency"], c.get("predicted_speedup")) for c in same])
     return records
+
+
+def _head_round(groups: dict, key: tuple) -> Optional[float]:
+    """An EAGLE-3 head's round at N = 1 in its baseline's target steps (draft passes, the verify
+    batch with the layer inputs the head reads, and the loop: metrics.step_costs' cost per round),
+    measured on the same runtime and settings; None for other drafters or without N = 1 rows."""
+    spec1, base1 = groups.get((*key[:8], 1)), groups.get((*key[:6], "baseline", None, 1))
+    if not spec1 or not base1 or not (spec1[0].get("drafter") or "").startswith("eagle3"):
+        return None
+    return metrics.step_costs(metrics.pooled(spec1), metrics.pooled(base1))["cost_per_round"]
 
 
 def _record(key: tuple, rs: list[dict]) -> dict:
@@ -115,35 +125,49 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
 
-def _prices(rec: dict, costs: Optional[dict]) -> tuple[Optional[dict], Optional[dict], Optional[str]]:
-    """The cell's batch prices at its N -> (the target's seconds per k tokens, the drafter's, whose):
-    the runtime's own engine's when it measured them (by_runtime: its draft model's, or its
-    head's), else llama.cpp's (the pair's draft model for every drafter)."""
-    n, drafter = str(rec["concurrency"]), rec.get("drafter") or ""
+def _prices(rec: dict, costs: Optional[dict], n: Optional[int] = None) -> tuple[Optional[dict], Optional[dict], Optional[str]]:
+    """The cell's batch prices at N (its own by default) -> (the target's seconds per k tokens, the
+    draft model's, whose): the runtime's own engine's when it measured them (by_runtime), else
+    llama.cpp's. Prompt lookup runs no model and an EAGLE-3 head is priced by its own round
+    (_head_round): they need the target's prices only."""
+    n, drafter = str(n or rec["concurrency"]), rec.get("drafter") or ""
     name = rec.get("runtime_name") or rec["runtime"]
     own = ((costs or {}).get("by_runtime") or {}).get(name) or {}
-    role = "eagle3" if drafter.startswith("eagle3") else "draft"
-    for source, drafts, whose in ((own, own.get(role), name), (costs or {}, (costs or {}).get("draft"), "llama.cpp")):
-        t, d = (source.get("target") or {}).get(n), (drafts or {}).get(n)
-        if t and (d or drafter.startswith("ngram")):
+    target_only = drafter.startswith(("ngram", "eagle3"))
+    for source, whose in ((own, name), (costs or {}, "llama.cpp")):
+        t, d = (source.get("target") or {}).get(n), ((source.get("draft") or {}).get(n))
+        if t and (d or target_only):
             return t, d or {}, whose
     return None, None, None
 
 
-def _predicted(rec: dict, costs: Optional[dict]) -> dict:
-    """The batched cost model at this cell's N, gamma and alpha_hat (module docstring)."""
+def _predicted(rec: dict, costs: Optional[dict], head_round: Optional[float] = None) -> dict:
+    """The batched cost model at this cell's N, gamma and alpha_hat (module docstring). An EAGLE-3
+    head's round is its round measured at N = 1 (`head_round`, in target steps) grown as the
+    target's verify batch grows from N = 1 to N: the head's passes and the layer inputs it reads
+    are part of the verify batch it runs with, which no batched price of the target alone holds."""
     a, g = rec["alpha_hat"], rec["gamma"]
     t, d, whose = _prices(rec, costs)
     k = str((g or 0) + 1)
-    ngram = (rec.get("drafter") or "").startswith("ngram")
-    if a is None or not g or not t or "1" not in t or k not in t or ("1" not in d and not ngram):
-        return {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None, "priced_by": None}
+    drafter = rec.get("drafter") or ""
+    none = {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None, "priced_by": None}
+    if a is None or not g or not t or "1" not in t or k not in t or ("1" not in d and not drafter.startswith(("ngram", "eagle3"))):
+        return none
     v = t[k] / t["1"]
-    c = 0.0 if ngram else d["1"] / t["1"]  # a lookup runs no model
     share = rec.get("drafting_share")
     share = 1.0 if share is None else share
+    regime = "memory bound" if v < MEMORY_BOUND_V else "compute bound"
+    if drafter.startswith("eagle3"):
+        t1 = _prices(rec, costs, 1)[0]
+        if head_round is None or not t1 or k not in t1 or "1" not in t1:
+            return none
+        grown = head_round * v / (t1[k] / t1["1"])
+        return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(0.0, grown, 0.0, 0.0), share),
+                "v_batched": v, "c_batched": None, "verify_regime": regime,
+                "priced_by": f"its round at N = 1 ({head_round:.2f} steps), grown as {whose}'s verify batch"}
+    c = 0.0 if drafter.startswith("ngram") else d["1"] / t["1"]  # a lookup runs no model
     return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0), share), "v_batched": v,
-            "c_batched": c, "verify_regime": "memory bound" if v < MEMORY_BOUND_V else "compute bound", "priced_by": whose}
+            "c_batched": c, "verify_regime": regime, "priced_by": whose}
 
 
 def regime_lines(records: list[dict]) -> list[str]:
@@ -154,7 +178,8 @@ def regime_lines(records: list[dict]) -> list[str]:
             continue
         out.append(f"{c['runtime']} gamma {c['gamma']} at N = {c['concurrency']}: a verify batch of {c['concurrency']} x "
                    f"{c['gamma'] + 1} tokens costs {c['v_batched']:.2f} batched one-token passes ({c['verify_regime']}); "
-                   f"the draft's pass {c['c_batched']:.2f} of the target's; "
+                   + (f"the draft's pass {c['c_batched']:.2f} of the target's; " if c.get("c_batched") is not None
+                      else f"priced by {c['priced_by']}; ")
                    + (f"drafts in {c['drafting_share']:.0%} of rounds; " if c.get("drafting_share") is not None else "")
                    + f"predicted speedup "
                    f"{c['predicted_speedup']:.2f}, measured " + (f"{c['speedup_aggregate']:.2f}" if c["speedup_aggregate"] else "-"))

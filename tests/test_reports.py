@@ -308,8 +308,13 @@ def test_under_load_prices_a_cell_by_its_own_engine_where_it_measured_them():
     assert (lookup["priced_by"], lookup["c_batched"], lookup["v_batched"]) == ("vllm", 0.0, pytest.approx(1.25))
     other = concurrency._predicted({**cell, "runtime": "llama-server"}, costs)
     assert (other["priced_by"], other["v_batched"], other["c_batched"]) == ("llama.cpp", 4.0, 0.5)
-    head = concurrency._predicted({**cell, "runtime": "vllm", "drafter": "eagle3"}, costs)  # no head price of its own
-    assert head["priced_by"] == "llama.cpp"
+    # an EAGLE-3 head: its round measured at N = 1, grown as the target's verify batch grows to N
+    costs["target"]["1"] = {"1": 1.0, "5": 2.0}  # llama.cpp's v 2.0 at N = 1, 4.0 at N = 2
+    head = {**cell, "runtime": "llama-server [eagle3]", "runtime_name": "llama-server", "drafter": "eagle3"}
+    assert concurrency._predicted(head, costs)["predicted_speedup"] is None  # no round at N = 1: not priced
+    priced = concurrency._predicted(head, costs, head_round=3.0)
+    assert priced["predicted_speedup"] == pytest.approx(costed_speedup(0.5, 4, RoundCosts(0.0, 3.0 * 4.0 / 2.0, 0.0, 0.0)))
+    assert priced["priced_by"].startswith("its round at N = 1 (3.00 steps)") and priced["c_batched"] is None
     assert concurrency._predicted({**cell, "runtime": "vllm", "concurrency": 8}, costs)["predicted_speedup"] is None
 
 
