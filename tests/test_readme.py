@@ -248,7 +248,7 @@ def test_command_is_accepted(where, line, argv):
     "harness run --pair nosuchpair",
     "harness run --pair synthetic:qwen2.5-3b,qwen2.5-0.5b",
     "harness run --resume",
-    "harness bench --figures 12",
+    "harness bench --figures 99",
     "harness models download tiny",
     "harness calibrate --alpha 0.5,1.5",
 ])
