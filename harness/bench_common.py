@@ -1,6 +1,6 @@
 """What `harness bench`'s figure modules share: the figures' constants, Figure, and alternating
-measurements (A B A B ..., medians). The figures are in harness/bench_speed.py, harness/bench_spec.py
-and harness/bench_runs.py; harness/bench.py composes and runs them."""
+measurements (A B A B ..., medians). The figures are in harness/bench_speed.py, harness/bench_spec.py,
+harness/bench_runs.py and harness/bench_sampling.py; harness/bench.py composes and runs them."""
 
 from __future__ import annotations
 
