@@ -29,7 +29,7 @@ from typing import Optional
 from reports import explain, mismatch, tables
 
 WIDTH = 100  # the console's columns
-NAME_WIDTH = 26  # a line's runtime label; longer ones are cut with "…"
+NAME_WIDTH = 24  # a line's runtime label; a longer one has a line of its own, its numbers under it
 PAYS = 1.0  # a speedup above this pays
 NOTICEABLE = 1.05  # the cost model's setting is named when it predicts at least this factor over the run
 COSTS = ("draft", "verify", "overhead", "costs", "prefill")  # explain's factors that take speed from tau
@@ -62,8 +62,9 @@ def largest_cost(e: dict) -> Optional[tuple[str, float]]:
 
 
 def loss_words(e: Optional[dict]) -> str:
-    """The largest cost of an explanation in a few words: its measure, in target steps, and its
-    factor, e.g. 'verify = 3.3 steps x0.45'."""
+    """The largest cost of an explanation in a few words: its measure, in target steps (a draft
+    token's, a verify pass's, the loop's per round, a whole round's where draft and verify are not
+    separable), and its factor, e.g. 'verify = 3.3 steps x0.45'."""
     if e is None:
         return "-"
     if e["unavailable"]:
@@ -76,7 +77,7 @@ def loss_words(e: Optional[dict]) -> str:
         "acceptance": lambda: f"acceptance: {e['tau_model']:.2f} tok/round",
         "draft": lambda: f"draft = {e['c']:.2f} steps/tok",
         "verify": lambda: f"verify = {e['v']:.1f} steps",
-        "overhead": lambda: f"loop = {e['o']:.2f} steps/round",
+        "overhead": lambda: f"loop = {e['o']:.2f} steps",
         "costs": lambda: f"round = {e['cost_per_round']:.1f} steps",
         "prefill": lambda: "prefill",
     }[key]()
@@ -401,7 +402,11 @@ def text(v: dict, width: int = WIDTH) -> list[str]:
     head = f"{'runtime':<{name_w}}" + "".join(f" {h:>{w}}" for _, _, h, w, _ in COLUMNS) + "  largest cost"
     out = [cut(above.rstrip(), width), cut(head, width)]
     for r in rows:
-        cells = f"{cut(r['runtime'], name_w):<{name_w}}" + "".join(f" {_fmt(r[k], spec):>{w}}" for k, _, _, w, spec in COLUMNS)
+        name = r["runtime"]
+        if len(name) > name_w:  # a long name on a line of its own, the numbers under it
+            out.append(cut(name, width))
+            name = ""
+        cells = f"{name:<{name_w}}" + "".join(f" {_fmt(r[k], spec):>{w}}" for k, _, _, w, spec in COLUMNS)
         out.append(cut(f"{cells}  {r['loss']}", width))
     wrap = textwrap.TextWrapper(width=width, subsequent_indent="  ", break_on_hyphens=False)
     for s in notes(v) + sentences(v):
