@@ -14,8 +14,11 @@ the tested positions is a martingale (each a_t is fixed before its test), so it 
 variance sum a_t (1 - a_t) however the rounds stop: the interval is the expected count +- Z
 standard deviations, widened by one for every greedy test within TIE logits of a tie (another
 runtime's numerics, a quantized kernel, may break it the other way). `Tally` sums a row and pools
-a cell; its record is a row's `expected_acceptance`. runtimes/expected.py computes the a_t from
-the models; reports/ read the records. What it does not do: run a model.
+a cell; its record is a row's `expected_acceptance`. A sampled output is also set against the
+target's own samples (`Likelihood`, a row's `output_check`): acceptance measured along tokens a
+broken sampler drew says little, since such tokens make every draft look bad. runtimes/expected.py
+computes the a_t and log probabilities from the models; reports/ read the records. What it does
+not do: run a model.
 """
 
 from __future__ import annotations
@@ -122,3 +125,55 @@ def pooled(records: list[dict]) -> Optional[dict]:
     for r in checked:
         t = t.merge(Tally.of(r))
     return t.record(checked[0]["rule"], checked[0]["source"])
+
+
+# ---------------------------------------------------------------- sampled outputs: the target's samples?
+
+
+@dataclass
+class Likelihood:
+    """A sampled output against the target's own samples: at each generated token the log
+    probability log p_T(x) under the target at the temperature alone (finite wherever top-p or
+    top-k cut), against its mean and variance when x is drawn from the sampling distribution p
+    (temperature, top-p, top-k). Observed minus expected is again a martingale: an output the
+    sampler drew from p sits within Z standard deviations; one far below holds tokens the target
+    would rarely sample (a sampler that samples from the wrong distribution)."""
+
+    tokens: int = 0
+    observed: float = 0.0
+    expected: float = 0.0
+    variance: float = 0.0
+
+    def add(self, logp: torch.Tensor, p: torch.Tensor, x: int) -> None:
+        """logp [V]: log p_T; p [V]: the sampling distribution; x: the token the output holds."""
+        on = p > 0
+        lp = logp[on].double()
+        m = float((p[on].double() * lp).sum())
+        self.tokens += 1
+        self.observed += float(logp[x])
+        self.expected += m
+        self.variance += max(float((p[on].double() * lp * lp).sum()) - m * m, 0.0)
+
+    def merge(self, other: "Likelihood") -> "Likelihood":
+        return Likelihood(self.tokens + other.tokens, self.observed + other.observed, self.expected + other.expected,
+                          self.variance + other.variance)
+
+    def record(self) -> dict:
+        z = (self.observed - self.expected) / math.sqrt(self.variance) if self.variance > 0 else 0.0
+        return {"tokens": self.tokens, "log_likelihood": round(self.observed, 3), "expected": round(self.expected, 3),
+                "variance": round(self.variance, 4), "z": round(z, 2), "verdict": "unlikely" if z < -Z else "within"}
+
+    @classmethod
+    def of(cls, rec: dict) -> "Likelihood":
+        return cls(rec["tokens"], rec["log_likelihood"], rec["expected"], rec["variance"])
+
+
+def pooled_outputs(records: list[dict]) -> Optional[dict]:
+    """The likelihood of several rows' sampled outputs (`output_check`), None when none was checked."""
+    checked = [r for r in records if r and r.get("verdict") in ("within", "unlikely")]
+    if not checked:
+        return None
+    t = Likelihood()
+    for r in checked:
+        t = t.merge(Likelihood.of(r))
+    return t.record()

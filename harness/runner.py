@@ -649,20 +649,24 @@ class Runner:
         return row
 
     def _expected(self, pair: PairSpec, rt: Runtime, row: dict, ids: list[int]) -> None:
-        """runtimes/expected.py for a speculative row, after its measurement: what its rule should
-        have accepted with these models (the pair loaded in torch once per run); a check that cannot
-        run is noted in the row, never a lost row. Its time is run.json's `acceptance_check_s`."""
+        """runtimes/expected.py for a row, after its measurement: what a speculative row's rule should
+        have accepted with these models, and whether a sampled row's tokens are the target's samples
+        (the pair loaded in torch once per run); a check that cannot run is noted in the row, never
+        a lost row. Its time is run.json's `acceptance_check_s`."""
         from core.limits import threads_of
         from runtimes.expected import Checker
 
-        if row["mode"] != "speculative" or row.get("error") or self.cfg.forced:
+        if row.get("error") or self.cfg.forced or (row["mode"] != "speculative" and not row.get("temperature")):
             return
         t = time.perf_counter()
-        try:
-            checker = self.checkers.setdefault(pair.name, Checker(pair))
-            row["expected_acceptance"] = checker.check(row, ids, rt.samples_drafts, threads_of(self.cfg.runtime.n_threads))
-        except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no expectation
-            row["expected_acceptance"] = {"verdict": "unchecked", "why": _one_line(e)}
+        threads = threads_of(self.cfg.runtime.n_threads)
+        checker = self.checkers.setdefault(pair.name, Checker(pair))
+        for key, check in (("expected_acceptance", lambda: checker.check(row, ids, rt.samples_drafts, threads)),
+                           ("output_check", lambda: checker.output(row, ids, threads))):
+            try:
+                row[key] = check()
+            except Exception as e:  # noqa: BLE001 - the row is measured; say why it has no expectation
+                row[key] = {"verdict": "unchecked", "why": _one_line(e)}
         self.info["acceptance_check_s"] = self.info.get("acceptance_check_s", 0.0) + time.perf_counter() - t
 
     def _evidence(self, rt: Runtime, ids: list[int], base_ids: list[int], g: Generation) -> Optional[dict]:

@@ -212,10 +212,13 @@ VERDICTS = {"acceptance": _acceptance, "draft": _draft, "verify": _verify, "over
 def verdict(expl: dict) -> str:
     """One sentence naming the largest factor and what would move it; before it, where the cell's
     acceptance is not what its models predict (core/acceptance.py), that first."""
-    chk = expl.get("acceptance_check") or {}
+    chk, out = expl.get("acceptance_check") or {}, expl.get("output_check") or {}
     off = "" if chk.get("verdict") not in ("below", "above") else (
         f"Acceptance is not the models': measured {chk['alpha']:.2f}, expected {chk['alpha_lo']:.2f}-{chk['alpha_hi']:.2f} "
         f"for this runtime's rule ({chk['rule']}) with {chk['source']}; the runtime, not the draft, sets it. ")
+    if out.get("verdict") == "unlikely":
+        off = (f"Its sampled tokens are not the target's samples (z = {out['z']:.1f}): its sampler draws from another "
+               "distribution, and its acceptance along them says little. ") + off
     if expl["unavailable"]:
         return off + f"No decomposition: {expl['unavailable']}."
     top = largest(expl)
@@ -307,7 +310,8 @@ def explain(rows: list[dict]) -> list[dict]:
             continue
         e = decompose(spec, base, g, rec["alpha_hat"])
         e.update({k: rec[k] for k in tables.SETTINGS}, pair_label=rec["pair_label"], label=tables.label(rec, vary),
-                 c_median=rec["c_measured"], v_median=rec["verify_cost_ratio"], acceptance_check=rec["acceptance_check"])
+                 c_median=rec["c_measured"], v_median=rec["verify_cost_ratio"], acceptance_check=rec["acceptance_check"],
+                 output_check=rec["output_check"])
         out.append(e)
     for e in out:
         same = [x for x in out if all(str(x[k]) == str(e[k]) for k in tables.SETTINGS)]

@@ -162,7 +162,7 @@ AGREEMENT_COLS = [("prompt", "prompt", "s"), ("a", "runtime A", "s"), ("b", "run
 SKIPPED_COLS = [("runtime", "runtime", "s"), ("what", "", "s"), ("reason", "reason", "s")]
 MODELS_COLS = [("label", "cell", "s"), ("rule", "rule", "s"), ("source", "draft", "s"), ("tested", "tested drafts", ""),
                ("alpha", "alpha_hat", ".3f"), ("alpha_expected", "the models' alpha", ".3f"),
-               ("interval", "expected interval", "s"), ("verdict", "verdict", "s")]
+               ("interval", "expected interval", "s"), ("verdict", "verdict", "s"), ("z", "sampled tokens' z", ".1f")]
 MODELS_TEXT = (
     "What each cell should have accepted with its models and its verification rule: every tested draft position "
     "(the accepted drafts of each round and its first rejected one) teacher-forced through the pair in torch float32 "
@@ -170,7 +170,11 @@ MODELS_TEXT = (
     "sum min(p, q); sample-match: p of the draft's argmax, or sum p q where the draft is sampled) at the row's "
     "temperature, top-p and top-k. The accepted count minus the expected one has mean 0 and variance sum a(1 - a) "
     "whatever the rounds' stopping; the interval is 3.3 standard deviations, plus one for each greedy test within "
-    "0.25 logits of a tie. Outside it, the runtime accepts otherwise than its models and rule predict: not the models.")
+    "0.25 logits of a tie. Outside it, the runtime accepts otherwise than its models and rule predict: not the models. "
+    "Sampled cells also set their tokens against the target's own samples: the sum of log p_T(token) over the output "
+    "(the target at the temperature) against its mean and variance under the sampling distribution; z below -3.3 means "
+    "tokens the target would rarely draw, a sampler drawing from another distribution (and acceptance measured along "
+    "such tokens says little).")
 
 
 def acceptance_records(cells: list[dict]) -> list[dict]:
@@ -179,7 +183,8 @@ def acceptance_records(cells: list[dict]) -> list[dict]:
     for c in cells:
         chk = c.get("acceptance_check")
         if c["mode"] == "speculative" and chk:
-            out.append({"label": c["label"], **chk, "interval": f"{chk['alpha_lo']:.2f}-{chk['alpha_hi']:.2f}"})
+            out.append({"label": c["label"], **chk, "interval": f"{chk['alpha_lo']:.2f}-{chk['alpha_hi']:.2f}",
+                        "z": (c.get("output_check") or {}).get("z")})
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from core import metrics, theory
+from core.acceptance import pooled, pooled_outputs
 from core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency"]
@@ -88,14 +89,13 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     cell["torch_forward"] = first.get("torch_forward")
     cell["runtime_name"] = first.get("runtime_name") or first["runtime"]  # whose baseline (reports.load.by_drafting)
     cell["acceptance_check"] = pooled_check(spec) if spec else None
+    cell["output_check"] = pooled_outputs([r.get("output_check") for r in (spec or base)])
     return cell
 
 
 def pooled_check(spec: list[dict]) -> Optional[dict]:
     """The cell's acceptance against what its models predict: its rows' `expected_acceptance`
     (runtimes/expected.py) pooled; None where no row was checked."""
-    from core.acceptance import pooled
-
     return pooled([r.get("expected_acceptance") for r in spec])
 
 

@@ -159,10 +159,11 @@ def build(rows: list[dict]) -> dict:
     loses = sorted((x for x in spec if x["speedup"] <= PAYS), key=lambda x: x["speedup"])
     every = tables.cells([r for r in rows if not r.get("synthetic")])  # under load too: load must not change acceptance
     vary_all = [k for k in tables.varying(every) if k not in ("device", "dtype")]
-    off = [{**c, "name": " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary_all)) if x)} for c in every
-           if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")]
+    named = [{**c, "name": " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary_all)) if x)} for c in every]
+    off = [c for c in named if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")]
+    unlikely = [c for c in named if (c.get("output_check") or {}).get("verdict") == "unlikely"]
     return {"lines": lines, "fastest": fastest, "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]),
-            "off_models": off,
+            "off_models": off, "unlikely_outputs": unlikely,
             "loses": loses, "reason": _reason(loses), "try": _try(lines), "agreement": agreement_groups(one),
             "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one)}
 
@@ -327,6 +328,11 @@ def notes(v: dict) -> list[str]:
     alone = [g["runtimes"][0] for g in groups if len(g["runtimes"]) == 1]
     if alone and len(groups) > 1:
         out.append(f"Greedy tokens of their own: {', '.join(alone)} (near ties between runtimes: see the report).")
+    for c in v["unlikely_outputs"]:
+        o = c["output_check"]
+        out.append(f"OUTPUT NOT THE TARGET'S SAMPLES in {c['name']}{_at_gamma(c)}: its {o['tokens']} tokens are far less "
+                   f"likely under the target than the target's own samples at these settings (z = {o['z']:.1f}): "
+                   "its sampler draws from another distribution (the rows' `output_check`).")
     for c in v["off_models"]:
         out.append(f"ACCEPTANCE NOT THE MODELS' in {c['name']}{_at_gamma(c)}: "
                    + off_models_words(c["acceptance_check"]))

@@ -23,7 +23,8 @@ from typing import Optional
 
 import torch
 
-from core.acceptance import RULES, Tally, acceptance, tested_positions
+from core import sampling
+from core.acceptance import RULES, Likelihood, Tally, acceptance, tested_positions
 from core.config import PairSpec, SamplingParams, eagle3_path, parse_drafter
 
 
@@ -139,3 +140,27 @@ class Checker:
             a, tie = acceptance(rule, p_raw, q_raw, x, s, samples_drafts)
             t.add(a, ok, tie)
         return t.record(rule, source)
+
+    def output(self, row: dict, prompt: list[int], threads: Optional[int] = None) -> Optional[dict]:
+        """The row's `output_check` where it sampled (temperature > 0, baseline or speculative): its
+        tokens' log probability under the target against the target's own samples (Likelihood);
+        None where there is nothing to check."""
+        from runtimes.torch_common import torch_threads
+
+        if not row.get("temperature") or row.get("error") or not row.get("token_ids") or row.get("forced_rates"):
+            return None
+        s = SamplingParams(row["temperature"], row.get("top_p") or 1.0, row.get("top_k") or 0)
+        ids = list(row["token_ids"])
+        seq = tuple(prompt + ids)
+        L = len(prompt)
+        if L < 1:
+            return None
+        with torch_threads(threads), torch.inference_mode():
+            logits = self._logits("target", seq, list(range(L - 1, L - 1 + len(ids))))  # [n, V]
+            p = sampling.probs_from_logits(logits, s)  # [n, V]
+            logp = torch.log_softmax(logits / s.temperature, -1)  # [n, V]
+            t = Likelihood()
+            for j, x in enumerate(ids):
+                t.add(logp[j], p[j], x)
+        return t.record()
+

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from core import acceptance as acc
-from core.acceptance import TIE, Z, Tally, acceptance, pooled
+from core.acceptance import TIE, Z, Tally, acceptance, pooled, pooled_outputs
 from core.config import SamplingParams
 from harness.prompts import load_prompts
 from harness.runner import RunConfig, Runner
@@ -117,3 +117,21 @@ def test_a_runtime_that_accepts_otherwise_than_its_rule_is_flagged_everywhere(ro
     assert "ACCEPTANCE NOT THE MODELS' in torch [kernels] · T=0.7 at gamma 4: alpha_hat 0.00" in said
     text, _ = write_explain([run])
     assert "Acceptance is not the models': measured 0.00, expected" in text and "(leviathan)" in text
+
+
+def test_sampled_tokens_are_set_against_the_targets_own_samples(rows, torch_rt):
+    """An honest sampler's outputs (baseline and speculative) sit within the target's own samples; an
+    output drawn from another distribution (here uniform over the vocabulary) is far below them."""
+    ids = {p.id: torch_rt.encode(p.text) for p in load_prompts("factual")[:3]}
+    checker = Checker(resolve_pair("tiny"))
+    sampled = [r for r in rows if r["temperature"] == 0.7]
+    for mode in ("baseline", "speculative"):
+        honest = pooled_outputs([r["output_check"] for r in sampled if r["mode"] == mode])
+        assert honest["verdict"] == "within" and honest["tokens"] >= 3 * 32, honest
+    assert all(r.get("output_check") is None for r in rows if r["temperature"] == 0)  # greedy: token for token instead
+    gen = torch.Generator().manual_seed(0)
+    noise = [copy.deepcopy(r) for r in sampled if r["mode"] == "baseline"]
+    for r in noise:
+        r["token_ids"] = torch.randint(0, 256, (len(r["token_ids"]),), generator=gen).tolist()
+    broken = pooled_outputs([checker.output(r, ids[r["prompt_id"]]) for r in noise])
+    assert broken["verdict"] == "unlikely" and broken["z"] < -10, broken
