@@ -12,8 +12,8 @@ verification rule (`verify_rule`) at its temperature, top-p and top-k (core.samp
 Prompt lookup's q is a point mass at its proposal. The accepted count minus the sum of a_t over
 the tested positions is a martingale (each a_t is fixed before its test), so it has mean 0 and
 variance sum a_t (1 - a_t) however the rounds stop: the interval is the expected count +- Z
-standard deviations, widened by one for every greedy test within TIE logits of a tie (another
-runtime's numerics, a quantized kernel, may break it the other way). `Tally` sums a row and pools
+standard deviations, a greedy test within TIE logits of a tie counted as a fair coin (variance
+1/4: another runtime's numerics, a quantized kernel, may break it either way). `Tally` sums a row and pools
 a cell; its record is a row's `expected_acceptance`. A sampled output is also set against the
 target's own samples (`Likelihood`, a row's `output_check`): acceptance measured along tokens a
 broken sampler drew says little, since such tokens make every draft look bad. runtimes/expected.py
@@ -34,6 +34,7 @@ from core.config import SamplingParams
 
 Z = 3.3  # standard deviations: two-sided, about 1e-3 of honest rows flagged
 TIE = 0.25  # logits: a greedy test this close to a tie may go either way in another runtime's numerics
+TIE_VARIANCE = 0.25  # such a test counts as a fair coin: its outcome is the numerics', not the models'
 RULES = ("greedy-match", "leviathan", "sample-match")
 
 
@@ -61,7 +62,7 @@ class Tally:
     @property
     def bounds(self) -> tuple[float, float]:
         """The interval of the accepted count."""
-        half = Z * math.sqrt(self.variance) + self.ties + 0.5  # + a half: the count is whole
+        half = Z * math.sqrt(self.variance + TIE_VARIANCE * self.ties) + 0.5  # + a half: the count is whole
         return max(0.0, self.expected - half), min(float(self.tested), self.expected + half)
 
     def record(self, rule: str, source: str) -> dict:

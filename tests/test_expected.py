@@ -51,7 +51,7 @@ def test_interval_is_the_expected_count_within_z_deviations_and_the_ties():
     for a, ok in ((0.5, True), (0.5, False), (0.9, True), (1.0, True)):
         t.add(a, ok, tie=False)
     t.add(1.0, False, tie=True)
-    half = Z * math.sqrt(0.25 + 0.25 + 0.09) + 1 + 0.5
+    half = Z * math.sqrt(0.25 + 0.25 + 0.09 + 0.25) + 0.5  # the tie counts as a fair coin
     assert t.bounds == (pytest.approx(max(0.0, 3.9 - half)), pytest.approx(min(5.0, 3.9 + half)))
     rec = t.record("leviathan", "the draft model")
     assert rec["verdict"] == "within" and rec["alpha"] == pytest.approx(3 / 5)
