@@ -31,6 +31,7 @@ Sampled paths run on one torch thread (`one_thread`); greedy paths are as they w
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
@@ -96,10 +97,12 @@ class Nucleus:
     """Rows of a sampling distribution: ids [N, K] (None: every id, in order) and their float32
     probabilities [N, K], zero outside each row's support (`nucleus`'s result)."""
 
-    __slots__ = ("ids", "probs", "vocab")
+    __slots__ = ("ids", "probs", "vocab", "rows")
 
-    def __init__(self, ids: Optional[torch.Tensor], probs: torch.Tensor, vocab: int):
+    def __init__(self, ids: Optional[torch.Tensor], probs: torch.Tensor, vocab: int,
+                 rows: Optional[list[list[float]]] = None):
         self.ids, self.probs, self.vocab = ids, probs, vocab
+        self.rows = rows  # the probabilities as Python floats, where the quick path made them
 
     def dense(self) -> torch.Tensor:
         """-> [N, V] probabilities (what the accept rule and the residual take)."""
@@ -110,8 +113,22 @@ class Nucleus:
 
     def sample(self, generator: Optional[torch.Generator]) -> torch.Tensor:
         """-> [N] token ids, one draw per row."""
-        j = _draw(self.probs, generator)
-        return j if self.ids is None else self.ids.gather(1, j[:, None]).squeeze(1)
+        if self.ids is None:
+            return _draw(self.probs, generator)
+        return torch.tensor([self.token(i, generator) for i in range(self.probs.shape[0])])
+
+    def __getitem__(self, rows: slice) -> "Nucleus":
+        """Some rows of it (p[g:], the bonus row)."""
+        return Nucleus(None if self.ids is None else self.ids[rows], self.probs[rows], self.vocab,
+                       None if self.rows is None else self.rows[rows])
+
+    def token(self, row: int, generator: Optional[torch.Generator]) -> int:
+        """One draw from one row, in the order of the token ids (as a draw over all V ids is: a
+        near tie that two runtimes' numerics order differently moves no draw)."""
+        if self.ids is None:
+            return int(_draw(self.probs[row:row + 1], generator)[0])
+        probs = self.rows[row] if self.rows is not None else self.probs[row].tolist()
+        return _invert_by_id(self.ids[row].tolist()[: len(probs)], probs, generator)
 
 
 def _draw(weights: torch.Tensor, generator: Optional[torch.Generator]) -> torch.Tensor:
@@ -123,6 +140,86 @@ def _draw(weights: torch.Tensor, generator: Optional[torch.Generator]) -> torch.
     r = torch.rand(weights.shape[0], 1, dtype=torch.float64, generator=generator).to(cdf.device)
     u = (1.0 - r) * cdf[:, -1:]  # [N, 1] in (0, total]
     return torch.searchsorted(cdf, u).squeeze(1).clamp_max_(weights.shape[1] - 1)
+
+
+def _quick(logits: torch.Tensor, s: SamplingParams) -> tuple[Optional[Nucleus], Optional[tuple]]:
+    """The common case, top-p without top-k, where every row's nucleus lies among its first
+    CANDIDATES tokens: two passes over the vocabulary (topk on the raw logits, whose order is the
+    same at any temperature, and the sum of exp((l - max) / T)), the rest on those few tokens.
+    -> (the nucleus, or None where a row needs more: then `nucleus` takes its general path from
+    the candidates found here, (top raw logits [N, K], ids [N, K]))."""
+    V = logits.shape[-1]
+    if 0 < s.top_k < V or s.top_p >= 1.0:
+        return None, None
+    raw = logits if logits.dtype == torch.float32 else logits.float()
+    top, ids = torch.topk(raw, min(CANDIDATES, V), dim=-1)  # [N, K]
+    total = (raw - top[:, :1]).mul_(1.0 / s.temperature).exp_().sum(-1, keepdim=True, dtype=torch.float64)  # [N, 1]
+    rows = _settle_rows(top, total, s.top_p, V, s.temperature)
+    if rows is None:
+        return None, (top, ids)
+    width = max(len(r) for r in rows)
+    probs = torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float32)
+    return Nucleus(ids[:, :width], probs, V, rows), None
+
+
+def _settle_rows(vals: torch.Tensor, total: torch.Tensor, top_p: float, vocab: int,
+                 temperature: float = 1.0) -> Optional[list[list[float]]]:
+    """_settle for the first candidates of every row at once, on Python floats (a few per row, as
+    LM distributions go: each tensor op costs more than the arithmetic here) -> each row's
+    nucleus probabilities over its first candidates, or None when some row is not settled among
+    them or its boundary is within EDGE of top_p (then `nucleus` widens or refers). total [N, 1]:
+    each row's sum of exp((x - max) / T)."""
+    rows = []
+    for v, z in zip(vals.tolist(), total.squeeze(1).tolist()):
+        row = _row_nucleus([x / temperature for x in v] if temperature != 1.0 else v, z, top_p, vocab)
+        if row is None:
+            return None
+        rows.append(row)
+    return rows
+
+
+def _row_nucleus(v: list[float], z: float, top_p: float, vocab: int) -> Optional[list[float]]:
+    """One row's nucleus among its K candidates v (descending, at the temperature), z the row's
+    mass relative to its largest: the kept probabilities, or None (not settled, or at the edge)."""
+    K = len(v)
+    w: list[float] = []
+    before, n = 0.0, 0
+    while n < K and before < top_p:
+        if before >= top_p - EDGE:
+            return None
+        if n == len(w):
+            w.append(math.exp(v[n] - v[0]))
+        before += w[n] / z
+        n += 1
+    if (n < K and before <= top_p + EDGE) or (n == K and K < vocab):
+        return None  # the first dropped candidate sits at the edge, or more may be needed
+    m = n
+    while m < K and v[m] == v[n - 1]:  # every candidate tied with the least likely kept one
+        m += 1
+    if m == K and K < vocab:
+        return None  # the ties may go on past the candidates
+    kept = [w[j] if j < len(w) else w[n - 1] for j in range(m)]
+    norm = math.fsum(kept)
+    return [x / norm for x in kept]
+
+
+def _invert_by_id(ids: list[int], weights: list[float], generator: Optional[torch.Generator]) -> int:
+    """A token drawn from weights over ids (a few), inverted in the order of the ids."""
+    pairs = sorted(zip(ids, weights))
+    return pairs[_invert([w for _, w in pairs], generator)][0]
+
+
+def _invert(weights: list[float], generator: Optional[torch.Generator]) -> int:
+    """_draw for one row of Python floats: the first index whose cumulative weight reaches
+    (1 - r) x the total, r one float64 uniform drawn as _draw draws it."""
+    r = float(torch.rand(1, 1, dtype=torch.float64, generator=generator))
+    u = (1.0 - r) * math.fsum(weights)
+    acc = 0.0
+    for j, w in enumerate(weights):
+        acc += w
+        if acc >= u and w > 0:
+            return j
+    return max(j for j, w in enumerate(weights) if w > 0)
 
 
 def _settle(vals: torch.Tensor, total: Optional[torch.Tensor], top_p: float, complete: bool):
@@ -148,6 +245,9 @@ def _settle(vals: torch.Tensor, total: Optional[torch.Tensor], top_p: float, com
 def nucleus(logits: torch.Tensor, s: SamplingParams) -> Nucleus:
     """[N, V] logits -> the sampling distribution of each row (temperature, top-k, top-p; not
     greedy), equal to _probs_sorted's without sorting the vocabulary (the module docstring)."""
+    quick, first = _quick(logits, s)
+    if quick is not None:
+        return quick
     x = logits.float() / s.temperature  # [N, V]
     N, V = x.shape
     k = s.top_k if 0 < s.top_k < V else 0
@@ -166,7 +266,7 @@ def nucleus(logits: torch.Tensor, s: SamplingParams) -> Nucleus:
             refer |= edge
         parts.append((torch.arange(N, device=x.device), ids, _softmax(vals.masked_fill(~keep, float("-inf")))))
     else:
-        vals, ids = torch.topk(x, min(CANDIDATES, V), dim=-1)
+        vals, ids = (first[0] / s.temperature, first[1]) if first else torch.topk(x, min(CANDIDATES, V), dim=-1)
         total = (x - vals[:, :1]).exp_().sum(-1, keepdim=True, dtype=torch.float64)  # [N, 1]
         rows, K = torch.arange(N, device=x.device), vals.shape[1]
         while True:
@@ -217,8 +317,11 @@ def probs_from_logits(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
         return nucleus(logits, s).dense()
 
 
-def sample(probs: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> torch.Tensor:
-    """[N, V] probabilities -> [N] token ids (argmax when greedy)."""
+def sample(probs, s: SamplingParams, generator: Optional[torch.Generator]) -> torch.Tensor:
+    """[N, V] probabilities, or a Nucleus of N rows -> [N] token ids (argmax when greedy)."""
+    if isinstance(probs, Nucleus):
+        with one_thread():
+            return probs.sample(generator)
     if s.greedy:
         return probs.argmax(-1)
     with one_thread():
@@ -233,20 +336,46 @@ def next_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torc
         return int(nucleus(logits[None], s).sample(generator)[0])
 
 
-def draft_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> tuple[int, Optional[torch.Tensor]]:
-    """One draft position: [1, V] logits -> (token, q [1, V] it was sampled from; None when greedy)."""
+def draft_token(logits: torch.Tensor, s: SamplingParams, generator: Optional[torch.Generator]) -> tuple[int, Optional[Nucleus]]:
+    """One draft position: [1, V] logits -> (token, the q it was sampled from, a Nucleus of one
+    row; None when greedy)."""
     if s.greedy:
         return int(logits[0].argmax()), None
     with one_thread():
         nuc = nucleus(logits.cpu(), s)
-        return int(nuc.sample(generator)[0]), nuc.dense()
+        return nuc.token(0, generator), nuc
 
 
-def top1_prob(logits: torch.Tensor, q: Optional[torch.Tensor]) -> float:
-    """The draft's confidence at one position: the top-1 probability of q [1, V], the distribution
-    its token is drawn from; when greedy (q None), of softmax(logits [1, V]) at temperature 1."""
+def point_masses(tokens: list[int], vocab: int) -> Nucleus:
+    """q of a drafter that proposes without a distribution (prompt lookup): all mass on each token."""
+    return Nucleus(torch.tensor(tokens, dtype=torch.long)[:, None], torch.ones(len(tokens), 1), vocab,
+                   [[1.0] for _ in tokens])
+
+
+def stack(qs: list) -> Optional[object]:
+    """The q of a round's drafts, one per position: Nuclei of one row each -> one Nucleus of their
+    rows; [1, V] tensors -> [k, V]; none -> None."""
+    if not qs:
+        return None
+    if not all(isinstance(q, Nucleus) and q.ids is not None for q in qs):
+        return torch.cat([q.dense() if isinstance(q, Nucleus) else q for q in qs])
+    width = max(q.probs.shape[1] for q in qs)
+    ids = torch.zeros(len(qs), width, dtype=torch.long)
+    probs = torch.zeros(len(qs), width)
+    for i, q in enumerate(qs):
+        ids[i, : q.ids.shape[1]], probs[i, : q.probs.shape[1]] = q.ids[0], q.probs[0]
+    rows = [q.rows[0] for q in qs] if all(q.rows is not None for q in qs) else None
+    return Nucleus(ids, probs, qs[0].vocab, rows)
+
+
+def top1_prob(logits: torch.Tensor, q) -> float:
+    """The draft's confidence at one position: the top-1 probability of q (a Nucleus or [1, V]),
+    the distribution its token is drawn from; when greedy (q None), of softmax(logits [1, V]) at
+    temperature 1."""
     if q is None:
         return float(logits.float().softmax(-1).max())
+    if isinstance(q, Nucleus):
+        return max(q.rows[0]) if q.rows is not None else float(q.probs.max())
     with one_thread():
         return float(q.max())
 
@@ -263,13 +392,16 @@ def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple
 def accept_sampled(
     draft_ids: torch.Tensor,  # [g]
     q: torch.Tensor,  # [g, V] draft probabilities the draft tokens were sampled from
-    p: torch.Tensor,  # [g+1, V] target probabilities, same transform
+    p,  # [g+1, V] target probabilities, same transform, or their Nucleus
     s: SamplingParams,
     generator: Optional[torch.Generator],
 ) -> tuple[int, int]:
     """Speculative sampling verification -> (n_accepted, next token: correction or bonus)."""
     with one_thread():
-        return _accept_sampled(draft_ids, q, p, s, generator)
+        if isinstance(p, Nucleus) and p.ids is not None:
+            return _accept_nucleus(draft_ids, q, p, generator)
+        dense = lambda x: x.dense() if isinstance(x, Nucleus) else x  # noqa: E731
+        return _accept_sampled(draft_ids, dense(q), dense(p), s, generator)
 
 
 def _accept_sampled(draft_ids, q, p, s, generator) -> tuple[int, int]:
@@ -286,6 +418,49 @@ def _accept_sampled(draft_ids, q, p, s, generator) -> tuple[int, int]:
     if not residual.sum() > 0:  # p == q up to rounding: the residual is undefined, p itself is exact
         residual = p[k]
     return k, int(_draw(residual[None], generator)[0])
+
+
+def _accept_nucleus(draft_ids: torch.Tensor, q, p: Nucleus, generator) -> tuple[int, int]:
+    """_accept_sampled with the target's rows as a nucleus (ids [g+1, K], probs): the same test,
+    the bonus drawn from the last row's nucleus, the residual max(0, p - q) over p's candidates
+    (where p is 0 the residual is too), so nothing beyond the ratio test touches all V ids. With
+    q a nucleus too and both as Python floats (the quick path's), on those few floats."""
+    if isinstance(q, Nucleus):
+        if q.rows is not None and p.rows is not None:
+            return _accept_rows(draft_ids.tolist(), q, p, generator)
+        q = q.dense()
+    g = draft_ids.shape[0]
+    hit = p.ids[:g] == draft_ids[:, None]  # [g, K]: where each draft token sits among its row's candidates
+    p_d = (p.probs[:g] * hit).sum(-1)  # [g]: 0 where the draft is outside the nucleus
+    q_d = q[torch.arange(g), draft_ids]  # [g]
+    r = torch.rand(g, generator=generator, device=q.device)  # [g]
+    rejected = (r * q_d > p_d).nonzero()  # r > p/q, written without dividing by q
+    if not rejected.numel():
+        return g, p.token(g, generator)  # all accepted: the bonus from the last row
+    k = int(rejected[0])
+    ids, pk = p.ids[k], p.probs[k]  # [K]
+    residual = (pk - q[k, ids]).clamp_min_(0)  # [K], drawn from unnormalised
+    if not residual.sum() > 0:  # p == q up to rounding: the residual is undefined, p itself is exact
+        residual = pk
+    return k, _invert_by_id(ids.tolist(), residual.tolist(), generator)
+
+
+def _accept_rows(drafts: list[int], q: Nucleus, p: Nucleus, generator) -> tuple[int, int]:
+    """_accept_nucleus on Python floats: each position's p and q as {id: probability} over their
+    few candidates; the same uniforms drawn in the same order."""
+    g = len(drafts)
+    p_ids, q_ids = p.ids.tolist(), q.ids.tolist()
+    ps = [dict(zip(i, r)) for i, r in zip(p_ids, p.rows)]
+    qs = [dict(zip(i, r)) for i, r in zip(q_ids, q.rows)]
+    r = torch.rand(g, generator=generator).tolist()
+    for k, d in enumerate(drafts):
+        if r[k] * qs[k].get(d, 0.0) > ps[k].get(d, 0.0):  # r > p/q, written without dividing by q
+            ids = p_ids[k][: len(p.rows[k])]
+            residual = [max(0.0, pv - qs[k].get(i, 0.0)) for i, pv in zip(ids, p.rows[k])]
+            if not sum(residual) > 0:  # p == q up to rounding: the residual is undefined, p itself is exact
+                residual = p.rows[k]
+            return k, _invert_by_id(ids, residual, generator)
+    return g, p.token(g, generator)  # all accepted: the bonus from the last row
 
 
 def forced(rates: tuple[float, ...]):
@@ -317,5 +492,4 @@ def verify(
     if s.greedy:
         return accept_greedy(draft_ids, target_logits)
     with one_thread():
-        p = probs_from_logits(target_logits, s)
-        return accept_sampled(draft_ids, q, p, s, generator)
+        return accept_sampled(draft_ids, q, nucleus(target_logits, s), s, generator)

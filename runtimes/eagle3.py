@@ -149,7 +149,7 @@ class Eagle3Drafter(Drafter):
             with timer.phase("draft"), self._passes():
                 h = self.cache.forward([d], h[None], self.verified + i)[0]  # position n-2+i+1 from token i+1
                 logits = self.head.logits(h)
-        return Draft(tokens, torch.cat(qs) if qs else None)
+        return Draft(tokens, sampling.stack(qs))
 
     def accepted(self, seq: list[int], keep: int) -> None:
         """Drafted positions are dropped: the next round computes the verified ones from the target's features."""

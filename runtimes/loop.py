@@ -114,7 +114,8 @@ class Draft:
     """What a drafter proposes in one round."""
 
     tokens: list[int]
-    q: Optional[torch.Tensor] = None  # [len(tokens), V] distributions they were sampled from; None when greedy
+    q: Optional[object] = None  # the distributions they were sampled from (core.sampling.stack: a Nucleus of
+    # len(tokens) rows, or [len(tokens), V]); None when greedy
 
 
 NO_DRAFT = Draft([])
@@ -168,10 +169,10 @@ class DraftModel(Drafter):
             if q is not None:
                 qs.append(q)
             ids = [d]
-        return Draft(tokens, torch.cat(qs) if qs else None)  # q [g, V]
+        return Draft(tokens, sampling.stack(qs))  # q of each drafted position
 
-    def pick(self, logits: torch.Tensor, s: SamplingParams, rng, i: int) -> tuple[int, Optional[torch.Tensor]]:
-        """Draft position i: logits [1, V] -> (token, q [1, V] or None when greedy)."""
+    def pick(self, logits: torch.Tensor, s: SamplingParams, rng, i: int) -> tuple[int, Optional[object]]:
+        """Draft position i: logits [1, V] -> (token, its q: core.sampling.draft_token's; None when greedy)."""
         return sampling.draft_token(logits, s, rng)
 
     def accepted(self, seq: list[int], keep: int) -> None:

@@ -16,6 +16,7 @@ from typing import Optional
 
 import torch
 
+from core import sampling
 from core.config import NGRAM_MAX, SamplingParams
 from core.timing import PhaseTimer
 from runtimes.loop import Draft, Drafter
@@ -43,6 +44,5 @@ class NgramDrafter(Drafter):
         if s.greedy or not tokens:
             return Draft(tokens)
         with timer.phase("sampling"):
-            q = torch.zeros(len(tokens), self.vocab)  # [k, V] point masses
-            q[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+            q = sampling.point_masses(tokens, self.vocab)
         return Draft(tokens, q)

@@ -143,7 +143,16 @@ def test_the_comparison_catches_a_wrong_rule(monkeypatch):
     rows = torch.cat([lm_rows(V, 0), nucleus_row(200)])
     s = SamplingParams(temperature=1.0, top_p=0.9)
     ref = sampling._probs_sorted(rows, s)
-    settle = sampling._settle
+    settle, settle_rows = sampling._settle, sampling._settle_rows
+    tied, s_tied = torch.tensor([[2.0, 2.0, 2.0, 2.0, 0.0, -1.0]]), SamplingParams(temperature=1.0, top_p=0.3)
+
+    def fewer(vals, total, top_p, vocab, temperature=1.0):  # the quick path keeping one token too few
+        rows = settle_rows(vals, total, top_p, vocab, temperature)
+        return None if rows is None else [[x / sum(r[:-1]) for x in r[:-1]] if len(r) > 1 else r for r in rows]
+
+    monkeypatch.setattr(sampling, "_settle_rows", fewer)
+    assert "support differs" in mismatch(sampling.probs_from_logits(tied, s_tied), sampling._probs_sorted(tied, s_tied))
+    monkeypatch.setattr(sampling, "_settle_rows", lambda *a: None)  # the general path from here
 
     def no_widening(vals, total, top_p, complete):
         keep, settled, edge = settle(vals, total, top_p, complete)
@@ -159,7 +168,6 @@ def test_the_comparison_catches_a_wrong_rule(monkeypatch):
         return keep & ((p.cumsum(-1) - p) < top_p), settled, edge
 
     monkeypatch.setattr(sampling, "_settle", prefix_only)
-    tied, s_tied = torch.tensor([[2.0, 2.0, 2.0, 2.0, 0.0, -1.0]]), SamplingParams(temperature=1.0, top_p=0.3)
     assert "support differs" in mismatch(sampling.probs_from_logits(tied, s_tied), sampling._probs_sorted(tied, s_tied))
     monkeypatch.setattr(sampling, "_settle", settle)
     both = SamplingParams(temperature=1.0, top_p=0.5, top_k=20)
@@ -221,7 +229,7 @@ def test_draft_and_next_token_draw_from_the_nucleus():
     for row in rows:
         p = sampling._probs_sorted(row[None], s)
         t, q = sampling.draft_token(row[None], s, g)
-        assert not mismatch(q, p) and p[0, t] > 0
+        assert not mismatch(q.dense(), p) and p[0, t] > 0  # q: the nucleus it was drawn from
         assert p[0, sampling.next_token(row, s, g)] > 0
 
 
