@@ -12,20 +12,29 @@ Greedy (temperature 0) is the same rule with one-hot p and q: accept while d_i =
 the correction is argmax p_i. `accept_greedy` is that special case without building one-hots.
 
 The transform (temperature, then top-k, then top-p) is defined by `_probs_sorted`, a full sort of
-each row; `probs_from_logits` gives the same distribution without one (`nucleus`):
-- top-k: torch.topk(k + 1) is the candidate set itself (the extra one shows a tie at the k-th
-  value; such a row, where top-k keeps every tied token, goes to the reference).
-- top-p without top-k: torch.topk(CANDIDATES) per row, the candidates' mass against the whole row's
-  (one O(V) sum), widened x WIDEN for the rows whose candidates do not settle the nucleus, and the
-  reference for the rows still unsettled at a quarter of the vocabulary (a very flat row).
-- Every row of a call (the verify pass's k + 1) goes through the same batched ops.
+each row; `nucleus` gives the same distribution without one, as a `Nucleus` (each row's candidate
+ids and their probabilities; `dense()` for [N, V]):
+- top-p without top-k, the common case (`_quick`): torch.topk(CANDIDATES) on the raw logits and
+  the row's mass, two passes over the vocabulary; the nucleus among the candidates on Python floats
+  (`_settle_rows`: a few tokens a row as LM distributions go, where each tensor op would cost more
+  than the arithmetic).
+- otherwise, or where a row's nucleus is not among its first candidates: top-k's torch.topk(k + 1)
+  is the candidate set itself (the extra one shows a tie at the k-th value; such a row, where
+  top-k keeps every tied token, goes to the reference); top-p's candidates are widened x WIDEN for
+  the rows they do not settle, and the reference takes the rows still unsettled at a quarter of
+  the vocabulary (a very flat row). Every row of a call goes through the same batched ops.
+A draft token's q is its Nucleus (`draft_token`; `stack` gives a round's, `point_masses` prompt
+lookup's), the verify pass's p one Nucleus of k + 1 rows, so the ratio test, the residual
+max(0, p - q) (zero wherever p is) and the bonus touch only the candidates (`_accept_rows`).
 The nucleus is the smallest prefix of the tokens by descending probability whose mass before each
 token is < top_p (at least one token), then every token tied with its least likely token: with
 ties at the boundary the kept set does not depend on how a sort orders equal values (a full sort's
 order of ties is arbitrary; top-k keeps ties the same way). Masses are float64 in both; a boundary
 within EDGE of top_p (a float rounding could decide it) is left to the reference, so both give the
-same support. Tokens are drawn by inversion of the CDF over the nucleus's candidates (one uniform
-per row), not by torch.multinomial over all V ids (1 ms a row on a 2-core Xeon at V = 49 152).
+same support. Tokens are drawn by inversion of the CDF over the nucleus's candidates in the order
+of their ids (one uniform per row), not by torch.multinomial over all V ids (1 ms a row on a 2-core
+Xeon at V = 49 152): two runtimes whose numerics order a near tie differently draw the same token
+for the same uniform.
 Sampled paths run on one torch thread (`one_thread`); greedy paths are as they were.
 """
 
