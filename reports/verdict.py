@@ -120,6 +120,10 @@ def _command(rec: dict, gamma: int) -> str:
     parts.append(f"--gamma {gamma}")
     if rec.get("temperature"):
         parts.append(f"--temperature {rec['temperature']:g}")
+        if rec.get("top_p") not in (None, 1.0):
+            parts.append(f"--top-p {rec['top_p']:g}")
+        if rec.get("top_k"):
+            parts.append(f"--top-k {rec['top_k']}")
     return " ".join(parts)
 
 
@@ -127,19 +131,17 @@ def _same_settings(a: dict, b: dict) -> bool:
     return all(str(a.get(k)) == str(b.get(k)) for k in tables.SETTINGS if k != "runtime")
 
 
-def build(rows: list[dict]) -> dict:
-    """The verdict of loaded rows (reports.load: views by drafting applied). -> {"lines": a record
-    per runtime and drafting (a cell record of tables.py with `expl`, `loss` and
-    `base_tokens_per_s`, this runtime's target-only speed on its first line), "fastest" (the
-    fastest cell, baseline or speculative), "pays", "loses", "reason", "try", "agreement",
-    "mismatches", "skipped", "rules"}; text() and markdown() put them in words."""
-    one = [r for r in rows if (r.get("concurrency") or 1) == 1 and not r.get("synthetic")]
-    cells = tables.cells(one)
+def _named(cells: list[dict]) -> list[dict]:
+    """Each cell with `name`: its runtime and whatever settings vary among the cells."""
     vary = [k for k in tables.varying(cells) if k not in ("device", "dtype")]
-    for c in cells:  # how the verdict names a cell: its runtime and whatever settings vary
-        c["name"] = " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary)) if x)
-    expls = {(_key(e), e["gamma"]): e for e in explain.explain(one)}
-    best: dict[tuple, dict] = {}  # per runtime and drafting under one set of settings: the fastest gamma
+    return [{**c, "name": " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary)) if x)} for c in cells]
+
+
+def _lines(cells: list[dict], expls: dict) -> list[dict]:
+    """A line per runtime and drafting under one set of settings, at its fastest gamma, each
+    runtime's baseline speed on its first line (its draftings share it); a runtime without
+    speculative cells keeps a line of its baseline."""
+    best: dict[tuple, dict] = {}
     for c in cells:
         if c["mode"] == "speculative" and ((b := best.get(_key(c))) is None or (c["tokens_per_s"] or 0) > (b["tokens_per_s"] or 0)):
             best[_key(c)] = c
@@ -152,20 +154,35 @@ def build(rows: list[dict]) -> dict:
         for i, x in enumerate(mine):
             e = expls.get((_key(x), x["gamma"]))
             lines.append({**x, "base_tokens_per_s": b["tokens_per_s"] if i == 0 else None, "expl": e, "loss": loss_words(e)})
-    lines += [{**x, "base_tokens_per_s": None, "expl": None, "loss": "no baseline"} for x in best.values()
-              if not any(x["runtime"] == y["runtime"] and _same_settings(x, y) for y in lines)]
+    return lines + [{**x, "base_tokens_per_s": None, "expl": None, "loss": "no baseline"} for x in best.values()
+                    if not any(x["runtime"] == y["runtime"] and _same_settings(x, y) for y in lines)]
+
+
+def _flagged(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The cells, at every concurrency (load must not change acceptance), whose acceptance is not
+    what their models predict, and those whose sampled tokens are not the target's samples."""
+    every = _named(tables.cells([r for r in rows if not r.get("synthetic")]))
+    return ([c for c in every if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")],
+            [c for c in every if (c.get("output_check") or {}).get("verdict") == "unlikely"])
+
+
+def build(rows: list[dict]) -> dict:
+    """The verdict of loaded rows (reports.load: views by drafting applied). -> {"lines" (_lines:
+    cell records of tables.py with `name`, `expl`, `loss`, `base_tokens_per_s`), "fastest" (the
+    fastest cell, baseline or speculative), "pays", "loses", "reason", "try", "off_models",
+    "unlikely_outputs", "agreement", "mismatches", "skipped", "rules"}; one request at a time but
+    for the flagged cells; text() and markdown() put it in words."""
+    one = [r for r in rows if (r.get("concurrency") or 1) == 1 and not r.get("synthetic")]
+    cells = _named(tables.cells(one))
+    lines = _lines(cells, {(_key(e), e["gamma"]): e for e in explain.explain(one)})
     spec = [x for x in lines if x.get("speedup") is not None]
-    fastest = max((c for c in cells if c["tokens_per_s"] is not None), key=lambda c: c["tokens_per_s"], default=None)
     loses = sorted((x for x in spec if x["speedup"] <= PAYS), key=lambda x: x["speedup"])
-    every = tables.cells([r for r in rows if not r.get("synthetic")])  # under load too: load must not change acceptance
-    vary_all = [k for k in tables.varying(every) if k not in ("device", "dtype")]
-    named = [{**c, "name": " · ".join(x for x in (c["runtime"], tables.settings_label(c, vary_all)) if x)} for c in every]
-    off = [c for c in named if (c.get("acceptance_check") or {}).get("verdict") in ("below", "above")]
-    unlikely = [c for c in named if (c.get("output_check") or {}).get("verdict") == "unlikely"]
-    return {"lines": lines, "fastest": fastest, "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]),
-            "off_models": off, "unlikely_outputs": unlikely,
-            "loses": loses, "reason": _reason(loses), "try": _try(lines), "agreement": agreement_groups(one),
-            "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one)}
+    off, unlikely = _flagged(rows)
+    return {"lines": lines, "fastest": max((c for c in cells if c["tokens_per_s"] is not None), key=lambda c: c["tokens_per_s"],
+                                           default=None),
+            "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]), "loses": loses,
+            "reason": _reason(loses), "try": _try(lines), "off_models": off, "unlikely_outputs": unlikely,
+            "agreement": agreement_groups(one), "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one)}
 
 
 def _rules(rows: list[dict]) -> list[str]:

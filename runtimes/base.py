@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Optional, Sequence
 
-from core.config import (LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, eagle3_path,
+from core.config import (LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, eagle3_path,
                          parse_drafter, parse_policy)
 from core import sampling
 from core.records import Generation
