@@ -21,6 +21,8 @@ SPEC_ONLY = (
     "alpha_hat",
     "mean_accepted_len",
     "per_position_acceptance",
+    "per_position_marginal",
+    "acceptance_length",
     "accept_histogram",
     "mean_drafted",
     "drafted_histogram",
@@ -61,6 +63,21 @@ def per_position_acceptance(rounds: Sequence[dict], gamma: int) -> list[Optional
         reached = [r for r in rounds if r["drafted"] >= i and r["accepted"] >= i - 1]
         out.append(_div(sum(1 for r in reached if r["accepted"] >= i), len(reached)))
     return out
+
+
+def per_position_marginal(rounds: Sequence[dict], gamma: int) -> list[Optional[float]]:
+    """For draft position i (1..gamma): P(accept i) over every round that drafted, whether or not
+    it reached i (the share of drafting rounds that accepted at least i drafts; SPEED-Bench's
+    per-position acceptance). Their sum plus 1 is acceptance_length."""
+    drafting = [r for r in rounds if r["drafted"] > 0]
+    return [_div(sum(1 for r in drafting if r["accepted"] >= i), len(drafting)) for i in range(1, gamma + 1)]
+
+
+def acceptance_length(rounds: Sequence[dict]) -> Optional[float]:
+    """Accepted drafts + 1 per round that drafted (SPEED-Bench's acceptance length): tau over the
+    drafting rounds, before a last round's output is cut at max_new_tokens or EOS."""
+    drafting = [r for r in rounds if r["drafted"] > 0]
+    return _div(sum(r["accepted"] + 1 for r in drafting), len(drafting))
 
 
 def accept_histogram(rounds: Sequence[dict], gamma: int) -> list[int]:
@@ -160,6 +177,8 @@ def generation_metrics(phases: dict, rounds: Sequence[dict], new_tokens: int, sp
             alpha_hat=alpha_hat(rounds),
             mean_accepted_len=mean_accepted_len(rounds),
             per_position_acceptance=per_position_acceptance(rounds, gamma),
+            per_position_marginal=per_position_marginal(rounds, gamma),
+            acceptance_length=acceptance_length(rounds),
             accept_histogram=accept_histogram(rounds, gamma),
             mean_drafted=mean_drafted(rounds),
             drafted_histogram=drafted_histogram(rounds, gamma),

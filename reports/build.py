@@ -129,7 +129,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
                                                      data["figures"], data["mismatches"], data["agreement"],
                                                      _roofline_lines(roof),
                                                      concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG),
-                                                     verdict.markdown(v), _skipped(v), data["acceptance"]))
+                                                     verdict.markdown(v), _skipped(v), data["acceptance"], data["positions"]))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
                       ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv"),

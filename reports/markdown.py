@@ -131,8 +131,18 @@ SPEED_COLS = [("label", "cell", "s"), ("device", "device", "s"), ("against", "ag
               ("n", "gens", ""), ("new_tokens", "tokens", ""), ("tokens_per_s", "tok/s", ".1f"),
               ("speedup", "speedup", ".2fx"), ("speedup_median", "median speedup", ".2fx"), ("speedup_iqr", "IQR", ".2f")]
 ACCEPTANCE_COLS = [("label", "cell", "s"), ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
-                   ("mean_accepted_len", "tokens/round", ".2f"), ("mean_drafted", "drafted/round", ".2f"),
+                   ("mean_accepted_len", "tokens/round", ".2f"),
+                   ("acceptance_length", "acceptance length, per step", ".2f"),
+                   ("acceptance_length_per_request", "per request", ".2f"), ("mean_drafted", "drafted/round", ".2f"),
                    ("drafted_text", "rounds by drafted length (length:rounds)", "s")]
+POSITION_COLS = [("label", "cell", "s"), ("position", "draft position", ""),
+                 ("acceptance", "accepted, given the ones before", ".3f"), ("marginal", "accepted, of every round", ".3f")]
+ACCEPTANCE_TEXT = (
+    "tokens/round is tau over every round (a round's emitted tokens, the last one cut at max_new_tokens or EOS); the "
+    "acceptance length is SPEED-Bench's, accepted drafts + 1 per round that drafted, per step (pooled over the cell's "
+    "rounds) and per request (the mean of each generation's own). Per position: conditional (accepted at i given "
+    "1..i-1 accepted, what alpha_hat pools) and marginal (accepted at i over every drafting round); the acceptance "
+    "length is 1 + the sum of the marginals.")
 CEILING_COLS = [("label", "cell", "s"), ("c_measured", "c measured", ".3f"), ("c_flops", "c FLOPs", ".4f"),
                 ("verify_cost_ratio", "verify / target step", ".2f"), ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"),
                 ("theory_speedup_measured", "ceiling (c measured)", ".2fx"), ("speedup", "measured", ".2fx"),
@@ -205,7 +215,7 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
              mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
              roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None,
              verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None,
-             acceptance: Optional[list[dict]] = None) -> str:
+             acceptance: Optional[list[dict]] = None, positions: Optional[list[dict]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `verdict` is
     reports/verdict.markdown's lines (the report opens with it and verdict.png), `explain`
     explain_section's, `roofline` roofline_section's; `figures` (reports/figures.py) get a section
@@ -224,7 +234,9 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
     out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings; a drafting "
             "(e.g. `torch [eagle3]`) is set against its runtime's baseline, listed once.", ""]
     if spec:
-        out += ["## Acceptance", ""] + md_table(spec, ACCEPTANCE_COLS) + [""]
+        out += ["## Acceptance", ""] + md_table(spec, ACCEPTANCE_COLS) + ["", ACCEPTANCE_TEXT, ""]
+        if positions:
+            out += md_table(positions, POSITION_COLS) + [""]
         if acceptance:
             out += ["## Acceptance against the models", "", MODELS_TEXT, ""] + md_table(acceptance, MODELS_COLS) + [""]
         out += ["## Ceiling", ""] + md_table(spec, CEILING_COLS) + [""]

@@ -68,6 +68,12 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     cell.update(tokens_per_s=s["tokens_per_s"], e2e_tokens_per_s=metrics.e2e_tokens_per_s(s["new_tokens"], s["wall_s"]))
     for k in ("speedup", "acceptance_rate", "alpha_hat", "mean_accepted_len", "mean_drafted", "greedy_match"):
         cell[k] = s.get(k)
+    # SPEED-Bench's acceptance length per step (pooled over rounds: 1 + the sum of the marginals)
+    # and per request (the mean of each generation's own)
+    cell["acceptance_length"] = metrics.acceptance_length(_rounds(spec)) if spec else None
+    per_request = [metrics.acceptance_length(r.get("rounds") or []) for r in spec]
+    per_request = [x for x in per_request if x is not None]
+    cell["acceptance_length_per_request"] = sum(per_request) / len(per_request) if per_request else None
     longest = metrics.positions(_rounds(spec), gamma)
     cell["drafted_histogram"] = metrics.drafted_histogram(_rounds(spec), longest) if spec and longest else None
     cell["drafted_text"] = " ".join(f"{d}:{n}" for d, n in reversed(list(enumerate(cell["drafted_histogram"]))) if n) \
@@ -157,11 +163,14 @@ def categories(rows: list[dict]) -> list[dict]:
 
 
 def positions(rows: list[dict]) -> list[dict]:
-    """Per-position acceptance, long form: one row per (speculative cell, draft position)."""
+    """Per-position acceptance both ways, long form: one row per (speculative cell, draft
+    position): conditional (`acceptance`: accepted at i given 1..i-1 accepted) and marginal
+    (accepted at i over every drafting round)."""
     out = []
     for group, g, rounds in _spec_rounds(rows):
-        for i, rate in enumerate(metrics.per_position_acceptance(rounds, g), start=1):
-            out.append({**_settings(group[0]), "gamma": g, "position": i, "acceptance": rate})
+        both = zip(metrics.per_position_acceptance(rounds, g), metrics.per_position_marginal(rounds, g))
+        for i, (rate, marginal) in enumerate(both, start=1):
+            out.append({**_settings(group[0]), "gamma": g, "position": i, "acceptance": rate, "marginal": marginal})
     return out
 
 

@@ -44,6 +44,13 @@ def test_per_position_histogram_and_tau():
     # position 1: 5 rounds reached it, 4 accepted; position 2: 3 reached (drafted >= 2), 2 accepted; 3: 2 reached, 1
     assert metrics.per_position_acceptance(rounds, 3) == [4 / 5, 2 / 3, 1 / 2]
     assert metrics.mean_accepted_len(rounds) == pytest.approx(11 / 5)
+    # marginal: of the 5 drafting rounds, 4 accepted position 1, 2 position 2, 1 position 3
+    assert metrics.per_position_marginal(rounds, 3) == [4 / 5, 2 / 5, 1 / 5]
+    # acceptance length: accepted + 1 per drafting round = (1 + 2 + 4 + 3 + 2) / 5 = 1 + the sum of the marginals
+    assert metrics.acceptance_length(rounds) == pytest.approx(12 / 5) == pytest.approx(1 + sum([4 / 5, 2 / 5, 1 / 5]))
+    baseline = [{"drafted": 0, "accepted": 0, "emitted": 1}] * 3  # rounds that drafted nothing are not counted
+    assert metrics.acceptance_length(rounds + baseline) == metrics.acceptance_length(rounds)
+    assert metrics.per_position_marginal(baseline, 2) == [None, None]
 
 
 def test_empty_and_baseline_rounds_give_none_not_zero():

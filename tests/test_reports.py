@@ -131,7 +131,9 @@ def test_report_markdown_headline_and_tables(report):
         assert f"]({png})" in md
     # per-generation speedups 1.217 (f1) and 0.431 (o1): median 0.82, IQR 0.75*0.786 - 0.25*0.786 = 0.39
     assert "| fast · spec γ=4 | cpu | fast | 2 | 20 | 51.3 | 0.64x | 0.82x | 0.39 |" in md
-    assert "| fast · spec γ=4 | 0.135 | 0.368 | 1.54 | 4.00 | 4:13 |" in md
+    # acceptance length per step 20/13 = 1 + the marginals' sum (3 + 2 + 1 + 1) / 13; per request (10/3 + 1) / 2
+    assert "| fast · spec γ=4 | 0.135 | 0.368 | 1.54 | 1.54 | 2.17 | 4.00 | 4:13 |" in md
+    assert "| fast · spec γ=4 | 2 | 0.667 | 0.154 |" in md  # position 2: 2 of the 3 rounds reaching it, 2 of all 13
     assert "| fast · spec γ=4 | 0.200 | 0.1601 | 1.50 |" in md
     assert "c_flops for pair qwen-like: 0.1601" in md
     widths = [line.count("|") - 1 for line in lines if line.startswith("|")]
