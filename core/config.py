@@ -199,6 +199,9 @@ class PairSpec:
     draft_gguf: Optional[str] = None
     synthetic: bool = False  # random weights in real shapes (models/synthetic.py): cost only, forced acceptance
     eagle3: Optional[str] = None  # the pair's EAGLE-3 head folder (`--drafter eagle3`), if it has one
+    # the llama.cpp quantization type of a target variant (`--target-quant`: target_gguf is the file
+    # models/quantize.py made, the name "PAIR@TYPE"); None: the target as given
+    target_quant: Optional[str] = None
 
     @property
     def self_draft(self) -> bool:

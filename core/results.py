@@ -27,12 +27,14 @@ RESULTS = "results.jsonl"
 RUN = "run.json"
 HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as partial
 
-IDENTITY_FIELDS = ("runtime", "mode", "pair", "prompt_id", "category", "repeat")
+# target_quant: the llama.cpp type of a target variant (--target-quant; the pair is then "PAIR@TYPE"),
+# null for the target as given and in rows written before the field existed
+IDENTITY_FIELDS = ("runtime", "mode", "pair", "target_quant", "prompt_id", "category", "repeat")
 OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
-KEY_FIELDS = ("runtime", "pair", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "forced_rates",
-              "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward")
+KEY_FIELDS = ("runtime", "pair", "target_quant", "mode", "prompt_id", "repeat", "gamma", "draft_policy", "drafter",
+              "forced_rates", "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward")
 # one request of a cell under load (--concurrency N > 1): the client's clock; null in other rows
 LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median_s", "itl_p90_s")
 KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed
@@ -57,7 +59,8 @@ def row_key(row: dict) -> tuple:
 def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g: Optional[Generation] = None,
              text: Optional[str] = None, error: Optional[str] = None, baseline: Optional[dict] = None,
              verify_rule: Optional[str] = None, started_at: Optional[float] = None) -> dict:
-    """One results.jsonl row. identity: runtime, mode, pair, prompt_id, category, repeat.
+    """One results.jsonl row. identity: runtime, mode, pair, prompt_id, category, repeat (and
+    target_quant, null where it is not given).
     `baseline` is the row of the same runtime, prompt, settings and seed, for greedy_match and
     speedup; `verify_rule` names the acceptance test of a speculative row (runtimes/base.py);
     `started_at` when the runner asked for the generation (unix epoch seconds; not part of the
@@ -65,7 +68,7 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
     Nothing here is computed outside core/metrics.py."""
     mode, s = identity["mode"], gen.sampling
     spec = mode == "speculative"
-    row = {k: identity[k] for k in IDENTITY_FIELDS}
+    row = {k: identity.get(k) for k in IDENTITY_FIELDS}
     gamma = gen.gamma_max or (g.draft_max if g is not None else None)
     row.update(gamma=gamma if spec else None, draft_policy=gen.draft_policy if spec else None,
                drafter=gen.drafter if spec else None,

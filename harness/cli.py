@@ -10,8 +10,10 @@ from __future__ import annotations
 import itertools
 import signal
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Optional
 
 import click
 
@@ -21,6 +23,7 @@ from core.results import check_out_dir
 from harness.bench import BenchSettings
 from harness.prompts import DEFAULT_PROMPTS
 from harness.runner import RunConfig
+from harness.tune import TuneConfig
 from models.synthetic import shipped as shipped_shapes
 
 SWEEP_GAMMAS = "1,2,4,6,8"
@@ -121,30 +124,57 @@ def _torch_forwards(o: dict) -> list[str]:
     return [f.strip() for f in o["torch_forward_list"].split(",") if f.strip()]
 
 
+TOP_K = click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off.")
+POLICY = click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
+                      help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
+                           "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
+                           "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
+                           "library as a user who sets nothing gets it). `harness runtimes` says which runtime runs which.")
+DRAFTER_HELP = ("Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an earlier match of "
+                "the last N tokens, at most K; N default 2, K default gamma; ours in our loop, the library's own "
+                "elsewhere), eagle3[:PATH] (an EAGLE-3 head reading the target's hidden states: the pair's own, or the "
+                "head folder PATH); `harness runtimes` says which runtime runs which.")
+PROMPTS = click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
+                       help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL "
+                            "file of {id, category, prompt}.")
+EOS = click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")
+TARGET_QUANT = click.option(
+    "--target-quant", "target_quant_list", default=None,
+    help="Comma list of llama.cpp quantization types of the target (an axis: F16, Q8_0, Q4_K_M, ...; `harness models "
+         "quantize` makes and lists them): the runtimes that run the target's GGUF (llamacpp, llamacpp-native, "
+         "llama-server) run each pair once per type, the others once as given. [default: the pair as given]")
+
+
+def _target_quants(value: Optional[str]) -> list[str]:
+    """--target-quant 'f16,Q8_0' -> ['F16', 'Q8_0'] (RunConfig.target_quants), each a type
+    models/quantize.py knows (one line listing them otherwise); None or '' -> [] (the pair as given)."""
+    from models.quantize import parse_types
+
+    return parse_types(value) if value else []
+
+
+def _check_quants(pairs, quants: list[str], names: list[str]) -> None:
+    """Each pair's target can be made in every type asked (its source's precision, llama-quantize,
+    free disk: models/quantize.py), before anything loads; nothing to check where no runtime of the
+    run reads the target's GGUF."""
+    from harness.runner import runs_variants
+    from models.quantize import check_pair
+
+    if quants and any(runs_variants(n) for n in names):
+        for p in pairs:
+            check_pair(p, quants)
+
+
 def _common(f):
     """Options shared by `run` and `sweep`."""
-    drafting = [
-        click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off."),
-        click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
-                     help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
-                          "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
-                          "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
-                          "library as a user who sets nothing gets it). `harness runtimes` says which runtime runs which."),
-        click.option("--drafter", "drafter_list", default=None,
-                     help="Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an "
-                          "earlier match of the last N tokens, at most K; N default 2, K default gamma; ours in our loop, "
-                          "the library's own elsewhere), eagle3[:PATH] (an EAGLE-3 head reading the target's hidden "
-                          "states: the pair's own, or the head folder PATH); `harness runtimes` says which runtime runs "
-                          f"which. [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, else "
-                          f"{default_of(GenerationSettings, 'drafter')}]"),
-        click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
-                     help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL file of {id, category, prompt}."),
-    ]
+    drafter = click.option("--drafter", "drafter_list", default=None,
+                           help=f"{DRAFTER_HELP} [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, "
+                                f"else {default_of(GenerationSettings, 'drafter')}]")
     runtime = [click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")]
-    eos = [click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")]
     table = [click.option("--table", is_flag=True, help="Also print the full table (every phase, tau, drafts per round) "
                                                         "before the verdict; the report always has it.")]
-    return _options(runtime, MODEL_OPTIONS, drafting, REPEAT_OPTIONS, eos, MACHINE_OPTIONS, OUT_OPTIONS, table)(f)
+    return _options(runtime, MODEL_OPTIONS, [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS], REPEAT_OPTIONS, [EOS],
+                    MACHINE_OPTIONS, OUT_OPTIONS, table)(f)
 
 
 def _split(value: str, cast, flag: str) -> list:
@@ -180,12 +210,11 @@ def _check_heads(pairs, drafters) -> None:
                 check_fits(read_config(folder), p.target_gguf or p.target, folder)
 
 
-def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
+def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafters: Optional[str] = None) -> RunConfig:
+    """A run's settings from its options, every one checked before a model loads."""
     import runtimes
     from harness.console import library_output
     from harness.prompts import load_prompts
-    from harness.runner import run as run_all
-    from harness.summary import print_summary
     from models.presets import resolve_pair
     from models.synthetic import is_synthetic
 
@@ -194,6 +223,7 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     samplings = [SamplingParams(t, p, o["top_k"]) for t in temperatures for p in top_ps]
     settings = _runtime_settings(o)
     prompts = load_prompts(o["prompt_spec"])
+    quants = _target_quants(o.get("target_quant_list"))
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the run to continue")
     out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -204,13 +234,22 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
                                "run it with `harness calibrate` (forced acceptance)")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
-    drafters = _drafters(o["drafter_list"] or (DEFAULT_DRAFTERS if all(p.eagle3 for p in resolved)
-                                               else default_of(GenerationSettings, "drafter")))
+    drafters = _drafters(o["drafter_list"] or default_drafters or (
+        DEFAULT_DRAFTERS if all(p.eagle3 for p in resolved) else default_of(GenerationSettings, "drafter")))
     _check_heads(resolved, drafters)
-    cfg = RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
-                    policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
-                    concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
-                    verbose=o["verbose"])
+    _check_quants(resolved, quants, names)
+    return RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
+                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
+                     concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
+                     verbose=o["verbose"], target_quants=quants)
+
+
+def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
+    from harness.runner import run as run_all
+    from harness.summary import print_summary
+
+    cfg = _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o)
+    out = cfg.out
     rows = run_all(cfg)
     if rows and all(r["error"] for r in rows):  # nothing measured (the runner said why): no table, no report
         errors = out / "errors.log"
@@ -252,6 +291,48 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
     pairs = [p.strip() for p in pair_list.split(",")] if pair_list else [None]
     _execute(pairs, _split(gamma_list, int, "--gamma"), _split(temp_list, float, "--temperature"),
              _split(top_p_list, float, "--top-p"), _split(max_new_list, int, "--max-new-tokens"), o)
+
+
+TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a head of its own (else model,ngram)
+
+
+@main.command()
+@click.option("--runtime", "runtime_spec", default="all", show_default=True,
+              help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")
+@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+@_options(MODEL_OPTIONS)
+@click.option("--drafter", "drafter_list", default=None,
+              help=f"{DRAFTER_HELP} [default: {TUNE_DRAFTERS}, without eagle3 where the pair has no head]")
+@click.option("--max-gamma", default=default_of(TuneConfig, "max_gamma"), show_default=True, type=int,
+              help="The longest draft tried: tune measures gamma 1 and this one and predicts those between.")
+@click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
+              help="Best predicted settings per runtime (and N) measured again beside the baseline.")
+@click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
+              help="0 = greedy.")
+@click.option("--top-p", default=default_of(SamplingParams, "top_p"), show_default=True, type=float)
+@click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
+@_options([TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
+def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
+    """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
+    and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
+    from harness import tune as tuning
+
+    o["policy_list"] = "fixed"
+    if o["out"] is None:
+        o["out"] = Path("runs") / datetime.now().strftime("tune-%Y%m%d-%H%M%S")
+    cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, default_drafters=TUNE_DRAFTERS)
+    if not all(p.eagle3 for p in cfg.pairs) and not o["drafter_list"]:
+        cfg = replace(cfg, drafters=[d for d in cfg.drafters if d != "eagle3"])
+    tc = tuning.TuneConfig(cfg, max_gamma, confirm)
+    result = tuning.tune(tc, log=click.echo)
+    try:
+        from reports import write_report
+
+        md = write_report([tc.out])
+        click.echo(f"\nwritten to {tc.out}/: tune.json, probe/ and confirm/ (runs), {md.relative_to(tc.out).with_suffix('.html')}\n")
+    except Exception as e:  # noqa: BLE001 - tune.json and the runs are on disk
+        click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {tc.out}`", err=True)
+    click.echo("\n".join(tuning.lines(result, {p.name: p for p in cfg.pairs}, pair)))
 
 
 @main.command()

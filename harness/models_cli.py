@@ -1,6 +1,7 @@
-"""`harness models list | download | info | agreement`: the click group harness/cli.py mounts
-(with `distill` and `teacher-data` from harness/distill_cli.py), and the text of `models list`
-(presets, what of each is in the local Hugging Face cache, sizes) and `models agreement`.
+"""`harness models list | download | info | agreement | quantize`: the click group harness/cli.py
+mounts (with `distill` and `teacher-data` from harness/distill_cli.py), and the text of `models list`
+(presets, what of each is in the local Hugging Face cache, sizes), `models agreement` and `models
+quantize` (a target's variants in other llama.cpp quantizations, made by models/quantize.py).
 
 Everything heavy is imported inside the commands, so `harness --help` stays fast. Errors are
 HarnessErrors, printed as one line with exit 2 by the main group. What it does not do: talk to
@@ -16,6 +17,7 @@ from core.errors import HarnessError
 from harness.prompts import DEFAULT_PROMPTS
 from models.download import FORMATS
 from models.presets import DRAFT_GGUF
+from models.quantize import DEFAULT_TYPES, TYPES
 
 
 @click.group()
@@ -114,6 +116,51 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
     a = ag.on_prompts(t, d, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts], temperature,
                       samples, tokens, seed)
     click.echo("\n".join(agreement_lines(a, temperature)))
+
+
+@models.command()
+@click.option("--pair", default=None, help="Preset pair whose target to quantize (default: the embedded default pair).")
+@click.option("--target", default=None,
+              help="A target instead of a pair's: a Hugging Face folder (Llama architecture, float weights) or a GGUF file.")
+@click.option("--target-gguf", default=None,
+              help="With a --target folder: the GGUF file whose tokenizer metadata the variants copy (default: written "
+                   "from the folder's tokenizer).")
+@click.option("--type", "type_list", default=DEFAULT_TYPES, show_default=True,
+              help="Comma list of llama-quantize types: " + ", ".join(TYPES) + ".")
+@click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
+def quantize(pair, target, target_gguf, type_list, verbose):
+    """The target in other llama.cpp quantizations, made by llama.cpp's own quantizer from the
+    highest-precision source the harness has and cached: each variant's file, size and bits per
+    weight. `harness run --target-quant TYPES` runs them."""
+    from harness.console import library_output
+    from models import quantize as q
+
+    types = q.parse_types(type_list)
+    if pair and (target or target_gguf):
+        raise HarnessError("give either --pair or --target/--target-gguf, not both")
+    library_output(verbose)
+    if target or target_gguf:
+        src = q.source_of(target, target_gguf)
+    else:
+        from models.presets import resolve_pair
+
+        src = q.source_of_pair(resolve_pair(pair))
+    click.echo(source_line(src))
+    paths = q.make(src, types, log=click.echo)
+    click.echo(f"{'type':8s} {'size':>10s} {'bits/weight':>12s}  file")
+    for t, path in paths.items():
+        d = q.describe(path)
+        click.echo(f"{t:8s} {d['mb']:7.1f} MB {d['bits_per_weight']:12.2f}  {path}")
+
+
+def source_line(src) -> str:
+    """What the variants are made from, in one line."""
+    how = {"folder": f"the float folder {src.path}",
+           "converted": f"the float32 folder the harness converts {src.path} to (the weights of that file, in float32)",
+           "gguf": f"the GGUF file {src.path} (requantized: no type above its {src.precision})"}[src.kind]
+    n = src.n_params
+    count = f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"
+    return f"source: {how}; {src.precision}, {count} parameters"
 
 
 def agreement_lines(a, temperature: float) -> list[str]:

@@ -1,6 +1,8 @@
 """The run loop, shared by `harness run` (one setting) and `harness sweep` (a grid).
 
-For each runtime and pair: load once, warm up, then for every setting (temperature x top_p x
+For each runtime and pair (with `target_quants`, each pair's target variants, made by
+models/quantize.py before any model loads, on the runtimes that read the target's GGUF, and the
+pair as given on the others): load once, warm up, then for every setting (temperature x top_p x
 max_new_tokens), prompt and repeat, generate target-only (baseline) once and speculatively for
 each drafter x draft policy x gamma (one generation for a policy whose library picks the length;
 a combination the runtime cannot run is one "skipped" row), with the same seed, appending one results row per generation as soon as it is
@@ -74,6 +76,13 @@ class RunConfig:
     concurrencies: list[int] = field(default_factory=lambda: [1])  # client streams at once (--concurrency)
     torch_forwards: list[str] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
     verbose: bool = False  # a progress line per generation, not per setting
+    # llama.cpp quantization types of the target (--target-quant, models/quantize.py): every pair runs
+    # once per type on the runtimes that read the target's GGUF (runs_variants), once as given on the
+    # others; empty: every pair as given
+    target_quants: list[str] = field(default_factory=list)
+    # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
+    # drafters x policies x gammas (harness tune's candidates); None: the whole grid
+    only: Optional[list[tuple[str, int, str]]] = None
 
     def __post_init__(self):
         at_least("--repeats", self.repeats, 1)
@@ -90,8 +99,14 @@ class RunConfig:
         for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
                                                   self.forced or [None], self.concurrencies):
             GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
+        for p, g, d in self.only or []:
+            GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
         for f in self.torch_forwards:
             replace(self.runtime, torch_forward=f)  # validates each forward
+        if self.target_quants:
+            from models.quantize import parse_types
+
+            self.target_quants = parse_types(self.target_quants)
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
                  policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
@@ -110,7 +125,9 @@ class RunConfig:
         """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
         every gamma for every policy in which gamma is the most drafts per round, one generation
         (gamma None) for library-default, in which the library chooses the length; each forced
-        acceptance setting when `forced` is given (harness calibrate)."""
+        acceptance setting when `forced` is given (harness calibrate); the `only` list when given."""
+        if self.only is not None:
+            return [(p, g, d, None) for p, g, d in self.only]
         return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
                 for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
 
@@ -118,10 +135,28 @@ class RunConfig:
         """Runtimes measured: torch once per --torch-forward."""
         return len(self.runtimes) + ("torch" in self.runtimes) * (len(set(self.torch_forwards)) - 1)
 
-    def n_rows(self) -> int:
+    def n_pairs(self, name: str) -> int:
+        """Pairs runtime `name` measures: each pair once per --target-quant where it reads the target's GGUF."""
+        return len(self.pairs) * (len(self.target_quants) if self.target_quants and runs_variants(name) else 1)
+
+    def rows_per_pair(self) -> int:
+        """Rows of one runtime (one forward) and one pair."""
         per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings())) \
             * len(self.samplings) * len(self.max_new_tokens)
-        return self.n_runtimes() * len(self.pairs) * len(self.prompts) * per_prompt
+        return len(self.prompts) * per_prompt
+
+    def n_rows(self) -> int:
+        forwards = len(set(self.torch_forwards))
+        return sum((forwards if n == "torch" else 1) * self.n_pairs(n) for n in self.runtimes) * self.rows_per_pair()
+
+
+def runs_variants(name: str) -> bool:
+    """Whether runtime `name` runs each target quantization (its class reads the target's GGUF,
+    `Runtime.reads_target_gguf`); a runtime not installed here runs the pair once (its skipped row)."""
+    try:
+        return bool(getattr(runtimes.get(name), "reads_target_gguf", False))
+    except RuntimeUnavailable:
+        return False
 
 
 def _log(msg: str) -> None:
@@ -141,8 +176,8 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
     `started_at` when the runner asked for it (unix epoch seconds: the harness's clock, which
     reports/trace.py lays generations on), None for a row no generation was asked for."""
     desc = rt.describe() if rt is not None else {}
-    identity = {"runtime": name, "mode": mode, "pair": pair.name, "prompt_id": prompt.id,
-                "category": prompt.category, "repeat": repeat}
+    identity = {"runtime": name, "mode": mode, "pair": pair.name, "target_quant": pair.target_quant,
+                "prompt_id": prompt.id, "category": prompt.category, "repeat": repeat}
     row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
                    verify_rule=rt.verify_rule(gen) if rt is not None else None, started_at=started_at)
@@ -152,10 +187,12 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
 
 
 def label_of(pair: PairSpec) -> str:
-    """The pair as a person names it, from the files the llama.cpp runtimes load, else the HF ones."""
+    """The pair as a person names it, from the files the llama.cpp runtimes load, else the HF ones;
+    a target variant (--target-quant) ends in "@TYPE"."""
     from models.info import pair_label
 
-    return pair_label(pair.target_gguf or pair.target, pair.draft_gguf or pair.draft)
+    label = pair_label(pair.target_gguf or pair.target, pair.draft_gguf or pair.draft)
+    return f"{label} @{pair.target_quant}" if pair.target_quant else label
 
 
 def _one_line(e: BaseException) -> str:
@@ -175,12 +212,15 @@ class Runner:
         self.out, existing = open_out_dir(cfg.out, cfg.resume)
         self.rows = existing
         self.done = {row_key(r): r for r in existing if not r.get("error")}
-        self.labels = {p.name: label_of(p) for p in cfg.pairs}
+        self.variants = self._variants()  # pair name -> its target's variants (--target-quant), made now
+        every = self._every_pair()
+        self.labels = {p.name: label_of(p) for p in every}
         self.checkers: dict = {}  # pair name -> runtimes.expected.Checker, loaded at its first speculative row
         self.info = {
             "config": {
                 "runtimes": cfg.runtimes, "pair": asdict(cfg.pairs[0]),
-                "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in cfg.pairs],
+                "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in every],
+                "target_quants": cfg.target_quants,
                 "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
                 "max_new_tokens": cfg.max_new_tokens, "draft_policies": cfg.draft_policies,
                 "drafters": cfg.drafters, "torch_forwards": cfg.torch_forwards, "seed": cfg.seed,
@@ -189,7 +229,9 @@ class Runner:
                 "prompts": [asdict(p) for p in cfg.prompts],
             },
             "environment": environment(),
-            "model_files": model_files(ref for p in cfg.pairs for ref in (p.target, p.draft, p.target_gguf, p.draft_gguf)),
+            # a variant's own file only (its float32 folder is that file's weights, its draft the pair's)
+            "model_files": model_files(ref for p in every for ref in ((p.target_gguf,) if p.target_quant else
+                                                                      (p.target, p.draft, p.target_gguf, p.draft_gguf))),
             "runtimes": {},
         }
         if self.done:
@@ -213,9 +255,10 @@ class Runner:
         self.forward: Optional[str] = None  # the forward of the runtime now measured (_forwards)
         try:
             self._start_early()
-            for name, pair in itertools.product(self.cfg.runtimes, self.cfg.pairs):
-                for self.forward in self._forwards(name):
-                    self._runtime_pair(name, pair)
+            for name in self.cfg.runtimes:
+                for pair in self._pairs_of(name):
+                    for self.forward in self._forwards(name):
+                        self._runtime_pair(name, pair)
             self.forward = None
         finally:
             for rt in self.early.values():
@@ -224,6 +267,35 @@ class Runner:
             self.bar.close()
             self.writer.close()
         return self.rows
+
+    def _variants(self) -> dict[str, list[PairSpec]]:
+        """Each pair's target variants (models/quantize.py: llama-quantize, cached), made before any
+        model loads, where a runtime of the run reads the target's GGUF."""
+        c = self.cfg
+        if not c.target_quants:
+            return {}
+        if not any(runs_variants(n) for n in c.runtimes):
+            _log(f"--target-quant: no runtime of this run reads the target's GGUF "
+                 f"({runtimes.listed(runtimes.able('reads_target_gguf'))}); every pair runs as given")
+            return {}
+        from models.quantize import variants
+
+        out = {}
+        for p in c.pairs:
+            _log(f"target quantizations of {p.name}: {', '.join(c.target_quants)} (llama-quantize; cached after the first run)")
+            out[p.name] = variants(p, c.target_quants, lambda msg: _log(f"  {msg}"))
+        return out
+
+    def _pairs_of(self, name: str) -> list[PairSpec]:
+        """The pairs runtime `name` measures: each pair's target variants where it reads the target's
+        GGUF and --target-quant asked for them, else the pairs as given."""
+        if not self.variants or not runs_variants(name):
+            return self.cfg.pairs
+        return [v for p in self.cfg.pairs for v in self.variants.get(p.name, [p])]
+
+    def _every_pair(self) -> list[PairSpec]:
+        """The pairs as given and every variant, each once (run.json, labels, batched prices)."""
+        return self.cfg.pairs + [v for p in self.cfg.pairs for v in self.variants.get(p.name, [])]
 
     def _forwards(self, name: str) -> list[Optional[str]]:
         """The forwards a runtime runs in this run, each measured as a runtime of its own: --torch-forward
@@ -258,9 +330,9 @@ class Runner:
         single-threaded imports) overlaps the loading of the runtimes before it; they are held
         paused while anything is measured (_measure). A runtime that cannot do so here is loaded
         again at its turn, where its reason becomes its row."""
-        pair = self.cfg.pairs[0]
         for name in reversed(self.cfg.runtimes[1:]):  # the last measured starts first: it may take longest (vLLM)
             rt = None
+            pair = self._pairs_of(name)[0]
             try:
                 if not getattr(runtimes.get(name), "starts_early", False) or not self._todo(name, pair):
                     continue
@@ -289,7 +361,7 @@ class Runner:
         ns = sorted({1, *c.concurrencies})
         ks = sorted({1, *(g + 1 for g in c.gammas)})
         out = {}
-        for pair in c.pairs:
+        for pair in self._every_pair():
             if not (pair.target_gguf and pair.draft_gguf):
                 continue
             _log(f"measuring llama.cpp's batched passes of {pair.name} (N = {', '.join(map(str, ns))}; tokens {ks}) ...")
@@ -328,7 +400,8 @@ class Runner:
                "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
                "drafter": drafter if spec else None, "forced_rates": forced,
                "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
-               "seed": gen.seed, "concurrency": concurrency, "torch_forward": self.forward}
+               "seed": gen.seed, "concurrency": concurrency, "torch_forward": self.forward,
+               "target_quant": pair.target_quant}
         return gen, row_key(row)
 
     def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
@@ -338,12 +411,14 @@ class Runner:
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
         todo = self._todo(name, pair)
-        self.bar.update(self.cfg.n_rows() // (self.cfg.n_runtimes() * len(self.cfg.pairs)) - len(todo))
+        self.bar.update(self.cfg.rows_per_pair() - len(todo))
         if not todo:
             return
         rt = None
         label = self._label(name)
         tag = label if len(self.cfg.pairs) == 1 else f"{label} {pair.name}"
+        if pair.target_quant and len(self.cfg.pairs) == 1:
+            tag += f" @{pair.target_quant}"
         try:
             rt = self.early.pop((name, pair.name), None) or self._load(name, pair)
             self.info["runtimes"][label] = rt.describe()

@@ -68,9 +68,24 @@ def verdict_lines(rows: list[dict]) -> list[str]:
 
     measured = [r for r in rows if not r.get("synthetic")]
     v = verdict.build(by_drafting(measured))
-    pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in measured)
-    head = "verdict · " + "; ".join(f"pair {name}" if name == label else f"pair {name}: {label}" for name, label in pairs)
+    head = "verdict · " + "; ".join(_pair_words(measured))
     return [""] + textwrap.wrap(head, verdict.WIDTH, subsequent_indent="  ", break_on_hyphens=False) + verdict.text(v)
+
+
+def _pair_words(rows: list[dict]) -> list[str]:
+    """Each pair of the rows as the verdict's heading names it; a pair's target variants
+    (--target-quant) by their types, after the pair as given where it ran too."""
+    given = {r["pair"]: r.get("pair_label") or r["pair"] for r in rows if not r.get("target_quant")}
+    quants: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("target_quant"):
+            base = r["pair"].replace(f"@{r['target_quant']}", "", 1)
+            quants.setdefault(base, []).append(r["target_quant"])
+    words = {name: f"pair {name}" if name == label else f"pair {name}: {label}" for name, label in given.items()}
+    for base, types in quants.items():
+        also = f"its target {'also ' if base in words else ''}in {', '.join(dict.fromkeys(types))} (--target-quant)"
+        words[base] = f"{words[base]}, {also}" if base in words else f"pair {base}, {also}"
+    return list(words.values())
 
 
 def print_summary(rows: list[dict], table: bool = False) -> None:

@@ -21,7 +21,8 @@ requires the merges key, and transformers' converter rejects a merge whose resul
 tokens are never symbols of a pre-tokenized word); `reader="transformers"` writes token scores.
 
 What it does not do: SentencePiece vocabularies, RoPE scaling, other architectures, or k-quants
-(use llama.cpp's llama-quantize for those); real presets come as downloaded GGUF files.
+(models/quantize.py runs llama.cpp's llama-quantize on the F32 file written here); real presets come
+as downloaded GGUF files.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """GGUF files as llama.cpp reads them: loading a model (quietly, with one-line errors), what the file
 says of itself (name, file type, shape, training context, parameters), its vocabulary (the real ids, text, tokenization and detokenization), its chat template,
-and the check that a draft speaks its target's vocabulary.
+and the check that a draft speaks its target's vocabulary; and where llama.cpp's C++ tools are
+(`find_binary`: llama-server, llama-bench, llama-quantize, built by scripts/setup.sh).
 
 Shared by the llama.cpp runtimes and by the teacher data of models/teacher_data.py, so a prompt is
 encoded the same way wherever llama.cpp runs it. What it does not do: create contexts, decode,
@@ -162,3 +163,40 @@ def encode_prompt(model, vocab, prompt: str) -> list[int]:
     if add_bos and bos >= 0 and (not ids or ids[0] != bos):
         ids = [bos] + ids
     return ids
+
+
+# ---- llama.cpp's C++ tools, built by scripts/setup.sh beside the libraries llama_cpp loads ---------
+
+SETUP = "scripts/setup.sh"
+
+
+def tool_places(name: str) -> list[Path]:
+    """Where scripts/setup.sh puts llama.cpp's tool `name`: beside llama_cpp's own libraries (the
+    same build), and beside the environment's Python (a link to it)."""
+    import sys
+
+    return [Path(llama_cpp.__file__).parent / "lib" / name, Path(sys.executable).parent / name]
+
+
+def find_binary(name: str) -> str:
+    """The path of llama.cpp's `name` (llama-server, llama-bench, llama-quantize): $HARNESS_<NAME>
+    if set, else the copy scripts/setup.sh puts beside llama_cpp's own libraries (same build), else
+    the PATH. RuntimeUnavailable (one line naming the set-up command) when there is none."""
+    import os
+    import shutil
+
+    from core.errors import RuntimeUnavailable
+
+    env = f"HARNESS_{name.upper().replace('-', '_')}"
+    if os.environ.get(env):
+        p = Path(os.environ[env]).expanduser()
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+        raise RuntimeUnavailable(f"{env}={p} is not an executable file: unset it to use the {name} {SETUP} builds")
+    for p in tool_places(name):
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise RuntimeUnavailable(f"{name} is not built: run {SETUP} (it builds llama.cpp's tools beside llama-cpp-python)")

@@ -9,7 +9,8 @@ metadata) and the result kept as a Hugging Face folder under $HARNESS_CACHE/gguf
 GGUF metadata in Python, which took 10-40 s per load of SmolLM2 here (`_gguf_parsed_once` makes
 each file's metadata parsed once per conversion, not once per part transformers reads), and a saved folder loads in
 about a second. Where the cache cannot be written, the file is loaded directly. `model_folder`
-gives the same folder to a library that loads Hugging Face folders itself (mlx-lm).
+gives the same folder to a library that loads Hugging Face folders itself (mlx-lm); `float_folder`
+converts a target variant (models/quantize.py) with the tokenizer of its source's folder.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import functools
 import os
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 from core.errors import HarnessError
 
@@ -51,15 +53,44 @@ def _check_ref(ref: str, role: str) -> tuple[str, dict]:
     return ref, {}
 
 
-def _converted_gguf(p: Path, role: str):
-    """The cached Hugging Face folder of GGUF file p, converting it first if needed; None if the
-    cache cannot be written (the caller then loads the GGUF directly)."""
+def float_folder(gguf, tokenizer_from) -> Path:
+    """The cached float32 Hugging Face folder of a GGUF file whose tokenizer is the one of the
+    folder `tokenizer_from` (a target variant of models/quantize.py: its vocabulary metadata may be
+    one transformers cannot read, the tiny pairs'); HarnessError where the cache cannot be written."""
+    p = Path(gguf).expanduser()
+    folder = _converted_gguf(p, "target", _resolved(tokenizer_from))
+    if folder is None:
+        raise HarnessError(f"the float32 folder of {p} could not be written under {cache_root() / 'gguf-hf'}; "
+                           "set HARNESS_CACHE to a writable folder")
+    return folder
+
+
+def _resolved(folder) -> str:
+    return str(Path(folder).expanduser().resolve())
+
+
+def float_folder_made(gguf, tokenizer_from) -> bool:
+    """Whether float_folder(gguf, tokenizer_from) is cached already (a progress line is due otherwise)."""
+    return (_conversion_folder(Path(gguf).expanduser(), _resolved(tokenizer_from)) / "config.json").exists()
+
+
+def _conversion_folder(p: Path, tokenizer_from: Optional[str] = None) -> Path:
+    """Where the float32 folder of GGUF file p is cached: keyed by its path, size and modification
+    time (and the folder its tokenizer comes from, where given)."""
     import hashlib
-    import shutil
 
     st = p.stat()
-    key = hashlib.sha256(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    folder = cache_root() / "gguf-hf" / f"{p.stem}-{key}"
+    stamp = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}" + (f"|tokenizer {tokenizer_from}" if tokenizer_from else "")
+    return cache_root() / "gguf-hf" / f"{p.stem}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+
+
+def _converted_gguf(p: Path, role: str, tokenizer_from: Optional[str] = None):
+    """The cached Hugging Face folder of GGUF file p (its tokenizer from the folder `tokenizer_from`
+    where given, else from the file), converting it first if needed; None if the cache cannot be
+    written (the caller then loads the GGUF directly)."""
+    import shutil
+
+    folder = _conversion_folder(p, tokenizer_from)
     if (folder / "config.json").exists():
         return folder
     import torch
@@ -76,7 +107,9 @@ def _converted_gguf(p: Path, role: str):
             model.hf_quantizer = None  # its weights are dequantized already: they save as plain float32
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
-            AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name).save_pretrained(tmp)
+            tok = AutoTokenizer.from_pretrained(tokenizer_from) if tokenizer_from else \
+                AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+            tok.save_pretrained(tmp)
         model.save_pretrained(tmp)
         tmp.replace(folder)  # atomic: a folder with config.json is always complete
     except OSError:

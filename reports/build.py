@@ -3,7 +3,8 @@
 Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
 verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
 one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
-drafted.csv (drafted per round), acceptance.csv (each cell against what its models predict), figures.csv (each run
+drafted.csv (drafted per round), acceptance.csv (each cell against what its models predict), quantization.csv (per
+runtime and target variant, where a run has several: quantization.py), figures.csv (each run
 folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
 baselines across runtimes), explain.csv, roofline.csv (each step against this machine's limits,
 roofline.py), report.json (all tables, the verdict, headline, explanations, the roofline and
@@ -21,7 +22,7 @@ from typing import Optional
 
 from core.errors import HarnessError
 from core.results import read_run_json
-from reports import concurrency, explain, markdown, mismatch, plots, tables, verdict
+from reports import concurrency, explain, markdown, mismatch, plots, quantization, tables, verdict
 from reports.ceiling import CFlops
 from reports.figures import run_figures
 from reports.html import write_html
@@ -119,6 +120,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     data["mismatches"], data["agreement"] = mismatch.mismatch_table(measured), mismatch.agreement(measured)
     data["under_load"] = concurrency.cells(rows, _batched_costs(loaded.sources))
     data["acceptance"] = markdown.acceptance_records(data["cells"])
+    data["quantization"] = quantization.records(rows)
     png = concurrency.plot(data["under_load"], out / CONCURRENCY_PNG)
     v = verdict.build(rows)
     if plots.verdict(v, out / markdown.VERDICT_PNG) is not None:
@@ -129,11 +131,12 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
                                                      data["figures"], data["mismatches"], data["agreement"],
                                                      _roofline_lines(roof),
                                                      concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG),
-                                                     verdict.markdown(v), _skipped(v), data["acceptance"], data["positions"]))
+                                                     verdict.markdown(v), _skipped(v), data["acceptance"], data["positions"],
+                                                     quantization.markdown(data["quantization"])))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
                       ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv"),
-                      ("acceptance", "acceptance.csv")):
+                      ("acceptance", "acceptance.csv"), ("quantization", "quantization.csv")):
         tables.frame(data[name]).to_csv(out / csv, index=False)
     doc = {"verdict": verdict.record(v), "headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
            **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons,

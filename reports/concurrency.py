@@ -47,11 +47,12 @@ def _group_key(r: dict) -> tuple:
     return (r["pair"], r["runtime"], r.get("temperature"), r.get("top_p"), r.get("top_k"), r.get("max_new_tokens"))
 
 
-def cells(rows: list[dict], batched: Optional[dict] = None) -> list[dict]:
+def cells(rows: list[dict], batched: Optional[dict] = None, every_run: bool = False) -> list[dict]:
     """One record per (runtime, settings, mode, gamma, N) of the runs that measured more than one
-    concurrency; speculative records carry their speedups, crossover and prediction."""
+    concurrency (of every run with `every_run`); speculative records carry their speedups,
+    crossover and prediction."""
     ok = [r for r in rows if not r.get("error") and not r.get("synthetic")]
-    if len({_n(r) for r in ok}) < 2 and not any(_n(r) > 1 for r in ok):
+    if not every_run and len({_n(r) for r in ok}) < 2 and not any(_n(r) > 1 for r in ok):
         return []
     groups: dict[tuple, list[dict]] = {}
     for r in ok:

@@ -215,12 +215,14 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
              mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
              roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None,
              verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None,
-             acceptance: Optional[list[dict]] = None, positions: Optional[list[dict]] = None) -> str:
+             acceptance: Optional[list[dict]] = None, positions: Optional[list[dict]] = None,
+             quantization: Optional[list[str]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `verdict` is
     reports/verdict.markdown's lines (the report opens with it and verdict.png), `explain`
     explain_section's, `roofline` roofline_section's; `figures` (reports/figures.py) get a section
     when several run folders are read; `skipped` lists what did not run, never as table rows;
-    `acceptance` (acceptance_records) sets each cell against what its models predict."""
+    `acceptance` (acceptance_records) sets each cell against what its models predict; `quantization`
+    is reports/quantization.py's section (runs over several target quantizations), after the speed."""
     out = ["# Speculative decoding report", ""]
     pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
     out += [f"**Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
@@ -233,6 +235,7 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
     out += md_table(_against(cells), SPEED_COLS) + [""]
     out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings; a drafting "
             "(e.g. `torch [eagle3]`) is set against its runtime's baseline, listed once.", ""]
+    out += quantization or []
     if spec:
         out += ["## Acceptance", ""] + md_table(spec, ACCEPTANCE_COLS) + ["", ACCEPTANCE_TEXT, ""]
         if positions:

@@ -24,8 +24,10 @@ SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k
 
 
 def _settings(row: dict) -> dict:
-    """A record's settings columns, and the pair's label for labels and plot titles."""
-    return {**{k: row.get(k) for k in SETTINGS}, "pair_label": row.get("pair_label") or row.get("pair")}
+    """A record's settings columns, the pair's label for labels and plot titles, and the target's
+    quantization (a variant's type, --target-quant; None for the target as given)."""
+    return {**{k: row.get(k) for k in SETTINGS}, "pair_label": row.get("pair_label") or row.get("pair"),
+            "target_quant": row.get("target_quant")}
 
 
 def _ok(rows: list[dict]) -> list[dict]:
@@ -223,16 +225,33 @@ def clean(v):
 _SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok", "concurrency": "N={}"}
 
 
+def _base_pair(rec: dict) -> str:
+    """The pair a record's target variant was made of ("tiny@Q8_0" -> "tiny")."""
+    quant, pair = rec.get("target_quant"), str(rec.get("pair"))
+    return pair.replace(f"@{quant}", "", 1) if quant else pair
+
+
 def varying(records: list[dict]) -> list[str]:
-    """Settings (other than runtime) that differ between records: the ones labels must name."""
-    return [k for k in SETTINGS if k != "runtime" and len({str(r.get(k)) for r in records}) > 1]
+    """Settings (other than runtime) that differ between records: the ones labels must name; where
+    the pairs differ only by their target's quantization (--target-quant), that quantization."""
+    out = [k for k in SETTINGS if k != "runtime" and len({str(r.get(k)) for r in records}) > 1]
+    if "pair" in out and len({_base_pair(r) for r in records}) == 1:
+        out[out.index("pair")] = "target_quant"
+    return out
 
 
 def settings_label(rec: dict, vary: list[str]) -> str:
     """The varying settings of a record, e.g. "T=0.7 · top-p 0.9" ("" when nothing varies); a pair
     by its label (models.info.pair_label) where the rows carry one."""
-    return " · ".join(_SHOW.get(k, "{}").format(rec.get("pair_label") or rec.get(k) if k == "pair" else rec.get(k))
-                      for k in vary)
+    return " · ".join(_show(rec, k) for k in vary)
+
+
+def _show(rec: dict, k: str) -> str:
+    if k == "pair":
+        return str(rec.get("pair_label") or rec.get(k))
+    if k == "target_quant":
+        return f"@{rec[k]}" if rec.get(k) else "target as given"
+    return _SHOW.get(k, "{}").format(rec.get(k))
 
 
 def label(rec: dict, vary: list[str], mode: bool = True) -> str:

@@ -108,9 +108,12 @@ def _command(rec: dict, gamma: int) -> str:
     from models.presets import DEFAULT_PAIR, PRESETS
 
     parts = ["harness run", f"--runtime {_registry_name(rec['runtime'])}"]
-    pair = str(rec.get("pair") or "")
+    quant = rec.get("target_quant")
+    pair = str(rec.get("pair") or "").removesuffix(f"@{quant}" if quant else "")
     if pair.split(":")[0] in PRESETS and pair != DEFAULT_PAIR:
         parts.append(f"--pair {pair}")
+    if quant:
+        parts.append(f"--target-quant {quant}")
     if rec.get("torch_forward") == "eager":
         parts.append("--torch-forward eager")
     if rec.get("drafter") and rec["drafter"] != "model":

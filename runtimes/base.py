@@ -57,6 +57,10 @@ class Runtime(ABC):
     # The forwards a runtime can run its models through (--torch-forward; torch: kernels, eager):
     # the runner measures each one asked for as a runtime of its own, "NAME [FORWARD]".
     forwards: tuple[str, ...] = ()
+    # True for a runtime that runs the target from its GGUF file (llama.cpp's): the runner measures it
+    # once per target quantization (--target-quant, models/quantize.py); the others read the float
+    # weights and run each pair once, as given
+    reads_target_gguf: bool = False
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings
@@ -125,6 +129,12 @@ class Runtime(ABC):
         if policy not in self.policies:
             return (f"{self.name} has no {POLICY_NAMES[policy]} (--draft-policy {gen.draft_policy} runs in "
                     f"{listed(able('policies', policy))})")
+        return None
+
+    @classmethod
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+        """The setting (drafter None: target-only) as a user of this runtime's library writes it,
+        ready to paste (harness tune prints it); None where the loop is the harness's own."""
         return None
 
     def reference(self) -> Optional[Model]:

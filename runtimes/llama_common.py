@@ -1,6 +1,6 @@
 """What the llama.cpp runtimes share: context settings and threads, llama.cpp's perf counters,
-their run.json entry, text through the target's vocabulary (LlamaText), and finding the built
-binaries.
+their run.json entry, text through the target's vocabulary (LlamaText), and the built binaries
+(`find_binary`, models/llama_files.py's).
 
 Both runtimes build their contexts from `context_params`, so `llamacpp` and `llamacpp-native`
 run with the same threads, batch size, context length and attention kernel. What it does not
@@ -155,34 +155,8 @@ def _describe(settings, paths: tuple, n_ctx: int) -> dict:
 
 # ---- llama.cpp's C++ tools, built by scripts/setup.sh beside the libraries llama_cpp loads ---------
 
-SETUP = "scripts/setup.sh"
-
-
-def find_binary(name: str) -> str:
-    """The path of llama.cpp's `name` (llama-server, llama-bench): $HARNESS_<NAME> if set, else the
-    copy scripts/setup.sh puts beside llama_cpp's own libraries (same build), else the PATH.
-    RuntimeUnavailable naming the set-up command when there is none."""
-    import os
-    import shutil
-    import sys
-    from pathlib import Path
-
-    from core.errors import RuntimeUnavailable
-
-    env = f"HARNESS_{name.upper().replace('-', '_')}"
-    if os.environ.get(env):
-        p = Path(os.environ[env]).expanduser()
-        if p.is_file() and os.access(p, os.X_OK):
-            return str(p)
-        raise RuntimeUnavailable(f"{env}={p} is not an executable file")
-    here = [Path(llama_cpp.__file__).parent / "lib" / name, Path(sys.executable).parent / name]
-    for p in here:
-        if p.is_file() and os.access(p, os.X_OK):
-            return str(p)
-    found = shutil.which(name)
-    if found:
-        return found
-    raise RuntimeUnavailable(f"{name} is not built: run {SETUP} (it builds llama.cpp's tools beside llama-cpp-python)")
+# found by models/llama_files.py (the models floor runs llama-quantize too); re-exported for the runtimes
+SETUP, find_binary = llama_files.SETUP, llama_files.find_binary
 
 
 # The layer inputs a context keeps (llama.cpp's EAGLE-3 path: src/llama-ext.h, C++ names, not in

@@ -118,6 +118,7 @@ def _metrics_delta(before: dict, after: dict) -> dict:
 
 class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     name = "llama-server"
+    reads_target_gguf = True  # --target-quant: one measurement per variant
 
     def load(self, pair: PairSpec) -> None:
         self.binary = lc.find_binary("llama-server")
@@ -182,6 +183,22 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             p_min = parse_policy(policy)[1] or 0.0
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min:g}"]
         return argv
+
+    @classmethod
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+        argv = ["llama-server", "-m", str(pair.target_gguf)]
+        if drafter is None:
+            return " ".join(argv)
+        kind, n, _ = parse_drafter(drafter)
+        if kind == "ngram":
+            argv += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(n), "--spec-ngram-simple-size-m", str(gamma)]
+        elif kind == "eagle3":
+            argv += ["-md", "HEAD.gguf", "--spec-type", "draft-eagle3", *BACKEND_SAMPLING_OFF]
+        else:
+            argv += ["-md", str(pair.draft_gguf), "--spec-type", "draft-simple"]
+        if kind != "ngram":
+            argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+        return " ".join(argv)
 
     def _launch(self, spec: Optional[tuple]) -> ServerProcess:
         srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log",

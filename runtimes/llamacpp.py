@@ -145,6 +145,7 @@ class LlamaKV(Model):
 
 class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
     name = "llamacpp"
+    reads_target_gguf = True  # --target-quant: one measurement per variant
 
     def load(self, pair: PairSpec) -> None:
         llama_files.quiet_logs()

@@ -205,6 +205,7 @@ class _Timed:
 
 class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
     name = "llamacpp-native"
+    reads_target_gguf = True  # --target-quant: one measurement per variant
 
     def load(self, pair: PairSpec) -> None:
         llama_files.quiet_logs()

@@ -401,6 +401,11 @@ class MlxRuntime(TokenizerText, Runtime):
             self._reference = MlxKV(self.target, self.vocab, self.stream)
         return self._reference
 
+    @classmethod
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+        cmd = f"mlx_lm.generate --model {pair.target} --prompt PROMPT"
+        return cmd if drafter is None else f"{cmd} --draft-model {pair.draft} --num-draft-tokens {gamma}"
+
     def describe(self) -> dict:
         from models.shape import pair_sizes, sizes_from_folder
 

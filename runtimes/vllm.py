@@ -248,6 +248,17 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
                                  skip=2, name="vllm")
         return self.forker
 
+    @classmethod
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+        cmd = f"vllm serve {pair.target}"
+        if drafter is None:
+            return cmd
+        kind, n, _ = parse_drafter(drafter)
+        cfg = ({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": n} if kind == "ngram" else
+               {"method": "eagle3", "model": eagle3_path(drafter) or pair.eagle3} if kind == "eagle3" else
+               {"method": "draft_model", "model": pair.draft})
+        return f"{cmd} --speculative-config '{json.dumps({**cfg, 'num_speculative_tokens': gamma})}'"
+
     def _launch(self, spec: Optional[tuple]) -> ServerProcess:
         srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log", "vllm",
                             env=self._env(), bind_failure=("address already in use",), forker=self._fork_server())

@@ -2,7 +2,8 @@
 # The README's one set-up command: a virtual environment (.venv) with everything the harness needs,
 # and llama.cpp built once from the source llama-cpp-python vendors. The same shared libraries serve
 # llama-cpp-python (the `llamacpp` and `llamacpp-native` runtimes) and the C++ tools the harness
-# starts (`llama-server`, `llama-bench`), so every llama.cpp figure compares one build with itself.
+# starts (`llama-server`, `llama-bench`) or runs (`llama-quantize`: the target quantizations of
+# `harness models quantize` and `--target-quant`), so every llama.cpp figure compares one build with itself.
 # The `mlx` extra (mlx-lm) comes with the harness where MLX has wheels: Apple Silicon and Linux.
 # vLLM (the `vllm` runtime) gets an environment of its own, .venv-vllm, since it pins transformers
 # below the harness's; the harness starts its server from there. VLLM_PACKAGE picks the package
@@ -53,14 +54,14 @@ if [ ! -d "$SRC" ]; then
     tar -xzf "build/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C build
 fi
 
-say "building llama.cpp (libraries, llama-server, llama-bench) with: $GGML_FLAGS"
+say "building llama.cpp (libraries, llama-server, llama-bench, llama-quantize) with: $GGML_FLAGS"
 # shellcheck disable=SC2086
 cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH='$ORIGIN' \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF $GGML_FLAGS > "$BUILD.configure.log" 2>&1 \
     || { cat "$BUILD.configure.log"; exit 1; }
-cmake --build "$BUILD" --target llama-server llama-bench -j "$(nproc)" > "$BUILD.log" 2>&1 \
+cmake --build "$BUILD" --target llama-server llama-bench llama-quantize -j "$(nproc)" > "$BUILD.log" 2>&1 \
     || { tail -40 "$BUILD.log"; echo "llama.cpp build failed; full log: $BUILD.log"; exit 1; }
 
 say "llama-cpp-python (Python bindings over the libraries just built)"
@@ -68,10 +69,11 @@ CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" pip install --quiet --no-deps -
 LIB=$(python -c "import pathlib, sysconfig; print(pathlib.Path(sysconfig.get_paths()['platlib']) / 'llama_cpp' / 'lib')")
 mkdir -p "$LIB"
 rm -f "$LIB"/*
-cp -P "$BUILD"/bin/lib*.so* "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "$LIB"/ 2>/dev/null \
-    || cp -P "$BUILD"/bin/lib*.dylib "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "$LIB"/
+cp -P "$BUILD"/bin/lib*.so* "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "$BUILD"/bin/llama-quantize "$LIB"/ 2>/dev/null \
+    || cp -P "$BUILD"/bin/lib*.dylib "$BUILD"/bin/llama-server "$BUILD"/bin/llama-bench "$BUILD"/bin/llama-quantize "$LIB"/
 ln -sf "$LIB/llama-server" "$VENV/bin/llama-server"
 ln -sf "$LIB/llama-bench" "$VENV/bin/llama-bench"
+ln -sf "$LIB/llama-quantize" "$VENV/bin/llama-quantize"
 
 say "the harness, its test dependencies and MLX (the mlx runtime: Metal on Apple Silicon, the CPU backend on Linux)"
 pip install --quiet -e ".[test,mlx]"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 DESIGN_FIELDS = (
-    "runtime mode pair prompt_id category repeat gamma temperature top_p top_k seed max_new_tokens device dtype "
+    "runtime mode pair target_quant prompt_id category repeat gamma temperature top_p top_k seed max_new_tokens device dtype "
     "wall_s prefill_s draft_s verify_s sampling_s unaccounted_s new_tokens tokens_per_s e2e_tokens_per_s n_rounds "
     "n_drafted n_accepted acceptance_rate alpha_hat mean_accepted_len per_position_acceptance per_position_marginal "
     "acceptance_length accept_histogram "

@@ -5,7 +5,7 @@ prompt and `VAR=value` prefixes, its `# comment` cut, `\\` continuations joined)
 by the command line: the subcommand path exists, every option exists and its value converts
 (click's own parsing, nothing invoked), and the cheap checks the command applies before any work
 pass (runtime names, draft policies, drafters, comma lists of numbers, prompt sets, torch forwards,
-preset names, sampling settings). Nothing is loaded, measured or written. A known-bad line must be
+target quantizations, preset names, sampling settings). Nothing is loaded, measured or written. A known-bad line must be
 rejected by the same function, so the check can fail.
 
 Also: README.md has at most 250 lines, no commit hash, and a date only on a line that starts with
@@ -128,6 +128,12 @@ def _cheap_checks(path: list[str], o: dict) -> None:
     lists = {k: cli._split(o[k], cast, flag) for k, (cast, flag) in axes.items() if o.get(k) is not None}
     for f in _items(o.get("torch_forward_list") or ""):
         RuntimeSettings(torch_forward=f)
+    if o.get("target_quant_list"):
+        cli._target_quants(o["target_quant_list"])
+    if path[:2] == ["models", "quantize"]:
+        from models.quantize import parse_types
+
+        parse_types(o["type_list"])
     if "device" in o or "dtype" in o or "n_threads" in o:
         RuntimeSettings(**{k: o[k] for k in ("device", "dtype", "n_threads") if o.get(k) is not None})
     spec = o.get("prompt_spec")
@@ -251,6 +257,8 @@ def test_command_is_accepted(where, line, argv):
     "harness bench --figures 99",
     "harness models download tiny",
     "harness calibrate --alpha 0.5,1.5",
+    "harness run --runtime llamacpp --target-quant Q8_0,Q9",
+    "harness models quantize --type F16,q3",
 ])
 def test_a_bad_line_is_rejected(line):
     argv = harness_argv(line)
@@ -261,7 +269,8 @@ def test_a_bad_line_is_rejected(line):
 def test_good_lines_of_each_kind_are_accepted():
     for line in ("harness sweep --gamma 2,4,6 --drafter model,ngram:3,5", "harness run --help",
                  "$ HARNESS_VLLM_ARGS='--tensor-parallel-size 4' harness run --runtime vllm  # a comment",
-                 "harness calibrate --run runs/does-not-exist --concurrency 1,4"):
+                 "harness calibrate --run runs/does-not-exist --concurrency 1,4",
+                 "harness sweep --runtime llamacpp,torch --target-quant f16,Q8_0", "harness models quantize --type Q4_K_M"):
         assert not rejected(harness_argv(line)), line
 
 

@@ -1,0 +1,407 @@
+"""`harness tune`: what to run on this machine, predicted from measured costs, then confirmed.
+
+Three steps, each a run folder under --out (resumable as a sweep):
+
+    probe/        every runtime x drafter at gamma 1 and gamma G (--max-gamma), fixed policy, at
+                  each --concurrency N, with the baseline: what a round costs at the two ends of
+                  the range and the acceptance per draft position at G
+    (prediction)  every candidate drafter x gamma 1..G per runtime and N, from the probe alone
+    confirm/NAME/ the best --confirm candidates of runtime NAME and its baseline, measured side by side
+
+The model of a candidate (Fit.predict): a round drafting g tokens yields
+    tau(g) = s (1 + sum_{i<=g} prod_{j<=i} p_j) + (1 - s)
+tokens, with p_j the conditional acceptance at position j measured at G (core.metrics.
+per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds no match in
+the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R is
+measured at gamma 1 and G (R = measured tau / measured speedup: every cost of the round, the draft's,
+the verify pass's, sampling, orchestration and prefill's share, in the baseline's time per token) and
+taken linear in g in between, as a verify pass over g + 1 tokens and g draft steps grow; measured
+tau / model tau at the two ends (the last round cut at max_new_tokens) is interpolated the same way,
+so the prediction equals the measurement at gamma 1 and G. Under load each N has its own probe
+cells, so a choice at N rests on acceptance and costs measured at N.
+
+The recommendation per runtime and N is the fastest *measured* setting of the confirm run, or
+"do not speculate" (with explain's reason at the best candidate) when none beats the baseline
+measured beside it; never a setting at an N where it was not measured. It is printed in the
+runtime's own terms (Runtime.library_command: llama-server flags, vLLM's --speculative-config, ...)
+and as the `harness run` line that reproduces it; tune.json holds every number.
+
+What it does not do: measure (harness/runner.py), decompose a cell (reports/explain.py) or lay
+out the run reports (reports/).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+from core import metrics, theory
+from core.errors import HarnessError
+from core.results import read_results
+from harness.runner import RunConfig, run as run_grid
+
+DEFAULT_MAX_GAMMA = 6
+DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
+PAYS = 1.0  # a measured speedup above this beats the baseline measured beside it
+
+
+@dataclass
+class TuneConfig:
+    """The grid tune searches: `run` holds everything a run needs (runtimes, pairs, prompts,
+    drafters, concurrencies, sampling, machine); tune sets its gammas and folders."""
+
+    run: RunConfig
+    max_gamma: int = DEFAULT_MAX_GAMMA
+    confirm: int = DEFAULT_CONFIRM
+
+    def __post_init__(self):
+        if self.max_gamma < 2:
+            raise HarnessError(f"--max-gamma {self.max_gamma}: tune measures gamma 1 and --max-gamma, so it must be at least 2")
+        if self.confirm < 1:
+            raise HarnessError(f"--confirm {self.confirm}: at least one candidate per runtime must be measured")
+        for p in self.run.draft_policies:
+            if p != "fixed":
+                raise HarnessError(f"--draft-policy {p}: tune searches fixed draft lengths 1..--max-gamma")
+
+    @property
+    def out(self) -> Path:
+        return self.run.out
+
+    def probe(self) -> RunConfig:
+        return replace(self.run, gammas=[1, self.max_gamma], out=self.out / "probe")
+
+
+# ---------------------------------------------------------------- measured cells
+
+
+@dataclass
+class Cell:
+    """One measured setting of one runtime's drafting at N: speed against its baseline."""
+
+    runtime: str  # the runtime as the reports name it (torch, torch [kernels]), without the drafting
+    name: str  # the registry name (harness run --runtime)
+    forward: Optional[str]
+    pair: str
+    drafter: Optional[str]  # None: the baseline
+    gamma: Optional[int]
+    n: int
+    tokens_per_s: Optional[float]
+    speedup: Optional[float]
+    tau: Optional[float] = None
+    positions: list = field(default_factory=list)  # conditional acceptance per position
+    share: Optional[float] = None  # rounds that drafted
+    alpha: Optional[float] = None
+    reason: Optional[str] = None  # explain's sentence (N = 1)
+
+    @property
+    def key(self) -> tuple:
+        return (self.runtime, self.pair, self.drafter, self.n)
+
+
+def _rows(folder: Path) -> list[dict]:
+    from reports.load import results_files
+
+    return [r for f in results_files(folder) for r in read_results(f)]
+
+
+def _tau(rows: list[dict]) -> Optional[float]:
+    rounds = sum(r.get("n_rounds") or 0 for r in rows)
+    return sum(r["new_tokens"] for r in rows) / rounds if rounds else None
+
+
+def _share(rounds: list[dict]) -> Optional[float]:
+    return sum(1 for rd in rounds if rd["drafted"] > 0) / len(rounds) if rounds else None
+
+
+def measured_cells(rows: list[dict]) -> list[Cell]:
+    """Every cell of `rows`, baselines included: tokens/s (aggregate under load), the speedup
+    over the same runtime's baseline at the same N, tau and the acceptance per position."""
+    from reports.concurrency import cells as load_cells
+    from reports.load import by_drafting
+
+    ok = by_drafting([{**r, "registry_name": r["runtime"]} for r in rows if not r.get("error")])
+    view = {r["runtime"]: r for r in ok}  # a row of each view: its base label, registry name, forward
+    out = []
+    for rec in load_cells(ok, every_run=True):
+        first = view[rec["runtime"]]
+        base_label = first.get("runtime_name") or first["runtime"]
+        speculative = rec["mode"] == "speculative"
+        if not speculative and base_label != rec["runtime"]:
+            continue  # a drafting view's copy of its runtime's baseline
+        c = Cell(base_label, first["registry_name"], first.get("torch_forward"), rec["pair"], None, None, rec["concurrency"],
+                 rec["aggregate_tps"], rec.get("speedup_aggregate") if speculative else 1.0)
+        if speculative:
+            spec = [r for r in ok if r["runtime"] == rec["runtime"] and r["mode"] == "speculative" and r["pair"] == rec["pair"]
+                    and (r.get("concurrency") or 1) == rec["concurrency"] and r.get("gamma") == rec["gamma"]]
+            rounds = [rd for r in spec for rd in (r.get("rounds") or [])]
+            c.drafter, c.gamma = spec[0]["drafter"], rec["gamma"]
+            c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
+            c.positions = metrics.per_position_acceptance(rounds, rec["gamma"])
+        out.append(c)
+    _reasons(ok, out)
+    return out
+
+
+def _reasons(rows: list[dict], cells: list[Cell]) -> None:
+    """explain's sentence for every speculative cell at N = 1 (what costs it speed)."""
+    from reports import explain
+
+    by = {(e["runtime"], e["pair"], e["gamma"]): e for e in explain.explain([r for r in rows if (r.get("concurrency") or 1) == 1])}
+    for c in cells:
+        e = by.get((_view(c), c.pair, c.gamma)) if c.drafter and c.n == 1 else None
+        c.reason = e["verdict"] if e else None
+
+
+def _view(c: Cell) -> str:
+    """The reports' name of a cell's drafting ("torch [eagle3]"; the draft model keeps the runtime's)."""
+    how = None if c.drafter == "model" else c.drafter
+    if how is None:
+        return c.runtime
+    return f"{c.runtime[:-1]}, {how}]" if c.runtime.endswith("]") else f"{c.runtime} [{how}]"
+
+
+# ---------------------------------------------------------------- the model
+
+
+def tau_model(positions: list, share: float, g: int, alpha: Optional[float]) -> float:
+    """Tokens per round drafting g: s (1 + sum_i prod_{j<=i} p_j) + 1 - s; a position never
+    reached takes the last known p (alpha_hat when none is known)."""
+    total, run, last = 1.0, 1.0, alpha if alpha is not None else 0.0
+    for i in range(g):
+        p = positions[i] if i < len(positions) and positions[i] is not None else last
+        last = p
+        run *= p
+        total += run
+    return share * total + 1 - share
+
+
+@dataclass
+class Fit:
+    """One runtime's drafting at N, from its probe cells: speedup(g) for g in 1..G."""
+
+    cells: dict[int, Cell]  # gamma -> probe cell
+
+    @property
+    def top(self) -> Cell:
+        return self.cells[max(self.cells)]
+
+    def _model_tau(self, g: int) -> float:
+        t = self.top
+        return tau_model(t.positions, t.share if t.share is not None else 1.0, g, t.alpha)
+
+    def _line(self, y: Callable[[Cell, int], Optional[float]]) -> Optional[Callable[[float], float]]:
+        pts = {g: y(c, g) for g, c in self.cells.items()}
+        pts = {g: v for g, v in pts.items() if v is not None}
+        return theory.piecewise_linear(pts) if pts else None
+
+    def predict(self, g: int) -> Optional[float]:
+        """Predicted speedup at gamma g (the measured one at a probe gamma)."""
+        cost = self._line(lambda c, _: c.tau / c.speedup if c.tau and c.speedup else None)
+        bias = self._line(lambda c, gg: c.tau / self._model_tau(gg) if c.tau else None)
+        if cost is None or bias is None:
+            speed = self._line(lambda c, _: c.speedup)
+            return speed(g) if speed else None
+        return bias(g) * self._model_tau(g) / cost(g)
+
+
+def fits(cells: list[Cell]) -> dict[tuple, Fit]:
+    out: dict[tuple, Fit] = {}
+    for c in cells:
+        if c.drafter is not None and c.speedup is not None:
+            out.setdefault(c.key, Fit({})).cells[c.gamma] = c
+    return out
+
+
+@dataclass
+class Candidate:
+    runtime: str
+    name: str
+    forward: Optional[str]
+    pair: str
+    drafter: str
+    gamma: int
+    n: int
+    predicted: float  # speedup
+    base_tps: Optional[float]
+    measured: Optional[float] = None
+    tokens_per_s: Optional[float] = None
+    reason: Optional[str] = None
+
+    def label(self) -> str:
+        return f"{self.drafter} g={self.gamma}"
+
+
+def candidates(cells: list[Cell], max_gamma: int) -> list[Candidate]:
+    """Every drafter x gamma 1..max_gamma of every runtime and N, predicted, best first per runtime."""
+    base = {(c.runtime, c.pair, c.n): c.tokens_per_s for c in cells if c.drafter is None}
+    out = []
+    for (runtime, pair, drafter, n), fit in fits(cells).items():
+        t = fit.top
+        for g in range(1, max_gamma + 1):
+            s = fit.predict(g)
+            if s is not None:
+                out.append(Candidate(runtime, t.name, t.forward, pair, drafter, g, n, s, base.get((runtime, pair, n))))
+    return sorted(out, key=lambda c: (c.runtime, c.pair, c.n, -c.predicted))
+
+
+def chosen(cands: list[Candidate], k: int) -> dict[str, list[Candidate]]:
+    """The k best predicted candidates of each runtime, pair and N, grouped by runtime."""
+    out: dict[str, list[Candidate]] = {}
+    seen: dict[tuple, int] = {}
+    for c in cands:  # best first within (runtime, pair, n)
+        at = (c.runtime, c.pair, c.n)
+        if seen.get(at, 0) < k:
+            seen[at] = seen.get(at, 0) + 1
+            out.setdefault(c.runtime, []).append(c)
+    return out
+
+
+# ---------------------------------------------------------------- the three steps
+
+
+def _confirm_config(tc: TuneConfig, runtime: str, picks: list[Candidate]) -> RunConfig:
+    first = picks[0]
+    only = sorted({("fixed", c.gamma, c.drafter) for c in picks}, key=lambda x: (x[2], x[1]))
+    return replace(tc.run, runtimes=[first.name], gammas=sorted({c.gamma for c in picks}),
+                   drafters=sorted({c.drafter for c in picks}), only=only,
+                   torch_forwards=[first.forward] if first.forward else tc.run.torch_forwards,
+                   out=tc.out / "confirm" / _folder(runtime))
+
+
+def _folder(runtime: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in runtime).strip("_")
+
+
+def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
+    """Probe, predict, confirm, recommend; writes tune.json into tc.out and returns its content."""
+    t0 = time.perf_counter()
+    log(f"tune 1/3: probe: gamma 1 and {tc.max_gamma} of each drafter, with the baseline -> {tc.out / 'probe'}")
+    run_grid(tc.probe())
+    probe = measured_cells(_rows(tc.out / "probe"))
+    cands = candidates(probe, tc.max_gamma)
+    if not cands:
+        raise HarnessError(f"tune: the probe measured no speculative setting (see {tc.out / 'probe'}); nothing to predict from")
+    picks = chosen(cands, tc.confirm)
+    t_probe = time.perf_counter() - t0
+    log(f"tune 2/3: predicted {len(cands)} settings; confirming {sum(len(v) for v in picks.values())} of them")
+    for runtime, ps in picks.items():
+        said = ", ".join(f"{c.label()}" + (f" N={c.n}" if c.n > 1 else "") + f" ({c.predicted:.2f}x)" for c in ps)
+        log(textwrap.fill(f"tune 3/3: confirm {runtime} (predicted): {said}", 100, subsequent_indent="  "))
+        run_grid(_confirm_config(tc, runtime, ps))
+    confirmed = measured_cells(_rows(tc.out / "confirm")) if picks else []
+    _measure(picks, confirmed)
+    result = {"max_gamma": tc.max_gamma, "probe_s": t_probe, "total_s": time.perf_counter() - t0,
+              "probe": [vars(c) for c in probe], "candidates": [vars(c) for c in cands],
+              "confirmed": [vars(c) for ps in picks.values() for c in ps],
+              "baselines": [vars(c) for c in confirmed if c.drafter is None],
+              "recommendations": recommend(picks, confirmed)}
+    (tc.out / "tune.json").write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
+    by = {(c.runtime, c.pair, c.drafter, c.gamma, c.n): c for c in confirmed}
+    for ps in picks.values():
+        for c in ps:
+            m = by.get((c.runtime, c.pair, c.drafter, c.gamma, c.n))
+            if m is not None:
+                c.measured, c.tokens_per_s, c.reason = m.speedup, m.tokens_per_s, m.reason
+
+
+def recommend(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> list[dict]:
+    """Per runtime and N: the fastest measured setting of the confirm run, a candidate or a
+    baseline (of any target variant); "do not speculate", with what cost the best candidate its
+    speed, when a baseline is fastest."""
+    out = []
+    for runtime, ps in picks.items():
+        for n in sorted({c.n for c in ps}):
+            bases = [b for b in confirmed if b.runtime == runtime and b.n == n and b.drafter is None and b.tokens_per_s]
+            at = [c for c in ps if c.n == n and c.tokens_per_s is not None]
+            if not at or not bases:
+                out.append({"runtime": runtime, "name": ps[0].name, "forward": ps[0].forward, "n": n, "speculate": None,
+                            "why": "the confirm run measured nothing here (its rows say why)"})
+                continue
+            best, base = max(at, key=lambda c: c.tokens_per_s), max(bases, key=lambda b: b.tokens_per_s)
+            rec = {"runtime": runtime, "name": best.name, "forward": best.forward, "n": n, "base": vars(base),
+                   "best": vars(best), "speculate": best.tokens_per_s > base.tokens_per_s * PAYS}
+            if not rec["speculate"]:
+                rec["why"] = best.reason or f"its best candidate measured {best.measured:.2f}x its baseline"
+            out.append(rec)
+    return out
+
+
+# ---------------------------------------------------------------- what to paste
+
+
+def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
+    """The `harness run` line that measures a recommendation again."""
+    parts = ["harness run", f"--runtime {rec['name']}"]
+    if pair_arg:
+        parts.append(f"--pair {pair_arg}")
+    if rec.get("forward"):
+        parts.append(f"--torch-forward {rec['forward']}")
+    if rec["speculate"]:
+        parts += [f"--drafter {rec['best']['drafter']}", f"--gamma {rec['best']['gamma']}"]
+    if rec["n"] > 1:
+        parts.append(f"--concurrency {rec['n']}")
+    return " ".join(parts)
+
+
+def library_line(rec: dict, pairs: dict) -> Optional[str]:
+    """The recommendation in the runtime's own terms, where its library has them."""
+    import runtimes
+
+    best = rec["best"] if rec["speculate"] else rec["base"]
+    pair = pairs.get(best["pair"])
+    if pair is None:
+        return None
+    cls = runtimes.get(rec["name"])
+    return cls.library_command(pair, best["drafter"] if rec["speculate"] else None, best.get("gamma"))
+
+
+# ---------------------------------------------------------------- the console
+
+
+def _x(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _t(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) -> list[str]:
+    """Predicted against measured for every confirmed candidate, then one recommendation per
+    runtime and N with the lines to paste; every line within `width` columns."""
+    multi_pair = len({c["pair"] for c in result["confirmed"]}) > 1
+    out = [f"{'runtime':<24} {'setting':<18} {'N':>3} {'predicted':>9} {'measured':>9} {'tok/s':>7} {'baseline':>8}"]
+    base = {(b["runtime"], b["pair"], b["n"]): b["tokens_per_s"] for b in result["baselines"]}
+    for c in result["confirmed"]:
+        setting = c["drafter"] + f" g={c['gamma']}" + (f" {c['pair']}" if multi_pair else "")
+        out.append(f"{c['runtime'][:24]:<24} {setting[:18]:<18} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
+                   f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
+    out += ["tok/s and speedups end to end: prompt processing included; under load, all streams' tokens", ""]
+    for rec in result["recommendations"]:
+        at = f" at N={rec['n']}" if rec["n"] > 1 else ""
+        if rec["speculate"] is None:
+            out.append(f"{rec['runtime']}{at}: no recommendation: {rec['why']}")
+            continue
+        b, best = rec["base"], rec["best"]
+        on = f" on {b['pair']}" if multi_pair else ""
+        if rec["speculate"]:
+            head = (f"{rec['runtime']}{at}: speculate with {best['drafter']} at gamma {best['gamma']}"
+                    f"{' on ' + best['pair'] if multi_pair else ''}: {best['tokens_per_s']:.1f} tok/s, "
+                    f"{best['tokens_per_s'] / b['tokens_per_s']:.2f}x the baseline{on} ({b['tokens_per_s']:.1f})")
+            out.append(head)
+        else:
+            out += textwrap.wrap(f"{rec['runtime']}{at}: do not speculate{on} ({b['tokens_per_s']:.1f} tok/s; the best "
+                                 f"candidate, {best['drafter']} at gamma {best['gamma']}, measured {_x(best['measured'])}). "
+                                 f"{rec['why']}", width, subsequent_indent="  ")
+        lib = library_line(rec, pairs)
+        for cmd in [lib, harness_line(rec, pair_arg)] if lib else [harness_line(rec, pair_arg)]:
+            out += textwrap.wrap(cmd, width, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
+    return out

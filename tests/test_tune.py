@@ -1,0 +1,131 @@
+"""`harness tune`: the model that predicts each candidate from the probe, the recommendation rule,
+the commands in each runtime's terms, and tune end to end on the tiny pair (real runtimes)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from core.config import PairSpec
+from harness import tune
+from harness.tune import Candidate, Cell, Fit
+from tests.test_cli import harness, invoke
+
+
+def _cell(gamma, speedup, tau, positions=(), drafter="model", n=1, tps=None, runtime="torch"):
+    return Cell(runtime, runtime, None, "p", drafter, gamma, n, tps, speedup, tau, list(positions), 1.0, None)
+
+
+def test_tau_model_is_one_plus_the_products_of_the_conditionals():
+    assert tune.tau_model([0.5, 0.5], 1.0, 2, None) == pytest.approx(1 + 0.5 + 0.25)
+    assert tune.tau_model([1.0, None], 1.0, 3, None) == pytest.approx(4.0)  # a position never reached: the last p
+    assert tune.tau_model([0.8], 0.5, 1, None) == pytest.approx(0.5 * 1.8 + 0.5)  # half the rounds drafted nothing
+    assert tune.tau_model([], 1.0, 2, 0.5) == pytest.approx(1.75)  # no positions: alpha_hat
+
+
+def test_the_prediction_is_the_measurement_at_the_probe_gammas_and_the_model_between():
+    # every draft accepted; a round costs 1 + g/2 baseline token-times (linear): speedup (g + 1) / (1 + g / 2)
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 5: _cell(5, 6 / 3.5, 6.0, [1.0] * 5)})
+    assert fit.predict(1) == pytest.approx(2 / 1.5) and fit.predict(5) == pytest.approx(6 / 3.5)
+    for g in (2, 3, 4):
+        assert fit.predict(g) == pytest.approx((g + 1) / (1 + g / 2))
+    # acceptance that halves at each position: the gain stops growing, the cost does not
+    half = [0.5] * 5
+    fit = Fit({1: _cell(1, 1.5 / 1.3, 1.5, half), 5: _cell(5, tune.tau_model(half, 1, 5, None) / 2.1,
+                                                          tune.tau_model(half, 1, 5, None), half)})
+    assert fit.predict(2) == pytest.approx(1.75 / 1.5)
+    assert max(range(1, 6), key=fit.predict) == 2
+
+
+def _cand(drafter, gamma, n, measured, tps, runtime="llama-server"):
+    return Candidate(runtime, runtime, None, "p", drafter, gamma, n, measured, None, measured, tps, "verify costs")
+
+
+def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
+    picks = {"llama-server": [_cand("model", 2, 1, 1.2, 60.0), _cand("ngram", 4, 1, 1.1, 55.0),
+                              _cand("model", 2, 4, 0.8, 80.0), _cand("model", 1, 8, None, None)]}
+    confirmed = [_cell(None, 1.0, None, drafter=None, n=1, tps=50.0, runtime="llama-server"),
+                 _cell(None, 1.0, None, drafter=None, n=4, tps=100.0, runtime="llama-server")]
+    recs = {r["n"]: r for r in tune.recommend(picks, confirmed)}
+    assert recs[1]["speculate"] and recs[1]["best"]["drafter"] == "model" and recs[1]["best"]["gamma"] == 2
+    assert recs[4]["speculate"] is False and recs[4]["why"] == "verify costs"  # slower than its baseline
+    assert recs[8]["speculate"] is None  # nothing measured at N = 8: no setting recommended there
+    line = tune.harness_line(recs[1], "tiny")
+    assert line == "harness run --runtime llama-server --pair tiny --drafter model --gamma 2"
+    assert "--drafter" not in tune.harness_line(recs[4], None) and "--concurrency 4" in tune.harness_line(recs[4], None)
+
+
+def test_each_runtime_says_the_setting_in_its_own_terms():
+    import runtimes
+
+    pair = PairSpec("p", "org/target", "org/draft", "/m/t.gguf", "/m/d.gguf", eagle3="/m/head")
+    server = runtimes.get("llama-server").library_command(pair, "model", 3).split()
+    assert server[:3] == ["llama-server", "-m", "/m/t.gguf"] and server[server.index("-md") + 1] == "/m/d.gguf"
+    assert server[server.index("--spec-draft-n-max") + 1] == "3"
+    assert "--spec-type" not in runtimes.get("llama-server").library_command(pair, None, None)
+    vllm = runtimes.get("vllm").library_command(pair, "eagle3", 2)
+    cfg = json.loads(vllm.split("--speculative-config ")[1].strip("'"))
+    assert cfg == {"method": "eagle3", "model": "/m/head", "num_speculative_tokens": 2}
+    assert "prompt_lookup_num_tokens=5" in runtimes.get("hf").library_command(pair, "ngram:3", 5)
+    assert "num_assistant_tokens=4" in runtimes.get("hf").library_command(pair, "model", 4)
+    assert runtimes.get("torch").library_command(pair, "model", 4) is None  # our loop: the harness line says it
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--max-gamma", "1"], "--max-gamma 1"),
+    (["--confirm", "0"], "--confirm 0"),
+    (["--runtime", "nope"], "nope"),
+])
+def test_bad_settings_are_one_line(tmp_path, args, says):
+    r = invoke("tune", "--pair", "tiny", "--out", tmp_path / "t", *args)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
+    out = tmp_path / "tune"
+    r = harness("tune", "--runtime", "torch,llamacpp", "--pair", "tiny", "--max-gamma", "3", "--drafter", "model,ngram",
+                "--prompts", "factual", "--max-new-tokens", "16", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    result = json.loads((out / "tune.json").read_text())
+    runtimes = {c["runtime"] for c in result["candidates"]}
+    assert runtimes == {"torch [kernels]", "llamacpp"}
+    for rt in runtimes:  # every drafter x gamma 1..3, predicted
+        assert sorted((c["drafter"], c["gamma"]) for c in result["candidates"] if c["runtime"] == rt) == \
+            [("model", 1), ("model", 2), ("model", 3), ("ngram", 1), ("ngram", 2), ("ngram", 3)]
+    probe = {(c["runtime"], c["drafter"], c["gamma"]): c["speedup"] for c in result["probe"] if c["drafter"]}
+    for c in result["candidates"]:  # at the probe's gammas the prediction is the measurement
+        if c["gamma"] in (1, 3):
+            assert c["predicted"] == pytest.approx(probe[(c["runtime"], c["drafter"], c["gamma"])])
+    assert len(result["confirmed"]) == 4 and all(c["measured"] is not None for c in result["confirmed"])
+    recs = result["recommendations"]
+    assert {r["runtime"] for r in recs} == runtimes
+    for rec in recs:  # never slower than the baseline measured beside it
+        assert rec["speculate"] is not None
+        assert rec["best"]["tokens_per_s"] > rec["base"]["tokens_per_s"] or not rec["speculate"]
+        assert f"{rec['runtime']}: " + ("speculate" if rec["speculate"] else "do not speculate") in r.stdout
+    assert "harness run --runtime llamacpp --pair tiny" in r.stdout
+    assert max(len(line.replace(str(out), "OUT")) for line in r.stdout.splitlines()) <= 100
+    assert (out / "probe" / "results.jsonl").is_file() and (out / "report" / "report.html").is_file()
+    # --resume measures nothing again
+    n_rows = len((out / "probe" / "results.jsonl").read_text().splitlines())
+    again = harness("tune", "--runtime", "torch,llamacpp", "--pair", "tiny", "--max-gamma", "3", "--drafter", "model,ngram",
+                    "--prompts", "factual", "--max-new-tokens", "16", "--out", str(out), "--resume")
+    assert again.returncode == 0, again.stderr
+    assert len((out / "probe" / "results.jsonl").read_text().splitlines()) == n_rows
+
+
+@pytest.mark.slow
+def test_tune_under_load_chooses_per_n_from_cells_measured_there(tmp_path):
+    out = tmp_path / "tune"
+    r = harness("tune", "--runtime", "llama-server", "--pair", "tiny", "--max-gamma", "2", "--drafter", "model",
+                "--concurrency", "1,2", "--prompts", "factual", "--max-new-tokens", "12", "--confirm", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    result = json.loads((out / "tune.json").read_text())
+    assert sorted(rec["n"] for rec in result["recommendations"]) == [1, 2]
+    confirmed = {(c["n"], c["gamma"]) for c in result["confirmed"] if c["measured"] is not None}
+    for rec in result["recommendations"]:
+        if rec["speculate"]:
+            assert (rec["n"], rec["best"]["gamma"]) in confirmed  # measured at that N
+    assert "at N=2" in r.stdout
