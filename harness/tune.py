@@ -32,6 +32,7 @@ out the run reports (reports/).
 
 from __future__ import annotations
 
+import itertools
 import json
 import textwrap
 import time
@@ -40,12 +41,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from core import metrics, theory
+from core.config import parse_policy
 from core.errors import HarnessError
 from core.results import read_results
 from harness.runner import RunConfig, run as run_grid
 
 DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
+CONFIDENCE_P = (0.3, 0.5, 0.7)  # the confidence stopping thresholds tune predicts
 PAYS = 1.0  # a measured speedup above this beats the baseline measured beside it
 
 
@@ -96,10 +99,16 @@ class Cell:
     share: Optional[float] = None  # rounds that drafted
     alpha: Optional[float] = None
     reason: Optional[str] = None  # explain's sentence (N = 1)
+    policy: str = "fixed"
+    view: Optional[str] = None  # the reports' name of the cell's runtime and drafting (torch [eagle3])
+    draft_cost: Optional[float] = None  # one draft pass in the baseline's time per token (explain's c / (1 + o_base))
+    # (drafted, accepted, the draft's top-1 probability at each tested position) of each round, where
+    # the acceptance check recorded them (runtimes/expected.py): confidence stopping, replayed
+    confidence_rounds: list = field(default_factory=list)
 
     @property
     def key(self) -> tuple:
-        return (self.runtime, self.pair, self.drafter, self.n)
+        return (self.runtime, self.pair, self.drafter, self.policy, self.n)
 
 
 def _rows(folder: Path) -> list[dict]:
@@ -138,7 +147,8 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
             spec = [r for r in ok if r["runtime"] == rec["runtime"] and r["mode"] == "speculative" and r["pair"] == rec["pair"]
                     and (r.get("concurrency") or 1) == rec["concurrency"] and r.get("gamma") == rec["gamma"]]
             rounds = [rd for r in spec for rd in (r.get("rounds") or [])]
-            c.drafter, c.gamma = spec[0]["drafter"], rec["gamma"]
+            c.drafter, c.gamma, c.policy, c.view = spec[0]["drafter"], rec["gamma"], spec[0].get("draft_policy") or "fixed", rec["runtime"]
+            c.confidence_rounds = _confidence_rounds(spec)
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
             c.positions = metrics.per_position_acceptance(rounds, rec["gamma"])
         out.append(c)
@@ -152,16 +162,29 @@ def _reasons(rows: list[dict], cells: list[Cell]) -> None:
 
     by = {(e["runtime"], e["pair"], e["gamma"]): e for e in explain.explain([r for r in rows if (r.get("concurrency") or 1) == 1])}
     for c in cells:
-        e = by.get((_view(c), c.pair, c.gamma)) if c.drafter and c.n == 1 else None
-        c.reason = e["verdict"] if e else None
+        e = by.get((c.view, c.pair, c.gamma)) if c.drafter and c.n == 1 else None
+        if e:
+            c.reason = e["verdict"]
+            c.draft_cost = e["c"] / (1 + e["o_base"]) if e["c"] is not None and e["o_base"] is not None else None
 
 
-def _view(c: Cell) -> str:
-    """The reports' name of a cell's drafting ("torch [eagle3]"; the draft model keeps the runtime's)."""
-    how = None if c.drafter == "model" else c.drafter
-    if how is None:
-        return c.runtime
-    return f"{c.runtime[:-1]}, {how}]" if c.runtime.endswith("]") else f"{c.runtime} [{how}]"
+def _confidence_rounds(spec: list[dict]) -> list[tuple[int, int, list[float]]]:
+    """Each round's (drafted, accepted, top-1 probabilities at its tested positions) of the rows
+    whose acceptance check recorded them; [] when some row has none."""
+    out = []
+    for r in spec:
+        rec = (r.get("expected_acceptance") or {}).get("confidence")
+        if not rec:
+            return []
+        at = {(c, i): p for c, i, p in rec}
+        start = 0
+        for rd in r.get("rounds") or []:
+            confs = []
+            while (start, len(confs) + 1) in at:
+                confs.append(at[(start, len(confs) + 1)])
+            out.append((rd["drafted"], rd["accepted"], confs))
+            start += rd["emitted"]
+    return out
 
 
 # ---------------------------------------------------------------- the model
@@ -193,25 +216,44 @@ class Fit:
         t = self.top
         return tau_model(t.positions, t.share if t.share is not None else 1.0, g, t.alpha)
 
-    def _line(self, y: Callable[[Cell, int], Optional[float]]) -> Optional[Callable[[float], float]]:
+    def _line(self, y: Callable[[Cell, int], Optional[float]], anchor: Optional[float] = None) -> Optional[Callable[[float], float]]:
         pts = {g: y(c, g) for g, c in self.cells.items()}
         pts = {g: v for g, v in pts.items() if v is not None}
-        return theory.piecewise_linear(pts) if pts else None
+        return theory.piecewise_linear(pts, anchor) if pts else None
 
-    def predict(self, g: int) -> Optional[float]:
-        """Predicted speedup at gamma g (the measured one at a probe gamma)."""
-        cost = self._line(lambda c, _: c.tau / c.speedup if c.tau and c.speedup else None)
+    def predict(self, g: int, p_min: Optional[float] = None) -> Optional[float]:
+        """Predicted speedup at gamma g (the measured one at a probe gamma), under confidence
+        stopping at p_min when given (None where the probe has no confidences to replay)."""
+        cost = self._line(lambda c, _: c.tau / c.speedup if c.tau and c.speedup else None, anchor=1.0)
         bias = self._line(lambda c, gg: c.tau / self._model_tau(gg) if c.tau else None)
+        if p_min is not None:
+            return self._confident(g, p_min, cost, bias)
         if cost is None or bias is None:
             speed = self._line(lambda c, _: c.speedup)
             return speed(g) if speed else None
         return bias(g) * self._model_tau(g) / cost(g)
 
+    def _confident(self, g: int, p_min: float, cost, bias) -> Optional[float]:
+        """Confidence stopping replayed on the probe's rounds at G: a round stops before its first
+        tested position i <= g whose top-1 probability is < p_min (that pass is paid, its token not
+        proposed), so it drafts i - 1 and accepts min(accepted, i - 1); where no tested position
+        stops it, it drafts min(g, drafted) as a fixed round would."""
+        t = self.top
+        if not t.confidence_rounds or cost is None or bias is None or t.draft_cost is None:
+            return None
+        tokens = spent = 0.0
+        for d, n, confs in t.confidence_rounds:
+            stop = next((i for i, p in enumerate(confs[:g], 1) if p < p_min), None)
+            drafted = min(g, d) if stop is None else stop - 1
+            tokens += min(n, drafted) + 1
+            spent += cost(drafted) + (t.draft_cost if stop is not None else 0.0)
+        return bias(g) * tokens / spent
+
 
 def fits(cells: list[Cell]) -> dict[tuple, Fit]:
     out: dict[tuple, Fit] = {}
     for c in cells:
-        if c.drafter is not None and c.speedup is not None:
+        if c.drafter is not None and c.policy == "fixed" and c.speedup is not None:
             out.setdefault(c.key, Fit({})).cells[c.gamma] = c
     return out
 
@@ -230,21 +272,29 @@ class Candidate:
     measured: Optional[float] = None
     tokens_per_s: Optional[float] = None
     reason: Optional[str] = None
+    policy: str = "fixed"
 
     def label(self) -> str:
-        return f"{self.drafter} g={self.gamma}"
+        stop = parse_policy(self.policy)[1]
+        return f"{self.drafter} g={self.gamma}" + (f" p>={stop:g}" if stop is not None else "")
 
 
 def candidates(cells: list[Cell], max_gamma: int) -> list[Candidate]:
-    """Every drafter x gamma 1..max_gamma of every runtime and N, predicted, best first per runtime."""
+    """Every drafter x gamma 1..max_gamma x policy (fixed; confidence stopping at CONFIDENCE_P
+    where the runtime has it and the probe recorded the draft model's confidences) of every
+    runtime and N, predicted, best first per runtime."""
+    import runtimes
+
     base = {(c.runtime, c.pair, c.n): c.tokens_per_s for c in cells if c.drafter is None}
     out = []
-    for (runtime, pair, drafter, n), fit in fits(cells).items():
+    for (runtime, pair, drafter, _, n), fit in fits(cells).items():
         t = fit.top
-        for g in range(1, max_gamma + 1):
-            s = fit.predict(g)
+        stops = [None] + (list(CONFIDENCE_P) if "confidence" in runtimes.get(t.name).policies else [])
+        for g, p_min in itertools.product(range(1, max_gamma + 1), stops):
+            s = fit.predict(g, p_min)
             if s is not None:
-                out.append(Candidate(runtime, t.name, t.forward, pair, drafter, g, n, s, base.get((runtime, pair, n))))
+                out.append(Candidate(runtime, t.name, t.forward, pair, drafter, g, n, s, base.get((runtime, pair, n)),
+                                     policy="fixed" if p_min is None else f"confidence:{p_min:g}"))
     return sorted(out, key=lambda c: (c.runtime, c.pair, c.n, -c.predicted))
 
 
@@ -265,7 +315,7 @@ def chosen(cands: list[Candidate], k: int) -> dict[str, list[Candidate]]:
 
 def _confirm_config(tc: TuneConfig, runtime: str, picks: list[Candidate]) -> RunConfig:
     first = picks[0]
-    only = sorted({("fixed", c.gamma, c.drafter) for c in picks}, key=lambda x: (x[2], x[1]))
+    only = sorted({(c.policy, c.gamma, c.drafter) for c in picks}, key=lambda x: (x[2], x[1], x[0]))
     return replace(tc.run, runtimes=[first.name], gammas=sorted({c.gamma for c in picks}),
                    drafters=sorted({c.drafter for c in picks}), only=only,
                    torch_forwards=[first.forward] if first.forward else tc.run.torch_forwards,
@@ -304,10 +354,10 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
 
 
 def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
-    by = {(c.runtime, c.pair, c.drafter, c.gamma, c.n): c for c in confirmed}
+    by = {(c.runtime, c.pair, c.drafter, c.policy, c.gamma, c.n): c for c in confirmed}
     for ps in picks.values():
         for c in ps:
-            m = by.get((c.runtime, c.pair, c.drafter, c.gamma, c.n))
+            m = by.get((c.runtime, c.pair, c.drafter, c.policy, c.gamma, c.n))
             if m is not None:
                 c.measured, c.tokens_per_s, c.reason = m.speedup, m.tokens_per_s, m.reason
 
@@ -346,6 +396,8 @@ def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
         parts.append(f"--torch-forward {rec['forward']}")
     if rec["speculate"]:
         parts += [f"--drafter {rec['best']['drafter']}", f"--gamma {rec['best']['gamma']}"]
+        if rec["best"]["policy"] != "fixed":
+            parts.append(f"--draft-policy {rec['best']['policy']}")
     if rec["n"] > 1:
         parts.append(f"--concurrency {rec['n']}")
     return " ".join(parts)
@@ -360,7 +412,8 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
     if pair is None:
         return None
     cls = runtimes.get(rec["name"])
-    return cls.library_command(pair, best["drafter"] if rec["speculate"] else None, best.get("gamma"))
+    p_min = parse_policy(best.get("policy") or "fixed")[1] if rec["speculate"] else None
+    return cls.library_command(pair, best["drafter"] if rec["speculate"] else None, best.get("gamma"), p_min)
 
 
 # ---------------------------------------------------------------- the console
@@ -378,11 +431,11 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
     """Predicted against measured for every confirmed candidate, then one recommendation per
     runtime and N with the lines to paste; every line within `width` columns."""
     multi_pair = len({c["pair"] for c in result["confirmed"]}) > 1
-    out = [f"{'runtime':<24} {'setting':<18} {'N':>3} {'predicted':>9} {'measured':>9} {'tok/s':>7} {'baseline':>8}"]
+    out = [f"{'runtime':<20} {'setting':<24} {'N':>3} {'predicted':>9} {'measured':>9} {'tok/s':>7} {'baseline':>8}"]
     base = {(b["runtime"], b["pair"], b["n"]): b["tokens_per_s"] for b in result["baselines"]}
     for c in result["confirmed"]:
-        setting = c["drafter"] + f" g={c['gamma']}" + (f" {c['pair']}" if multi_pair else "")
-        out.append(f"{c['runtime'][:24]:<24} {setting[:18]:<18} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
+        setting = Candidate(**c).label() + (f" {c['pair']}" if multi_pair else "")
+        out.append(f"{c['runtime'][:20]:<20} {setting[:24]:<24} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
                    f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
     out += ["tok/s and speedups end to end: prompt processing included; under load, all streams' tokens", ""]
     for rec in result["recommendations"]:
@@ -393,13 +446,15 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
         b, best = rec["base"], rec["best"]
         on = f" on {b['pair']}" if multi_pair else ""
         if rec["speculate"]:
+            stop = parse_policy(best["policy"])[1]
             head = (f"{rec['runtime']}{at}: speculate with {best['drafter']} at gamma {best['gamma']}"
+                    f"{'' if stop is None else f', stopping below p {stop:g}'}"
                     f"{' on ' + best['pair'] if multi_pair else ''}: {best['tokens_per_s']:.1f} tok/s, "
                     f"{best['tokens_per_s'] / b['tokens_per_s']:.2f}x the baseline{on} ({b['tokens_per_s']:.1f})")
-            out.append(head)
+            out += textwrap.wrap(head, width, subsequent_indent="  ")
         else:
             out += textwrap.wrap(f"{rec['runtime']}{at}: do not speculate{on} ({b['tokens_per_s']:.1f} tok/s; the best "
-                                 f"candidate, {best['drafter']} at gamma {best['gamma']}, measured {_x(best['measured'])}). "
+                                 f"candidate, {Candidate(**best).label()}, measured {_x(best['measured'])}). "
                                  f"{rec['why']}", width, subsequent_indent="  ")
         lib = library_line(rec, pairs)
         for cmd in [lib, harness_line(rec, pair_arg)] if lib else [harness_line(rec, pair_arg)]:

@@ -132,9 +132,11 @@ class Runtime(ABC):
         return None
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
-        """The setting (drafter None: target-only) as a user of this runtime's library writes it,
-        ready to paste (harness tune prints it); None where the loop is the harness's own."""
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+                        p_min: Optional[float] = None) -> Optional[str]:
+        """The setting (drafter None: target-only; p_min: confidence stopping) as a user of this
+        runtime's library writes it, ready to paste (harness tune prints it); None where the loop
+        is the harness's own."""
         return None
 
     def reference(self) -> Optional[Model]:

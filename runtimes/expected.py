@@ -13,7 +13,8 @@ outside its interval is not the models' doing, and reports/verdict.py, the repor
 
 What it does not do: measure anything, or check rows of forced acceptance (their rate is the
 forced one), prompt lookup of a library whose proposals ours does not reproduce (said in the row),
-or rows without rounds.
+or rows without rounds. Beside the tally it keeps the draft model's top-1 probability at each tested
+position (`confidence`: [round start, position, p]), from which harness tune predicts confidence stopping.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class Checker:
         ats = [L + c + i - 2 for c, _, i, _ in positions]  # the logits rows that predict the tested drafts
         p_rows = self._logits("target", seq, ats)  # [n, V]
         q_rows = self._logits("draft", seq, ats) if kind == "model" else None
-        t = Tally()
+        t, top1 = Tally(), []
         for j, (c, d, i, ok) in enumerate(positions):
             p_raw = p_rows[j]
             if kind == "ngram":
@@ -137,9 +138,11 @@ class Checker:
                     h, dl = head[i - 1]
                     q_raw = h.target_logits(dl[L + c - 2].float())
                 x = int(q_raw.argmax())
+                if kind == "model":
+                    top1.append([c, i, round(_top1(q_raw, s), 4)])
             a, tie = acceptance(rule, p_raw, q_raw, x, s, samples_drafts)
             t.add(a, ok, tie)
-        return t.record(rule, source)
+        return {**t.record(rule, source), **({"confidence": top1} if top1 else {})}
 
     def output(self, row: dict, prompt: list[int], threads: Optional[int] = None) -> Optional[dict]:
         """The row's `output_check` where it sampled (temperature > 0, baseline or speculative): its
@@ -164,3 +167,11 @@ class Checker:
                 t.add(logp[j], p[j], x)
         return t.record()
 
+
+
+def _top1(q_raw: torch.Tensor, s: SamplingParams) -> float:
+    """The draft's top-1 probability at a position, as confidence stopping reads it (DraftModel):
+    the softmax of its logits when greedy, its sampling distribution q otherwise."""
+    if s.greedy:
+        return float(torch.softmax(q_raw.float(), -1).max())
+    return float(sampling.probs_from_logits(q_raw[None], s)[0].max())

@@ -482,14 +482,16 @@ class HFRuntime(HFText, Runtime):
         return "sample-match" if rule == "leviathan" and parse_drafter(gen.drafter)[0] == "ngram" else rule
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+                        p_min: Optional[float] = None) -> Optional[str]:
         if drafter is None:
             return "model.generate(**inputs, do_sample=False)"
         kind, n, _ = parse_drafter(drafter)
         if kind == "ngram":
             return f"model.generate(**inputs, prompt_lookup_num_tokens={gamma}, max_matching_ngram_size={n})"
         return (f"model.generate(**inputs, assistant_model=AutoModelForCausalLM.from_pretrained({pair.draft!r}), "
-                f"num_assistant_tokens={gamma}, num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)")
+                f"num_assistant_tokens={gamma}, num_assistant_tokens_schedule='constant', "
+                f"assistant_confidence_threshold={p_min or 0:g})")
 
     def describe(self) -> dict:
         return {**self.hf.describe(),

@@ -185,7 +185,8 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         return argv
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+                        p_min: Optional[float] = None) -> Optional[str]:
         argv = ["llama-server", "-m", str(pair.target_gguf)]
         if drafter is None:
             return " ".join(argv)
@@ -197,7 +198,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         else:
             argv += ["-md", str(pair.draft_gguf), "--spec-type", "draft-simple"]
         if kind != "ngram":
-            argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+            argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min or 0:g}"]
         return " ".join(argv)
 
     def _launch(self, spec: Optional[tuple]) -> ServerProcess:

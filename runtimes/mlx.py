@@ -402,7 +402,8 @@ class MlxRuntime(TokenizerText, Runtime):
         return self._reference
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+                        p_min: Optional[float] = None) -> Optional[str]:
         cmd = f"mlx_lm.generate --model {pair.target} --prompt PROMPT"
         return cmd if drafter is None else f"{cmd} --draft-model {pair.draft} --num-draft-tokens {gamma}"
 

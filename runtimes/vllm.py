@@ -249,7 +249,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return self.forker
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int]) -> Optional[str]:
+    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+                        p_min: Optional[float] = None) -> Optional[str]:
         cmd = f"vllm serve {pair.target}"
         if drafter is None:
             return cmd

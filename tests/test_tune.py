@@ -38,6 +38,18 @@ def test_the_prediction_is_the_measurement_at_the_probe_gammas_and_the_model_bet
     assert max(range(1, 6), key=fit.predict) == 2
 
 
+def test_confidence_stopping_is_replayed_on_the_probes_rounds():
+    # every draft accepted; a round costs 1 + g/2; at the third position the draft is unsure (p 0.2)
+    top = _cell(4, 5 / 3, 5.0, [1.0] * 4)
+    top.confidence_rounds, top.draft_cost = [(4, 4, [0.9, 0.9, 0.2, 0.9])] * 10, 0.1
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top})
+    assert fit.predict(4, 0.1) == pytest.approx(fit.predict(4)) == pytest.approx(5 / 3)  # never stops: fixed
+    assert fit.predict(4, 0.5) == pytest.approx(3 / (2 + 0.1))  # drafts 2, pays the stopping pass
+    assert fit.predict(2, 0.5) == pytest.approx(3 / 2)  # stops at gamma 2 before its confidence is read
+    top.confidence_rounds = []
+    assert fit.predict(4, 0.5) is None  # nothing recorded: no prediction
+
+
 def _cand(drafter, gamma, n, measured, tps, runtime="llama-server"):
     return Candidate(runtime, runtime, None, "p", drafter, gamma, n, measured, None, measured, tps, "verify costs")
 
@@ -91,12 +103,13 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
     result = json.loads((out / "tune.json").read_text())
     runtimes = {c["runtime"] for c in result["candidates"]}
     assert runtimes == {"torch [kernels]", "llamacpp"}
-    for rt in runtimes:  # every drafter x gamma 1..3, predicted
-        assert sorted((c["drafter"], c["gamma"]) for c in result["candidates"] if c["runtime"] == rt) == \
-            [("model", 1), ("model", 2), ("model", 3), ("ngram", 1), ("ngram", 2), ("ngram", 3)]
+    for rt in runtimes:  # every drafter x gamma 1..3, and the draft model's confidence stopping, predicted
+        got = sorted((c["drafter"], c["policy"], c["gamma"]) for c in result["candidates"] if c["runtime"] == rt)
+        assert got == sorted((d, p, g) for g in (1, 2, 3) for d, p in [("ngram", "fixed"), ("model", "fixed")]
+                             + [("model", f"confidence:{x:g}") for x in tune.CONFIDENCE_P])
     probe = {(c["runtime"], c["drafter"], c["gamma"]): c["speedup"] for c in result["probe"] if c["drafter"]}
     for c in result["candidates"]:  # at the probe's gammas the prediction is the measurement
-        if c["gamma"] in (1, 3):
+        if c["gamma"] in (1, 3) and c["policy"] == "fixed":
             assert c["predicted"] == pytest.approx(probe[(c["runtime"], c["drafter"], c["gamma"])])
     assert len(result["confirmed"]) == 4 and all(c["measured"] is not None for c in result["confirmed"])
     recs = result["recommendations"]
