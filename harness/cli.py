@@ -325,6 +325,8 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
         cfg = replace(cfg, drafters=[d for d in cfg.drafters if d != "eagle3"])
     tc = tuning.TuneConfig(cfg, max_gamma, confirm)
     result = tuning.tune(tc, log=click.echo)
+    text = tuning.lines(result, {p.name: p for p in cfg.pairs}, pair)
+    tuning.save(tc.out, {**result, "console": text})
     try:
         from reports import write_report
 
@@ -332,7 +334,7 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
         click.echo(f"\nwritten to {tc.out}/: tune.json, probe/ and confirm/ (runs), {md.relative_to(tc.out).with_suffix('.html')}\n")
     except Exception as e:  # noqa: BLE001 - tune.json and the runs are on disk
         click.echo(f"report not written ({type(e).__name__}: {e}); retry with `harness report {tc.out}`", err=True)
-    click.echo("\n".join(tuning.lines(result, {p.name: p for p in cfg.pairs}, pair)))
+    click.echo("\n".join(text))
 
 
 @main.command()

@@ -148,7 +148,7 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
                     and (r.get("concurrency") or 1) == rec["concurrency"] and r.get("gamma") == rec["gamma"]]
             rounds = [rd for r in spec for rd in (r.get("rounds") or [])]
             c.drafter, c.gamma, c.policy, c.view = spec[0]["drafter"], rec["gamma"], spec[0].get("draft_policy") or "fixed", rec["runtime"]
-            c.confidence_rounds = _confidence_rounds(spec)
+            c.confidence_rounds = _confidence_rounds(spec, _top_k(first["registry_name"]))
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
             c.positions = metrics.per_position_acceptance(rounds, rec["gamma"])
         out.append(c)
@@ -168,15 +168,22 @@ def _reasons(rows: list[dict], cells: list[Cell]) -> None:
             c.draft_cost = e["c"] / (1 + e["o_base"]) if e["c"] is not None and e["o_base"] is not None else None
 
 
-def _confidence_rounds(spec: list[dict]) -> list[tuple[int, int, list[float]]]:
+def _top_k(name: str) -> int:
+    import runtimes
+
+    return runtimes.get(name).confidence_top_k if name in runtimes.names() else 0
+
+
+def _confidence_rounds(spec: list[dict], top_k: int = 0) -> list[tuple[int, int, list[float]]]:
     """Each round's (drafted, accepted, top-1 probabilities at its tested positions) of the rows
-    whose acceptance check recorded them; [] when some row has none."""
+    whose acceptance check recorded them, as the runtime reads them (over the whole vocabulary, or
+    over the draft sampler's top_k); [] when some row has none."""
     out = []
     for r in spec:
         rec = (r.get("expected_acceptance") or {}).get("confidence")
         if not rec:
             return []
-        at = {(c, i): p for c, i, p in rec}
+        at = {(x[0], x[1]): x[3] if top_k and len(x) > 3 else x[2] for x in rec}
         start = 0
         for rd in r.get("rounds") or []:
             confs = []
@@ -349,8 +356,12 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
               "recommendations": recommend(picks, confirmed)}
-    (tc.out / "tune.json").write_text(json.dumps(result, indent=1, default=str))
+    save(tc.out, result)
     return result
+
+
+def save(out: Path, result: dict) -> None:
+    (out / "tune.json").write_text(json.dumps(result, indent=1, default=str))
 
 
 def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
@@ -412,6 +423,12 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
     if pair is None:
         return None
     cls = runtimes.get(rec["name"])
+    if not cls.reads_target_gguf:  # a GGUF target or draft runs as its float32 folder
+        from models.loading import converted_folder
+
+        folders = {k: converted_folder(v) for k, v in (("target", pair.target), ("draft", pair.draft))
+                   if v and str(v).endswith(".gguf")}
+        pair = replace(pair, **{k: str(f) for k, f in folders.items() if f is not None})
     p_min = parse_policy(best.get("policy") or "fixed")[1] if rec["speculate"] else None
     return cls.library_command(pair, best["drafter"] if rec["speculate"] else None, best.get("gamma"), p_min)
 

@@ -74,6 +74,14 @@ def float_folder_made(gguf, tokenizer_from) -> bool:
     return (_conversion_folder(Path(gguf).expanduser(), _resolved(tokenizer_from)) / "config.json").exists()
 
 
+def converted_folder(gguf) -> Optional[Path]:
+    """The cached float32 folder the runtimes that read Hugging Face folders run for a GGUF file,
+    where it was made (None otherwise)."""
+    p = Path(gguf).expanduser()
+    folder = _conversion_folder(p) if p.is_file() else None
+    return folder if folder is not None and (folder / "config.json").exists() else None
+
+
 def _conversion_folder(p: Path, tokenizer_from: Optional[str] = None) -> Path:
     """Where the float32 folder of GGUF file p is cached: keyed by its path, size and modification
     time (and the folder its tokenizer comes from, where given)."""

@@ -132,7 +132,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
                                                      _roofline_lines(roof),
                                                      concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG),
                                                      verdict.markdown(v), _skipped(v), data["acceptance"], data["positions"],
-                                                     quantization.markdown(data["quantization"])))
+                                                     quantization.markdown(data["quantization"]), _tune_lines(dirs)))
     for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
                       ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
                       ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv"),
@@ -145,6 +145,15 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     write_html(out / "report.md")
     write_trace(list(dirs), out / "trace.json")
     return out / "report.md"
+
+
+def _tune_lines(dirs: list) -> Optional[list[str]]:
+    """What `harness tune` printed, when the first folder is a tune's (its tune.json)."""
+    f = Path(dirs[0]) / "tune.json"
+    try:
+        return json.loads(f.read_text()).get("console") if f.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _skipped(v: dict) -> list[dict]:

@@ -216,13 +216,14 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
              roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None,
              verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None,
              acceptance: Optional[list[dict]] = None, positions: Optional[list[dict]] = None,
-             quantization: Optional[list[str]] = None) -> str:
+             quantization: Optional[list[str]] = None, tune: Optional[list[str]] = None) -> str:
     """The whole report.md; records carry their `label` already (see build.py); `verdict` is
     reports/verdict.markdown's lines (the report opens with it and verdict.png), `explain`
     explain_section's, `roofline` roofline_section's; `figures` (reports/figures.py) get a section
     when several run folders are read; `skipped` lists what did not run, never as table rows;
     `acceptance` (acceptance_records) sets each cell against what its models predict; `quantization`
-    is reports/quantization.py's section (runs over several target quantizations), after the speed."""
+    is reports/quantization.py's section (runs over several target quantizations), after the speed;
+    `tune` is what `harness tune` printed (its tune.json), right after the verdict."""
     out = ["# Speculative decoding report", ""]
     pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
     out += [f"**Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
@@ -230,6 +231,10 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
         out += ["## Verdict", ""] + verdict + [""]
         if VERDICT_PNG in plots:
             out += [f"![Speed of each runtime and drafter, and why]({VERDICT_PNG})", ""]
+    if tune:
+        out += ["## Tune: what to run here", "", "Predicted from the probe (gamma 1 and the largest), confirmed beside "
+                "the baseline; the rest of this report pools the probe's and the confirm runs' rows.", "", "```"]
+        out += tune + ["```", ""]
     spec = [c for c in cells if c["mode"] == "speculative"]
     out += ["## Speed", ""] + [f"- {line}" for line in headline(cells)] + [""]
     out += md_table(_against(cells), SPEED_COLS) + [""]

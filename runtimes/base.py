@@ -61,6 +61,9 @@ class Runtime(ABC):
     # once per target quantization (--target-quant, models/quantize.py); the others read the float
     # weights and run each pair once, as given
     reads_target_gguf: bool = False
+    # the draft's candidates its confidence stopping normalizes over (llama.cpp's draft sampler: its
+    # top 10); 0: the whole vocabulary (our loop, transformers)
+    confidence_top_k: int = 0
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings

@@ -14,7 +14,8 @@ outside its interval is not the models' doing, and reports/verdict.py, the repor
 What it does not do: measure anything, or check rows of forced acceptance (their rate is the
 forced one), prompt lookup of a library whose proposals ours does not reproduce (said in the row),
 or rows without rounds. Beside the tally it keeps the draft model's top-1 probability at each tested
-position (`confidence`: [round start, position, p]), from which harness tune predicts confidence stopping.
+position (`confidence`: [round start, position, p, p among its top DRAFT_TOP_K]: what our loop and
+transformers compare with P, and what llama.cpp does), from which harness tune replays confidence stopping.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import torch
 from core import sampling
 from core.acceptance import RULES, Likelihood, Tally, acceptance, tested_positions
 from core.config import PairSpec, SamplingParams, eagle3_path, parse_drafter
+
+
+DRAFT_TOP_K = 10  # llama.cpp's speculative draft sampler keeps the top 10 (common/speculative.cpp)
 
 
 @dataclass
@@ -139,7 +143,7 @@ class Checker:
                     q_raw = h.target_logits(dl[L + c - 2].float())
                 x = int(q_raw.argmax())
                 if kind == "model":
-                    top1.append([c, i, round(_top1(q_raw, s), 4)])
+                    top1.append([c, i, round(_top1(q_raw, s), 4), round(_top1(q_raw, s, DRAFT_TOP_K), 4)])
             a, tie = acceptance(rule, p_raw, q_raw, x, s, samples_drafts)
             t.add(a, ok, tie)
         return {**t.record(rule, source), **({"confidence": top1} if top1 else {})}
@@ -169,9 +173,12 @@ class Checker:
 
 
 
-def _top1(q_raw: torch.Tensor, s: SamplingParams) -> float:
-    """The draft's top-1 probability at a position, as confidence stopping reads it (DraftModel):
-    the softmax of its logits when greedy, its sampling distribution q otherwise."""
+def _top1(q_raw: torch.Tensor, s: SamplingParams, top_k: int = 0) -> float:
+    """The draft's top-1 probability at a position, as confidence stopping reads it: our DraftModel
+    and transformers the softmax of its logits when greedy, its sampling distribution q otherwise;
+    llama.cpp (top_k DRAFT_TOP_K) the softmax over the draft sampler's top-k candidates."""
+    if top_k:
+        return float(torch.softmax(torch.topk(q_raw.float(), top_k).values, -1)[0])
     if s.greedy:
         return float(torch.softmax(q_raw.float(), -1).max())
     return float(sampling.probs_from_logits(q_raw[None], s)[0].max())

@@ -119,6 +119,7 @@ def _metrics_delta(before: dict, after: dict) -> dict:
 class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     name = "llama-server"
     reads_target_gguf = True  # --target-quant: one measurement per variant
+    confidence_top_k = 10  # --spec-draft-p-min reads the draft sampler's top-1 among its top 10
 
     def load(self, pair: PairSpec) -> None:
         self.binary = lc.find_binary("llama-server")

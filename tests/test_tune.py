@@ -50,6 +50,16 @@ def test_confidence_stopping_is_replayed_on_the_probes_rounds():
     assert fit.predict(4, 0.5) is None  # nothing recorded: no prediction
 
 
+def test_confidence_is_read_as_the_runtime_reads_it():
+    row = {"rounds": [{"drafted": 3, "accepted": 1, "emitted": 2}, {"drafted": 3, "accepted": 3, "emitted": 4}],
+           "expected_acceptance": {"confidence": [[0, 1, 0.4, 0.8], [0, 2, 0.1, 0.3], [2, 1, 0.9, 0.95],
+                                                  [2, 2, 0.7, 0.9], [2, 3, 0.6, 0.9]]}}
+    assert tune._confidence_rounds([row]) == [(3, 1, [0.4, 0.1]), (3, 3, [0.9, 0.7, 0.6])]
+    assert tune._confidence_rounds([row], top_k=10) == [(3, 1, [0.8, 0.3]), (3, 3, [0.95, 0.9, 0.9])]
+    assert tune._confidence_rounds([row, {"rounds": row["rounds"]}]) == []  # a row without: no replay
+    assert tune._top_k("llama-server") == 10 and tune._top_k("torch") == 0
+
+
 def _cand(drafter, gamma, n, measured, tps, runtime="llama-server"):
     return Candidate(runtime, runtime, None, "p", drafter, gamma, n, measured, None, measured, tps, "verify costs")
 
