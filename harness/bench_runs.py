@@ -1,5 +1,6 @@
-"""`harness bench`'s figures of whole runs: 6 (the default run's wall, first and cached) and 11 (our
-load client against vllm bench serve); harness/bench.py says what each measures."""
+"""`harness bench`'s figures of whole runs: 6 (the default run's wall, first and cached), 11 (our
+load client against vllm bench serve) and 13 (harness tune against a plain sweep);
+harness/bench.py says what each measures."""
 
 from __future__ import annotations
 
@@ -106,17 +107,15 @@ class RunFigures:
         return Figure(11, "our load client's aggregate tok/s / vllm bench serve's, vLLM baseline (largest |difference|)",
                       worst if measured else None, f"<= {LOAD_GOAL:.0%} at N = {', '.join(map(str, LOAD_NS))}", detail)
 
-
-
-
     def fig13_tune_vs_sweep(self) -> Figure:
         """`harness tune --runtime all` against a plain sweep of the grid it searches (gamma 1..its
         max, the draft model fixed and under each confidence threshold tune predicts, the head and
-        prompt lookup fixed), on the default pair, each in a process of its own: per runtime the
-        sweep's tokens/s of tune's recommendation (the baseline for "do not speculate") over the
-        sweep's best, both measured in the sweep; the wall times; tune's predicted against measured
-        speedups, and whether each recommendation is at least as fast as its baseline."""
-        import tempfile
+        prompt lookup fixed), on the default pair, each in a process of its own (both kept under
+        runs/bench-13-TIME/): per runtime the sweep's tokens/s of tune's recommendation (the
+        baseline for "do not speculate") over the sweep's best, both measured in the sweep; the wall
+        times; tune's predicted against measured speedups, and whether each recommendation is at
+        least as fast as its baseline."""
+        import contextlib
 
         from harness import tune
         from core.results import read_results
@@ -124,7 +123,9 @@ class RunFigures:
 
         gammas = ",".join(str(g) for g in range(1, tune.DEFAULT_MAX_GAMMA + 1))
         confident = ",".join(f"confidence:{p:g}" for p in tune.CONFIDENCE_P)
-        with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
+        keep = Path("runs") / time.strftime("bench-13-%Y%m%d-%H%M%S")  # both runs kept: their reports say why
+        keep.mkdir(parents=True, exist_ok=True)
+        with contextlib.nullcontext(str(keep)) as tmp:
             walls, notes = {}, []
             steps = {"tune": [["tune", "--runtime", "all", "--out", f"{tmp}/tune"]],
                      "sweep": [["sweep", "--runtime", "all", "--gamma", gammas, "--drafter", "model",
@@ -160,6 +161,7 @@ class RunFigures:
                 "pick_over_best_in_sweep": None if ratio is None else round(ratio, 3),
                 "pick_at_least_baseline_in_tune": (not pick) or pick["tokens_per_s"] >= rec["base"]["tokens_per_s"],
                 "predicted_vs_measured": [round(e, 3) for e in errors]}
+        detail["runs"] = str(keep)
         detail["wall_s"] = {**walls, "tune_over_sweep": round(walls["tune"] / walls["sweep"], 3) if walls.get("sweep") else None}
         return Figure(13, "harness tune's pick / a plain sweep's best, tokens/s in the sweep (worst runtime)", worst,
                       ">= 0.95 per runtime; tune <= 1/3 of the sweep's wall and <= 600 s; predicted within 10 %",

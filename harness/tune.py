@@ -398,11 +398,19 @@ def recommend(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> list[
 # ---------------------------------------------------------------- what to paste
 
 
+def _quant(pair_name: str) -> Optional[str]:
+    """The target quantization of a --target-quant variant ("PAIR@Q8_0" -> "Q8_0"), else None."""
+    return pair_name.rpartition("@")[2] if "@" in pair_name else None
+
+
 def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
     """The `harness run` line that measures a recommendation again."""
     parts = ["harness run", f"--runtime {rec['name']}"]
     if pair_arg:
         parts.append(f"--pair {pair_arg}")
+    quant = _quant((rec["best"] if rec["speculate"] else rec["base"])["pair"])
+    if quant:
+        parts.append(f"--target-quant {quant}")
     if rec.get("forward"):
         parts.append(f"--torch-forward {rec['forward']}")
     if rec["speculate"]:
@@ -419,9 +427,13 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
     import runtimes
 
     best = rec["best"] if rec["speculate"] else rec["base"]
-    pair = pairs.get(best["pair"])
+    pair = pairs.get(best["pair"].rpartition("@")[0] if _quant(best["pair"]) else best["pair"])
     if pair is None:
         return None
+    if _quant(best["pair"]):  # the variant's file (made by the run, cached)
+        from models.quantize import variants
+
+        pair = variants(pair, [_quant(best["pair"])])[0]
     cls = runtimes.get(rec["name"])
     if not cls.reads_target_gguf:  # a GGUF target or draft runs as its float32 folder
         from models.loading import converted_folder
@@ -446,12 +458,12 @@ def _t(v: Optional[float]) -> str:
 
 def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) -> list[str]:
     """Predicted against measured for every confirmed candidate, then one recommendation per
-    runtime and N with the lines to paste; every line within `width` columns."""
+    runtime and N with the lines to paste; every line but those commands within `width` columns."""
     multi_pair = len({c["pair"] for c in result["confirmed"]}) > 1
     out = [f"{'runtime':<20} {'setting':<24} {'N':>3} {'predicted':>9} {'measured':>9} {'tok/s':>7} {'baseline':>8}"]
     base = {(b["runtime"], b["pair"], b["n"]): b["tokens_per_s"] for b in result["baselines"]}
     for c in result["confirmed"]:
-        setting = Candidate(**c).label() + (f" {c['pair']}" if multi_pair else "")
+        setting = Candidate(**c).label() + (f" @{_quant(c['pair'])}" if multi_pair and _quant(c["pair"]) else "")
         out.append(f"{c['runtime'][:20]:<20} {setting[:24]:<24} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
                    f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
     out += ["tok/s and speedups end to end: prompt processing included; under load, all streams' tokens", ""]
@@ -461,12 +473,13 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
             out.append(f"{rec['runtime']}{at}: no recommendation: {rec['why']}")
             continue
         b, best = rec["base"], rec["best"]
-        on = f" on {b['pair']}" if multi_pair else ""
+        on = f" on the {_quant(b['pair'])} target" if multi_pair and _quant(b["pair"]) else ""
         if rec["speculate"]:
             stop = parse_policy(best["policy"])[1]
+            quant = _quant(best["pair"]) if multi_pair else None
             head = (f"{rec['runtime']}{at}: speculate with {best['drafter']} at gamma {best['gamma']}"
                     f"{'' if stop is None else f', stopping below p {stop:g}'}"
-                    f"{' on ' + best['pair'] if multi_pair else ''}: {best['tokens_per_s']:.1f} tok/s, "
+                    f"{f' on the {quant} target' if quant else ''}: {best['tokens_per_s']:.1f} tok/s, "
                     f"{best['tokens_per_s'] / b['tokens_per_s']:.2f}x the baseline{on} ({b['tokens_per_s']:.1f})")
             out += textwrap.wrap(head, width, subsequent_indent="  ")
         else:
@@ -474,6 +487,6 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
                                  f"candidate, {Candidate(**best).label()}, measured {_x(best['measured'])}). "
                                  f"{rec['why']}", width, subsequent_indent="  ")
         lib = library_line(rec, pairs)
-        for cmd in [lib, harness_line(rec, pair_arg)] if lib else [harness_line(rec, pair_arg)]:
-            out += textwrap.wrap(cmd, width, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
+        # the commands whole, one line each, ready to paste (the only lines that may pass `width`)
+        out += [f"    {cmd}" for cmd in ([lib] if lib else []) + [harness_line(rec, pair_arg)]]
     return out

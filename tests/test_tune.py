@@ -129,7 +129,9 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
         assert rec["best"]["tokens_per_s"] > rec["base"]["tokens_per_s"] or not rec["speculate"]
         assert f"{rec['runtime']}: " + ("speculate" if rec["speculate"] else "do not speculate") in r.stdout
     assert "harness run --runtime llamacpp --pair tiny" in r.stdout
-    assert max(len(line.replace(str(out), "OUT")) for line in r.stdout.splitlines()) <= 100
+    commands = [line for line in r.stdout.splitlines() if line.startswith("    ")]
+    assert sum(c.startswith("    harness run --runtime ") for c in commands) == len(recs)  # one whole line each
+    assert max(len(line.replace(str(out), "OUT")) for line in r.stdout.splitlines() if line not in commands) <= 100
     assert (out / "probe" / "results.jsonl").is_file() and (out / "report" / "report.html").is_file()
     # --resume measures nothing again
     n_rows = len((out / "probe" / "results.jsonl").read_text().splitlines())
