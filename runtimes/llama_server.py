@@ -69,7 +69,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter, parse_policy
 from core.records import Generation, Phases
 from models import llama_files
 from runtimes import evidence
@@ -379,18 +379,15 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def _eagle3_gguf(self, drafter: str) -> Path:
         """The EAGLE-3 head's GGUF through llama.cpp's own converter (models/eagle3.py's gguf_of,
         cached), checked against the target first; ValueError with the converter's reason."""
-        from models.eagle3 import check_fits, gguf_of, read_config
+        from models.eagle3 import gguf_of
         from models.loading import model_folder
-        from models.shape import load_config
+        from runtimes.eagle3 import checked_folder, head_folder
 
-        folder = eagle3_path(drafter) or self.pair.eagle3
-        if folder is None:
-            raise ValueError(f"the pair {self.pair.name} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
+        folder = head_folder(drafter, self.pair)
         made = self.__dict__.setdefault("_eagle3", {})
         if folder not in made:
             target_folder = model_folder(self.pair.target, "target")
-            check_fits(read_config(folder), load_config(target_folder, "target"), folder)
-            made[folder] = gguf_of(folder, target_folder, target_gguf=self.paths[0])
+            made[folder] = gguf_of(checked_folder(drafter, self.pair, target_folder), target_folder, target_gguf=self.paths[0])
         return made[folder]
 
     drafters = ("model", "ngram", "eagle3")

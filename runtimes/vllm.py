@@ -468,14 +468,9 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _head_folder(self, drafter: str) -> str:
         """The EAGLE-3 head's folder (vLLM reads the speculators format), checked against the target."""
-        from models.eagle3 import check_fits, read_config
-        from models.shape import load_config
+        from runtimes.eagle3 import checked_folder
 
-        folder = eagle3_path(drafter) or self.pair.eagle3
-        if folder is None:
-            raise ValueError(f"the pair {self.pair.name} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
-        check_fits(read_config(folder), load_config(self.paths[0], "target"), folder)
-        return str(Path(folder).expanduser().resolve())
+        return str(Path(checked_folder(drafter, self.pair, self.paths[0])).expanduser().resolve())
 
     drafters = ("model", "ngram", "eagle3")
     policies = ("fixed",)  # num_speculative_tokens
