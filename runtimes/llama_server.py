@@ -418,6 +418,6 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             self._reference.close()
             llama_cpp.llama_model_free(self._ref_model)
             self._reference = None
-        if getattr(self, "_t_model", None) is not None:
+        if getattr(self, "text_model", None) is not None:
             llama_cpp.llama_model_free(self.text_model)
             self.text_model = None
