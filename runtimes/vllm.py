@@ -74,7 +74,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter
+from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, eagle3_path, parse_drafter
 from core import metrics
 from core.errors import RuntimeUnavailable
 from core.limits import threads_of
@@ -337,6 +337,12 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         per = sizes.get("kv_bytes_per_position")
         kv_tokens = int(float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) * 2**30 // per) if per else self.context * concurrency
         return min(self.context, kv_tokens // concurrency)
+
+    @classmethod
+    def most_sequences(cls, settings: RuntimeSettings, tokens: int) -> Optional[int]:
+        """None: the KV cache, known once the model's sizes are, decides (load_capacity); 0 where
+        one sequence is longer than --max-model-len can be (--n-ctx, else at most N_CTX_CAP)."""
+        return 0 if tokens > (settings.n_ctx or RuntimeSettings.N_CTX_CAP) else None
 
     def load_generations(self, srv, cell, gens, speculative: bool, log: str, before: dict, after: dict) -> list:
         """Each request from vLLM's own metrics on its final (usage) chunk: time to first token,

@@ -510,7 +510,8 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
 
 
 @pytest.mark.parametrize("flag, why", [("0", "--concurrency must be >= 1"),
-                                       ("64", "do not fit llama-server's context")])
+                                       ("64", "do not fit llama-server's context (at most 15 do with --n-ctx 512)"),
+                                       ("12", "do not fit llama-server's context (42 tokens each)")])  # the prompts
 def test_impossible_concurrency_is_one_line_and_exit_2(tmp_path, flag, why):
     from click.testing import CliRunner
 
