@@ -17,7 +17,8 @@ reports/roofline.py sets each runtime's measured steps against these bounds.
 Measuring takes a second or two; the result is cached as one JSON file per machine key
 (CPU name, a hash of its flags, threads, torch version) in the folder the caller gives, so every
 run folder on this machine reuses it; `remeasure` (or HARNESS_REMEASURE_LIMITS=1) measures again.
-torch's thread count is restored afterwards. What it does not do: measure a GPU, or know model
+torch's thread count is restored afterwards (`torch_threads`: torch at a thread count for a
+block, the one helper the runtimes use for theirs too). What it does not do: measure a GPU, or know model
 sizes or step times (models/shape.py).
 """
 
@@ -114,11 +115,15 @@ def matmul_int8_gops() -> tuple[Optional[float], Optional[str]]:
 
 
 @contextmanager
-def torch_threads(threads: int):
-    """torch at `threads` threads inside, its own count restored after."""
+def torch_threads(threads: Optional[int]):
+    """torch at `threads` threads inside, its own count restored after; None, or the count already
+    set, changes nothing."""
     import torch
 
     before = torch.get_num_threads()
+    if not threads or threads == before:
+        yield
+        return
     torch.set_num_threads(threads)
     try:
         yield

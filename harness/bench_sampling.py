@@ -68,7 +68,7 @@ def micro_ms(vocab: int = MICRO_VOCAB, calls: int = 20, s: SamplingParams = SAMP
     llamacpp runtime's; the torch runtime samples on its own threads), alternated: the
     distribution of [1, V] rows of each Zipf shape and of a verify pass's [5, V] (both shapes),
     and one draft position (distribution and token)."""
-    from runtimes.torch_common import torch_threads
+    from core.limits import torch_threads
 
     out: dict = {"vocab": vocab, "threads": threads, "setting": f"temperature {s.temperature}, top-p {s.top_p}"}
     g = torch.Generator().manual_seed(0)

@@ -101,12 +101,39 @@ class RunConfig:
             GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
         for p, g, d in self.only or []:
             GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
+        self._check_loads_fit()
         for f in self.torch_forwards:
             replace(self.runtime, torch_forward=f)  # validates each forward
         if self.target_quants:
             from models.quantize import parse_types
 
             self.target_quants = parse_types(self.target_quants)
+
+    def _check_loads_fit(self) -> None:
+        """Each --concurrency N above 1 against what each runtime of the run that serves
+        concurrently could hold before any load (its class's most_sequences, runtimes/server.py):
+        N sequences of a prompt (one token at least) and the longest --max-new-tokens. The runner
+        checks the prompts themselves against the loaded runtime (load_capacity)."""
+        loads = [n for n in self.concurrencies if n > 1]
+        if not loads:
+            return
+        tokens, longest = 1 + max(self.max_new_tokens), max(self.max_new_tokens)
+        for name in self.runtimes:
+            try:
+                cls = runtimes.get(name)
+            except RuntimeUnavailable:
+                continue  # its own skipped row says why
+            if not getattr(cls, "serves_concurrently", False) or not hasattr(cls, "most_sequences"):
+                continue
+            most = cls.most_sequences(self.runtime, tokens)
+            for n in loads:
+                if most is not None and n > most:
+                    context = f"--n-ctx {self.runtime.n_ctx}" if self.runtime.n_ctx else \
+                        f"its default of at most {RuntimeSettings.N_CTX_CAP} tokens"
+                    fit = f"at most {most} do with {context}" if most else f"not one does with {context}"
+                    raise HarnessError(f"--concurrency {n}: {n} sequences of at least {tokens} tokens (a prompt and "
+                                       f"--max-new-tokens {longest}) do not fit {name}'s context ({fit}); lower "
+                                       "--concurrency or raise --n-ctx")
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
                  policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
@@ -479,10 +506,10 @@ class Runner:
         loads = [n for n in c.concurrencies if n > 1]
         longest = max(len(v) for v in encoded.values()) + max(c.max_new_tokens)
         for n in loads if getattr(rt, "serves_concurrently", False) else ():
-            if longest > rt.load_capacity(n):
+            if longest > (each := rt.load_capacity(n)):
                 raise HarnessError(f"--concurrency {n}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
-                                   f"do not fit {name}'s context ({rt.load_capacity(n)} tokens each); raise --n-ctx or "
-                                   "lower --concurrency")
+                                   f"do not fit {name}'s context ({f'{each} tokens each' if each else 'not a token each'}); "
+                                   "raise --n-ctx or lower --concurrency")
         bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
         blocks = self._blocks(name, pair, rt, bases) if 1 in c.concurrencies else []
         said: set[tuple] = set()

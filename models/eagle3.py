@@ -27,8 +27,7 @@ What it does not do: train (models/eagle3_train.py), run inside a runtime's loop
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -377,14 +376,6 @@ def load_head(folder, embed: torch.Tensor, tcfg=None, dtype: torch.dtype = torch
     head = Eagle3Head(cfg, embed.to(dtype))
     head.load_state(tensors, str(p))
     return head.to(device=embed.device, dtype=dtype).eval()
-
-
-def config_summary(cfg: HeadConfig) -> dict:
-    return {**asdict(cfg), "matmul_params": cfg.matmul_params()}
-
-
-def attention_scale(cfg: HeadConfig) -> float:
-    return 1.0 / math.sqrt(cfg.head_dim)
 
 
 # ---------------------------------------------------------------- GGUF (llama.cpp)

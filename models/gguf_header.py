@@ -1,9 +1,9 @@
 """A GGUF file's metadata and tensor table, read from its header alone.
 
 gguf.GGUFReader maps the whole file and builds a numpy view per part of every metadata value: for a
-vocabulary of 49,152 tokens and as many merges that is about a million views, 5-10 s per file on a
-2-core VM, paid by every runtime's description and every report. This reader parses the same header
-(format versions 2 and 3) with struct in one pass, a fraction of a second, and keeps what the
+vocabulary of 49,152 tokens and as many merges that is about a million views, paid by every
+runtime's description and every report (the time: docs/findings.md). This reader parses the same
+header (format versions 2 and 3) with struct in one pass, and keeps what the
 harness asks of a file: each key's value (`fields`: scalars as Python values, arrays as lists) and
 each tensor's name, dimensions (GGUF's order, fastest first), type, element and byte counts.
 What it does not do: read tensor data, write files (models/gguf_writer.py), or check a model's

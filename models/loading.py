@@ -6,9 +6,9 @@ an id that is not in the cache while offline: each becomes a HarnessError naming
 A .gguf file is converted by transformers once (dequantized to float32, tokenizer rebuilt from its
 metadata) and the result kept as a Hugging Face folder under $HARNESS_CACHE/gguf-hf (default
 ~/.cache/spec-harness), keyed by the file's path, size and modification time: transformers reads
-GGUF metadata in Python, which took 10-40 s per load of SmolLM2 here (`_gguf_parsed_once` makes
-each file's metadata parsed once per conversion, not once per part transformers reads), and a saved folder loads in
-about a second. Where the cache cannot be written, the file is loaded directly. `model_folder`
+GGUF metadata in Python, slowly (`_gguf_parsed_once` makes each file's metadata parsed once per
+conversion, not once per part transformers reads), and a saved folder loads far faster
+(docs/findings.md). Where the cache cannot be written, the file is loaded directly. `model_folder`
 gives the same folder to a library that loads Hugging Face folders itself (mlx-lm); `float_folder`
 converts a target variant (models/quantize.py) with the tokenizer of its source's folder.
 """

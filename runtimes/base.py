@@ -8,8 +8,9 @@ or choose prompts.
 LoopRuntime absorbs what every runtime over the shared loop (runtimes/loop.py) would repeat:
 its load() sets `target` and `draft` (two loop.Model adapters) and `eos_id`; generation is then
 the loop with no drafter (baseline) or with a drafter (speculative): the draft model, stopping on
-confidence under `confidence:P`, or prompt lookup (runtimes/ngram.py); every policy but
-library-default (the loop is no library's).
+confidence under `confidence:P`, prompt lookup (runtimes/ngram.py) or an EAGLE-3 head
+(runtimes/eagle3.py finds, loads and checks it; a loop runtime hands it the target's embedding
+and config); every policy but library-default (the loop is no library's).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Optional, Sequence
 
-from core.config import (LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, eagle3_path,
-                         parse_drafter, parse_policy)
+from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, parse_drafter, parse_policy
 from core import sampling
 from core.records import Generation
 from runtimes import evidence
@@ -197,9 +197,9 @@ class LoopRuntime(Runtime):
     def drafter(self, gen: GenerationSettings) -> Drafter:
         kind, n, k = parse_drafter(gen.drafter)
         if kind == "eagle3":
-            from runtimes.eagle3 import Eagle3Drafter
+            from runtimes.eagle3 import Eagle3Drafter, loaded_head
 
-            return Eagle3Drafter(self.eagle3_head(gen), self.target, gen.confidence, self.head_threads)
+            return Eagle3Drafter(loaded_head(self, gen.drafter), self.target, gen.confidence, self.head_threads)
         return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft, gen.confidence)
 
     drafters = ("model", "ngram", "eagle3")
@@ -214,42 +214,16 @@ class LoopRuntime(Runtime):
         if gen.confidence is not None and kind == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"
         if kind == "eagle3":
-            return self.eagle3_reason(gen)
+            from runtimes.eagle3 import why_not
+
+            return why_not(self, gen.drafter)
         return None
 
-    # -- EAGLE-3 heads (runtimes/eagle3.py) ---------------------------------------------------------
+    # -- what an EAGLE-3 head reads from the runtime (runtimes/eagle3.py loads and checks it) ----------
 
     def head_embedding(self):
         """The target's token embedding [V, H] (float32), which an EAGLE-3 head reads its tokens through."""
         raise ValueError(f"{self.name} cannot hand an EAGLE-3 head the target's embedding")
-
-    def head_folder(self, gen: GenerationSettings) -> Optional[str]:
-        return eagle3_path(gen.drafter) or (self.pair.eagle3 if self.pair else None)
-
-    def eagle3_reason(self, gen: GenerationSettings) -> Optional[str]:
-        """Why this runtime cannot draft with the head (None: it can); a head that does not fit the
-        target is bad input (HarnessError)."""
-        if self.head_folder(gen) is None:
-            return f"the pair {self.pair.name if self.pair else ''} has no EAGLE-3 head of its own: give --drafter eagle3:PATH"
-        try:
-            self.target.keep_features(self.eagle3_head(gen).cfg.layer_ids)  # can the target hand them out?
-        except ValueError as e:
-            return str(e)
-        finally:
-            self.target.keep_features(())
-        return None
-
-    def eagle3_head(self, gen: GenerationSettings):
-        """The head for this drafter, loaded once (models/eagle3.py's load_head, checked against the
-        target) with its matrices packed for drafting."""
-        from models.eagle3 import load_head
-        from runtimes.eagle3 import pack
-
-        folder = self.head_folder(gen)
-        heads = self.__dict__.setdefault("_heads", {})
-        if folder not in heads:
-            heads[folder] = pack(load_head(folder, self.head_embedding(), self.target_config()))
-        return heads[folder]
 
     def target_config(self):
         """The target's Hugging Face config (for checking a head against it); None when unknown."""

@@ -21,6 +21,12 @@ as a draft model does. The head runs in PyTorch (float32 on a CPU, each matrix t
 runtimes/packed_matmul.py's kernel where it can run) whatever runs the target, on `threads` torch
 threads when given (the llamacpp runtime samples on one torch thread, and gives the head's passes
 the run's threads, as its draft model's passes get in llama.cpp).
+The head a runtime drafts with, written once for every runtime: `head_folder` (PATH of
+`--drafter eagle3:PATH`, else the pair's own; the one "has no EAGLE-3 head" refusal),
+`checked_folder` (that folder, checked against the target's: llama-server converts it, vLLM reads
+it), and for the runtimes over the shared loop (runtimes/base.py's LoopRuntime) `loaded_head` (read
+once per folder, checked against the target, packed) and `why_not` (why the target cannot draft
+with it).
 What it does not do: tree drafting, or train the head (models/eagle3_train.py).
 """
 
@@ -33,10 +39,60 @@ import torch
 import torch.nn.functional as F
 
 from core import sampling
+from core.config import PairSpec, eagle3_path
+from core.limits import torch_threads
 from models.eagle3 import Eagle3Head
 from runtimes import packed_matmul
 from runtimes.loop import Draft, Drafter, Model
-from runtimes.torch_common import torch_threads
+
+
+def head_folder(drafter: str, pair: Optional[PairSpec]) -> str:
+    """The folder of the head `drafter` (`eagle3[:PATH]`) drafts with: PATH, else the pair's own
+    (PairSpec.eagle3); ValueError, the line a runtime refuses the setting with, when there is neither."""
+    folder = eagle3_path(drafter) or (pair.eagle3 if pair else None)
+    if folder is None:
+        raise ValueError(f"the pair {pair.name if pair else ''} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
+    return folder
+
+
+def checked_folder(drafter: str, pair: Optional[PairSpec], target_folder) -> str:
+    """head_folder, its configuration checked against the target model folder's (models/eagle3.py's
+    check_fits: HarnessError naming the mismatch), for a runtime whose library reads the head itself."""
+    from models.eagle3 import check_fits, read_config
+
+    folder = head_folder(drafter, pair)
+    check_fits(read_config(folder), target_folder, folder)
+    return folder
+
+
+def loaded_head(rt, drafter: str) -> Eagle3Head:
+    """The head `drafter` names for a loop runtime `rt` (runtimes/base.py's LoopRuntime: its pair,
+    head_embedding(), target_config()), loaded once per folder (models/eagle3.py's load_head,
+    checked against the target's config) with its matrices packed for drafting; kept on `rt`."""
+    from models.eagle3 import load_head
+
+    folder = head_folder(drafter, rt.pair)
+    heads = rt.__dict__.setdefault("_heads", {})
+    if folder not in heads:
+        heads[folder] = pack(load_head(folder, rt.head_embedding(), rt.target_config()))
+    return heads[folder]
+
+
+def why_not(rt, drafter: str) -> Optional[str]:
+    """Why loop runtime `rt` cannot draft with the head `drafter` names (None: it can): no head, or a
+    target that cannot hand out the layers it reads. A head that does not fit the target is bad
+    input (HarnessError)."""
+    try:
+        head_folder(drafter, rt.pair)
+    except ValueError as e:
+        return str(e)
+    try:
+        rt.target.keep_features(loaded_head(rt, drafter).cfg.layer_ids)  # can the target hand them out?
+    except ValueError as e:
+        return str(e)
+    finally:
+        rt.target.keep_features(())
+    return None
 
 
 def pack(head: Eagle3Head) -> Eagle3Head:

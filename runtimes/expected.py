@@ -93,7 +93,7 @@ class Checker:
         """The row's `expected_acceptance`: its tally against the models, or None where there is
         nothing to check (a baseline, an error, forced acceptance, no rounds, an unknown rule);
         torch on `threads` threads meanwhile (None: its own count)."""
-        from runtimes.torch_common import torch_threads
+        from core.limits import torch_threads
 
         with torch_threads(threads):
             return self._check(row, prompt, samples_drafts)
@@ -152,7 +152,7 @@ class Checker:
         """The row's `output_check` where it sampled (temperature > 0, baseline or speculative): its
         tokens' log probability under the target against the target's own samples (Likelihood);
         None where there is nothing to check."""
-        from runtimes.torch_common import torch_threads
+        from core.limits import torch_threads
 
         if not row.get("temperature") or row.get("error") or not row.get("token_ids") or row.get("forced_rates"):
             return None

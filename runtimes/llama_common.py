@@ -62,7 +62,7 @@ def single_threaded_torch():
     torch's thread pool competes with llama.cpp's threads for the same cores: measured on a
     loaded 2-core VM, a [1, 257] softmax took 4 ms with 2 torch threads and 0.02 ms with one.
     """
-    from runtimes.torch_common import torch_threads
+    from core.limits import torch_threads
 
     return torch_threads(1)
 

@@ -60,8 +60,6 @@ runtime uses), or streaming.
 
 from __future__ import annotations
 
-import itertools
-import operator
 import os
 import re
 import tempfile
@@ -69,7 +67,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter, parse_policy
 from core.records import Generation, Phases
 from models import llama_files
 from runtimes import evidence
@@ -77,6 +75,7 @@ from runtimes import llama_common as lc
 from runtimes.base import Runtime
 from runtimes.server import (ServerError, ServerPool, ServerProcess, ServerRuntime, concurrency_of, is_baseline,
                              server_rounds, setting, setting_name)
+from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
 # An EAGLE-3 head's top-10 draft candidates are chosen inside the draft graph by default, and with
@@ -93,27 +92,6 @@ DRAFT_STATS = re.compile(r"statistics\s+[\w-]+:.*dur\(b,g,a\) = ([\d.]+), ([\d.]
 REQUEST_DONE = re.compile(r"print_timing: .*total time")
 DRAFT_SETTINGS = re.compile(r"- n_max=(\d+), n_min=(\d+), p_min=([\d.]+)")  # logged by draft-simple at start
 NGRAM_SETTINGS = re.compile(r"- size_n=(\d+), size_m=(\d+), min_hits=(\d+)")  # logged by ngram-simple at start
-METRIC = re.compile(r'^llamacpp:(spec_decode_\w+?)(?:\{position="(\d+)"\})? ([\d.eE+-]+)$', re.M)
-
-
-def _server_metrics(text: str) -> dict:
-    """/metrics text -> {drafts, draft_tokens, accepted, accepted_per_pos: [..]} (spec counters)."""
-    out = {"accepted_per_pos": {}}
-    names = {"spec_decode_num_drafts_total": "drafts", "spec_decode_num_draft_tokens_total": "draft_tokens",
-             "spec_decode_num_accepted_tokens_total": "accepted"}
-    for name, pos, value in METRIC.findall(text):
-        if pos:
-            out["accepted_per_pos"][int(pos)] = float(value)
-        elif name in names:
-            out[names[name]] = float(value)
-    return out
-
-
-def _metrics_delta(before: dict, after: dict) -> dict:
-    d = {k: int(after.get(k, 0) - before.get(k, 0)) for k in ("drafts", "draft_tokens", "accepted")}
-    pos = after["accepted_per_pos"]
-    d["accepted_per_pos"] = [int(pos[i] - before["accepted_per_pos"].get(i, 0)) for i in sorted(pos)]
-    return d
 
 
 class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
@@ -146,7 +124,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             llama_cpp.llama_model_free(d_model)
         self.n_ctx = self.settings.resolve_n_ctx(llama_files.n_ctx_train(self.paths[0], "target"))
         self.logs = Path(self.workdir) / "llama-server" if self.workdir else Path(tempfile.mkdtemp(prefix="llama-server-"))
-        self.version = _version(self.binary)
+        self.version = version_of([self.binary, "--version"], 30, lambda out, err: " ".join((out + err).split())[:200])
         # the baseline's server starts now, waited for at its first request (start_setting): a target
         # this server cannot load is then the runtime's skip, with the server's own reason
         self.servers.launch([None], self._launch)
@@ -166,8 +144,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         policy, gamma, drafter, forced = spec[:4]
         kind, n, k = parse_drafter(drafter)
         if forced:  # the server takes P(position i accepted), unconditional: the products of ours
-            rates = list(itertools.accumulate((forced[min(i, len(forced) - 1)] for i in range(gamma)), operator.mul))
-            argv += ["--spec-synth-rates", ",".join(f"{r:.9g}" for r in rates)]
+            argv += ["--spec-synth-rates", ",".join(f"{r:.9g}" for r in synthetic_rates(forced, gamma))]
         if kind == "ngram":
             argv += ["--spec-type", "ngram-simple"]
             if policy != LIBRARY_DEFAULT:
@@ -270,9 +247,9 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
         srv = self._server(setting(gen))
-        before = _server_metrics(srv.request("/metrics"))
+        before = spec_metrics(srv.request("/metrics"), "llamacpp")
         resp, wall, log = self._complete(srv, prompt_ids, gen)
-        after = _server_metrics(srv.request("/metrics"))
+        after = spec_metrics(srv.request("/metrics"), "llamacpp")
         tm = resp["timings"]
         out = [int(t) for t in resp["tokens"]]
         if "draft_ms" not in resp:
@@ -282,11 +259,11 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=draft, verify_s=decode - draft, sampling_s=None,
                         unaccounted_s=wall - prefill - decode)
         logged = [(int(a), int(n)) for a, n in ROUND_LINE.findall(log)]
-        metrics_delta = _metrics_delta(before, after)
-        self._check_counts(logged, tm, metrics_delta)
+        delta = metrics_delta(before, after)
+        self._check_counts(logged, tm, delta)
         return Generation(out, phases, server_rounds([(n, a) for a, n in logged], len(out)), notes=self._notes(True),
                           draft_max=(srv.info["draft"] or {}).get("n_max"),
-                          extra={"timings": tm, "server_metrics": metrics_delta, "stop_type": resp.get("stop_type"),
+                          extra={"timings": tm, "server_metrics": delta, "stop_type": resp.get("stop_type"),
                                  "server_draft": srv.info["draft"]})
 
     # -- under load (--concurrency N: -np N slots, closed-loop cells; runtimes/load.py) ------------
@@ -303,7 +280,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         return ids, event.get("tokens_predicted"), event if event.get("stop") else None
 
     def load_counters(self, srv: ServerProcess) -> dict:
-        return _server_metrics(srv.request("/metrics"))
+        return spec_metrics(srv.request("/metrics"), "llamacpp")
 
     def load_generations(self, srv, cell, gens, speculative: bool, log: str, before: dict, after: dict) -> list:
         """Each request's Generation from its final chunk (the server's timings and counts) and its
@@ -320,7 +297,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         for r in ok:
             q = queues.get(int(r.final.get("id_slot", -1)), [])
             rounds_of[r.index] = q.pop(0) if q and speculative else []
-        delta = _metrics_delta(before, after)
+        delta = metrics_delta(before, after)
         if speculative and len(ok) == len(cell.requests):  # a failed request's counts are unknown
             drafted = sum(r.final["timings"].get("draft_n", 0) for r in ok)
             accepted = sum(r.final["timings"].get("draft_n_accepted", 0) for r in ok)
@@ -379,18 +356,15 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def _eagle3_gguf(self, drafter: str) -> Path:
         """The EAGLE-3 head's GGUF through llama.cpp's own converter (models/eagle3.py's gguf_of,
         cached), checked against the target first; ValueError with the converter's reason."""
-        from models.eagle3 import check_fits, gguf_of, read_config
+        from models.eagle3 import gguf_of
         from models.loading import model_folder
-        from models.shape import load_config
+        from runtimes.eagle3 import checked_folder, head_folder
 
-        folder = eagle3_path(drafter) or self.pair.eagle3
-        if folder is None:
-            raise ValueError(f"the pair {self.pair.name} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
+        folder = head_folder(drafter, self.pair)
         made = self.__dict__.setdefault("_eagle3", {})
         if folder not in made:
             target_folder = model_folder(self.pair.target, "target")
-            check_fits(read_config(folder), load_config(target_folder, "target"), folder)
-            made[folder] = gguf_of(folder, target_folder, target_gguf=self.paths[0])
+            made[folder] = gguf_of(checked_folder(drafter, self.pair, target_folder), target_folder, target_gguf=self.paths[0])
         return made[folder]
 
     drafters = ("model", "ngram", "eagle3")
@@ -444,16 +418,6 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             self._reference.close()
             llama_cpp.llama_model_free(self._ref_model)
             self._reference = None
-        if getattr(self, "_t_model", None) is not None:
+        if getattr(self, "text_model", None) is not None:
             llama_cpp.llama_model_free(self.text_model)
             self.text_model = None
-
-
-def _version(binary: str) -> str:
-    import subprocess
-
-    try:
-        r = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
-        return " ".join((r.stdout + r.stderr).split())[:200]
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"unknown ({e})"

@@ -32,14 +32,12 @@ before L already rotated.
 outer-product tile over the packed copy of the matrices (each matrix read once per pass however
 many tokens it carries), the norms, RoPE, causal attention (token s sees positions 0 .. L + s) and
 SiLU split by token or by (token, head), through the same helpers as the step: one parallel region instead of ~1000 eager operations.
-It needs every matrix's rows, and the attention's width, in whole 16-row blocks.
-Measured on the 2-core Intel Xeon VM here (SmolLM2-135M, 2 threads, one process): 5 tokens 31.1 ms
-against 44.0 ms for the eager pass over the same packed matrices (32.3 of it the matrices), the
-one-token step 22.4 ms: v 1.38 instead of 1.95.
+It needs every matrix's rows, and the attention's width, in whole 16-row blocks. (Its time
+against the eager pass, and the one-token step's: docs/findings.md.)
 
 Built once per machine by torchinductor's C++ builder (its flags and vector ISA,
-`at::vec::Vectorized`, OpenMP), cached under $HARNESS_CACHE/inductor:
-about 12 s the first time. Each call's team is torch.get_num_threads() threads,
+`at::vec::Vectorized`, OpenMP), cached under $HARNESS_CACHE/inductor,
+so only a machine's first load builds it. Each call's team is torch.get_num_threads() threads,
 named in the parallel region (so --n-threads governs it whichever OpenMP runtime the module links),
 and counts itself into TEAM (`threads_used`); every argument is checked before the call (`_check`).
 It owns the forward's arithmetic; not the weights' layout or the cache

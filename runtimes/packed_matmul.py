@@ -9,16 +9,12 @@ packed as [out/16, in, 16] (16 consecutive output rows, transposed, so that colu
 outputs in vector registers, and for each k loads the block's 16 weights once and adds x[s, k]
 times them into every token's accumulators. Each weight is read from memory once per pass (the
 block, 36-98 KiB for the models here, stays in the core's L2 across the token chunks), every
-load feeds `chunk` fused multiply-adds, and nothing is reduced horizontally.
-
-Measured on the 2-core AMD EPYC VM here (SmolLM2-135M's 121 matrices in float32, huge pages,
-2 threads, one process, side by side): 5 tokens 19-21 ms against 25-29 ms for oneDNN's prepacked
-matmul and 63-67 ms for MKL's (torch.matmul); one token 17-20 ms (oneDNN 31-37); 16 tokens 32 ms
-(oneDNN 40, MKL 94); 200 tokens 344 ms (oneDNN 300, MKL 397).
+load feeds `chunk` fused multiply-adds, and nothing is reduced horizontally. (Its times against
+oneDNN's prepacked matmul and MKL's: docs/findings.md.)
 
 The kernel is C++, built when the first model is packed, by torchinductor's C++ builder (its compiler flags and
 vector ISA, `at::vec::Vectorized`, OpenMP over the blocks, a team of torch.get_num_threads() named in the call), cached under
-$HARNESS_CACHE/inductor; a couple of seconds the first time. It owns the packing and the product;
+$HARNESS_CACHE/inductor, so only a machine's first model builds it. It owns the packing and the product;
 not the choice of which pass uses it (runtimes/torch_llama.py), and no other dtype or device:
 `unusable_reason` says why a model's passes use F.linear instead. The packed copy may be float16
 (`exact_in_half`: a matrix stored in float16, e.g. an EAGLE-3 head, runtimes/eagle3.py): each

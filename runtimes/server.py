@@ -17,7 +17,9 @@ a dead one started again, and counts the starts of each setting; `ServerRuntime`
 over it shares: when the runner measures a setting (`start_setting`), that setting's server runs,
 the next setting's may be starting beside it before the measuring begins, and no other is left;
 `start_early` launches the first setting's servers while other runtimes load (the runner holds
-them paused whenever anything is measured).
+them paused whenever anything is measured); under load, `load_capacity` is the tokens each of N
+sequences can hold, and `most_sequences` a bound on N known before any load (the run's settings
+are refused with it before anything starts).
 What it does not own: which binary or flags (the runtime), or what the responses mean, except
 `server_rounds`: the round records of a server that reports per-round counts and no times.
 """
@@ -40,6 +42,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Optional
 
+from core.config import RuntimeSettings
 from core.records import RoundRecord
 
 HOST = "127.0.0.1"
@@ -689,6 +692,14 @@ class ServerRuntime:
     def load_capacity(self, concurrency: int) -> int:
         """Tokens (prompt and answer) each of `concurrency` sequences can hold at once."""
         return self.context_length // concurrency
+
+    @classmethod
+    def most_sequences(cls, settings: RuntimeSettings, tokens: int) -> Optional[int]:
+        """Before any load: the most sequences of `tokens` tokens each the runtime could hold at
+        once with these settings, a bound load_capacity never exceeds (None: none known before
+        loading). Here the context (--n-ctx, else at most RuntimeSettings.N_CTX_CAP) shared by the
+        sequences, as load_capacity shares it."""
+        return (settings.n_ctx or RuntimeSettings.N_CTX_CAP) // tokens
 
     def _server(self, spec: Optional[tuple], together: tuple = ()) -> ServerProcess:
         """The running server for a setting (None: baseline), started and warmed up if needed."""

@@ -1,7 +1,8 @@
 """What the two runtimes over transformers models share (`torch`: our loop, `hf`: transformers'
-generate): device and dtype resolution, torch's thread count (torch_threads: for a block), loading the pair with its tokenizer
-check, encode/decode through the target's tokenizer, and the description both give run.json
-(with each model's sizes, models/shape.py).
+generate): device and dtype resolution, torch's thread count (apply_threads; for a block,
+core/limits.py's torch_threads), loading the pair with its tokenizer check, encode/decode through
+the target's tokenizer, and the description both give run.json (with each model's sizes,
+models/shape.py).
 
 What it does not do: generate (runtimes/pytorch.py, runtimes/hf.py) or read model files
 (models/loading.py).
@@ -10,8 +11,6 @@ What it does not do: generate (runtimes/pytorch.py, runtimes/hf.py) or read mode
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
-from typing import Iterator, Optional
 
 import torch
 
@@ -45,21 +44,6 @@ def apply_threads(n_threads) -> None:
     """--n-threads for torch's CPU kernels (default: torch's own, one per core)."""
     if n_threads:
         torch.set_num_threads(n_threads)
-
-
-@contextmanager
-def torch_threads(n: Optional[int]) -> Iterator[None]:
-    """torch's CPU threads at n for the block, restored afterwards; None, or the count already
-    set, changes nothing."""
-    before = torch.get_num_threads()
-    if not n or n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class HFPair:

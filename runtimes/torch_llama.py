@@ -22,14 +22,14 @@ Three paths, chosen per call:
   split of its rows, six barriers a layer. A step is memory bound: it must read every matrix, so
   what counts is the rate at which it streams them. The matrices live in one buffer of
   transparent huge pages (`Arena`): with 4 KiB pages each page of a matrix costs a TLB miss. On a
-  CPU in float32 with a C++ compiler (`kernel_reason`); the kernels are built at load, about 12 s
-  the first time on a machine. If they do not build the process says so once and runs eager.
+  CPU in float32 with a C++ compiler (`kernel_reason`); the kernels are built at load the first
+  time on a machine, and cached. If they do not build the process says so once and runs eager.
 - up to PASS_MAX_TOKENS tokens (the verify pass, a draft's catch-up of two, a short prefill):
   llama_step's `forward_tokens`, the same forward with each matrix through packed_matmul's tile over a packed
   copy of the matrices (a second copy in memory, also in huge pages), which reads each matrix once
   per pass however many tokens it carries. That keeps v, the verify pass's cost in one-token
-  steps, which bounds every speculative speedup, low: 5 tokens 31 ms against a 22-23 ms step
-  (v 1.37 in bench figure 2). Longer passes, and every pass where the matrices' rows are not
+  steps, which bounds every speculative speedup, low (`harness bench` figure 2 measures it).
+  Longer passes, and every pass where the matrices' rows are not
   whole 16-row blocks (`kernel_passes` False):
 - eager, each matrix through `Linear` (runtimes/packed_matmul.py's kernel over the packed copy on a
   CPU in float32, F.linear elsewhere), also every pass when the kernels cannot run here.
@@ -38,11 +38,8 @@ How the matrices are held: q|k|v and gate|up are concatenated once per model int
 block of the arena; each module's weight becomes a view of its rows (the model's own forward, and
 transformers' generate over it, keep working on the same numbers, no second plain copy).
 
-Measured on the 2-core Intel Xeon VM here (family 6 model 167, AVX-512; SmolLM2-135M-Instruct,
-float32, 2 threads, `harness bench --figures 1,9`, side by side in one process): the one-token
-step 22.7 ms through the step kernel, 33.3 ms eager, 0.86 and 0.58 of the memory bound measured
-between them (541 MB at 27-29 GB/s). End to end, 39.8 tokens/s, 27.6 eager, transformers'
-generate over the same weights 22.2.
+`harness bench --figures 1,9` sets the paths against each other and against transformers'
+generate over the same weights (times measured earlier: docs/findings.md).
 What it does not do: batches, attention or MLP biases, sliding windows, or any other architecture
 (`unsupported_reason` says why a model falls back to transformers' forward).
 """

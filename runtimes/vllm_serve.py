@@ -3,15 +3,15 @@ its engine core process forked from the API server instead of spawned, for the `
 CPU (runtimes/vllm.py). Run by the Python of vLLM's own environment, never imported by the harness.
 
 Why: vLLM's CPU platform sets VLLM_WORKER_MULTIPROC_METHOD=spawn for its worker processes, and the
-engine core process then imports vLLM again, about 10 s of one core here, of a 20-30 s start for
-a 135M model. With the `uni` executor there are no workers: the model runs in the engine core, and
+engine core process then imports vLLM again, a large part of an engine's start (docs/findings.md).
+With the `uni` executor there are no workers: the model runs in the engine core, and
 fork (vLLM's own default elsewhere) starts it with the API server's imports done. The harness
 asks for fork through the environment (VLLM_WORKER_MULTIPROC_METHOD=fork); this keeps that
 choice after the platform's configuration.
 
 `--fork-server`: the same, one API server per request, all forked from this one process, which
-imports vLLM's API server once (about 7 s of one core here, which every server started on its own
-spends again). The harness (runtimes/server.py's Forker) writes one JSON line per server on this
+imports vLLM's API server once (which every server started on its own would import again). The
+harness (runtimes/server.py's Forker) writes one JSON line per server on this
 process's stdin, {"key", "argv", "env", "log"}; this answers on stdout {"ready": true} once the
 imports are done, {"key", "pid"} for each server forked (the child stopped, SIGSTOP, until the
 harness sends SIGCONT: it learns the pid first, so that it can pause the server's group at any

@@ -133,6 +133,26 @@ def test_bad_folders_and_settings_are_said_before_any_work(tmp_path):
     assert a_file.read_text() == "mine"
 
 
+def test_a_concurrency_no_server_can_hold_is_one_line_before_any_work(tmp_path):
+    """llama-server shares its context between its sequences: 100000 of them cannot fit, and that
+    is known before llama.cpp's batched passes are timed or any runtime loads (it used to do both
+    first, then say "(0 tokens each)")."""
+    import time
+
+    t = time.perf_counter()
+    r = invoke("run", "--runtime", "llama-server", "--pair", "tiny", "--concurrency", "100000", "--out", tmp_path / "o")
+    took = time.perf_counter() - t
+    _one_error(r, "--concurrency 100000: 100000 sequences of at least 33 tokens (a prompt and --max-new-tokens 32) "
+                  "do not fit llama-server's context (at most 124 do with its default of at most 4096 tokens); "
+                  "lower --concurrency or raise --n-ctx")
+    assert "0 tokens each" not in r.stdout + r.stderr
+    assert "batched passes" not in r.stderr and "loading" not in r.stderr, r.stderr
+    assert not (tmp_path / "o" / "results.jsonl").exists() and took < 30
+    small = invoke("run", "--runtime", "llama-server", "--pair", "tiny", "--concurrency", "1,16", "--n-ctx", "512",
+                   "--max-new-tokens", "40", "--out", tmp_path / "o")
+    _one_error(small, "do not fit llama-server's context (at most 12 do with --n-ctx 512)")
+
+
 def test_mismatched_tokenizers_are_refused(tmp_path):
     from models.tiny import ensure_pair
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from core.errors import HarnessError
 from models.presets import resolve_pair
 
@@ -54,13 +54,13 @@ def test_drafting_computes_what_training_computed(pair, kernels):
     step 0 (every position, from the target's features) and at step 1 (its own state fed back)."""
     import runtimes
     from models.eagle3_train import batch_of, target_features, ttt_forward
-    from runtimes.eagle3 import HeadCache
+    from runtimes.eagle3 import HeadCache, loaded_head
 
     rt = runtimes.get("torch")(SETTINGS)
     rt.load(pair)
     ids = rt.encode(PROMPT)
     seq = ids + rt.generate_baseline(ids, _gen(drafter="model")).token_ids
-    head = rt.eagle3_head(_gen())
+    head = loaded_head(rt, _gen().drafter)
     t = rt.target
     if not kernels:
         t.lean.why_no_kernels, t.lean.kernel_passes = "turned off", False
@@ -254,10 +254,16 @@ def test_runtimes_without_eagle3_say_so(pair, name):
 
 def test_a_pair_without_a_head_names_the_fix():
     import runtimes
+    from runtimes.eagle3 import head_folder
 
     rt = runtimes.get("torch")(SETTINGS)
     rt.load(resolve_pair("tiny"))
-    assert "give --drafter eagle3:PATH" in rt.supports(_gen())
+    assert rt.supports(_gen()) == "the pair tiny has no EAGLE-3 head of its own: give --drafter eagle3:PATH"
+    # the one check every runtime refuses with (runtimes/eagle3.py): PATH first, else the pair's own head
+    assert head_folder("eagle3:/heads/h", resolve_pair("tiny")) == "/heads/h"
+    assert head_folder("eagle3", PairSpec("p", eagle3="/heads/own")) == "/heads/own"
+    with pytest.raises(ValueError, match="^the pair p has no EAGLE-3 head of its own: give --drafter eagle3:PATH$"):
+        head_folder("eagle3", PairSpec("p"))
 
 
 def test_head_config_round_trips_and_refuses_variants_it_does_not_run(head):

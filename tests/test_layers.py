@@ -1,5 +1,7 @@
-"""The floors of docs/DESIGN.md, read from the source: which package may import which, and no
-private name taken across packages. A new import that breaks a floor fails here, naming the line."""
+"""The floors of docs/DESIGN.md, read from the source: which package may import which, no
+private name taken across packages, and no import cycle among our modules (inside a package too:
+a module that imports one that imports it back, at any depth, inside functions as well). A new
+import that breaks a floor or closes a cycle fails here, naming the lines."""
 
 from __future__ import annotations
 
@@ -33,6 +35,117 @@ def _imports(tree: ast.AST):
                 yield node.lineno, a.name, []
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.lineno, node.module, [a.name for a in node.names]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
+    """module -> {module of ours it imports: the first line}, from {module: (source, is a package)}:
+    every import at any depth (inside functions too), relative ones resolved; `from a import b`
+    is an edge to the module a.b where there is one, else to a; a name that is no module of ours
+    is followed to the nearest module above it (`import a.b.c` of a function c: a.b)."""
+
+    def ours(name: str):
+        while name and name not in sources:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, (text, is_package) in sources.items():
+        package = module if is_package else module.rpartition(".")[0]
+        edges = graph.setdefault(module, {})
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in sources else base for a in node.names]
+            else:
+                continue
+            for name in names:
+                to = ours(name)
+                if to and to != module:
+                    edges[to] = min(edges.get(to, node.lineno), node.lineno)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Each set of modules that import each other round a loop (a strongly connected component of
+    more than one module, Tarjan's algorithm), sorted, each as the sorted module names."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _cycle_lines(graph, cycles) -> list[str]:
+    return [" <-> ".join(c) + ": " + "; ".join(f"{a}:{line} imports {b}" for a in c for b, line in sorted(graph[a].items())
+                                                if b in c) for c in cycles]
+
+
+def test_no_import_cycle_among_our_modules():
+    """Every module of every package of ours (tests too), imports inside functions included."""
+    sources = {_module_name(path): (path.read_text(), path.name == "__init__.py")
+               for package in OURS for path in sorted((ROOT / package).rglob("*.py"))}
+    graph = _import_graph(sources)
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 300  # the whole source was read
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(_cycle_lines(graph, cycles))
+
+
+def test_the_cycle_check_can_fail():
+    """A loop through an import inside a function, and one through a relative import and a
+    package, are found; a chain is not a cycle."""
+    sources = {
+        "pkg": ("", True),
+        "pkg.base": ("def f():\n    from pkg.eagle import E\n", False),
+        "pkg.eagle": ("from pkg.common import threads\n", False),
+        "pkg.common": ("from .base import Text\n", False),
+        "pkg.alone": ("import pkg.base\nfrom pkg import common\n", False),
+        "other": ("from other import sub\n", True),
+        "other.sub": ("import other.sub.missing_name\nfrom other import x\n", False),
+    }
+    graph = _import_graph(sources)
+    assert graph["pkg.common"] == {"pkg.base": 1} and graph["pkg.alone"] == {"pkg.base": 1, "pkg.common": 2}
+    assert _cycles(graph) == [["other", "other.sub"], ["pkg.base", "pkg.common", "pkg.eagle"]]
+    assert _cycle_lines(graph, _cycles(graph))[1] == (
+        "pkg.base <-> pkg.common <-> pkg.eagle: pkg.base:2 imports pkg.eagle; pkg.common:1 imports pkg.base; "
+        "pkg.eagle:1 imports pkg.common")
+    del sources["pkg.common"]
+    assert _cycles(_import_graph(sources)) == [["other", "other.sub"]]
 
 
 @pytest.mark.parametrize("package", list(MAY_IMPORT))

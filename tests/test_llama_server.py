@@ -171,16 +171,25 @@ def test_ngram_simple_untuned_is_the_servers_own_defaults(server, ids):
 # ---- the process life cycle ----------------------------------------------------------------------
 
 
-def test_close_stops_every_server(pairs, ids, tmp_path):
+def test_close_stops_every_server_and_frees_the_vocabulary_model(pairs, ids, tmp_path, monkeypatch):
+    import llama_cpp
+
+    freed, free = [], llama_cpp.llama_model_free
+    monkeypatch.setattr(llama_cpp, "llama_model_free", lambda model: (freed.append(model), free(model))[1])
     before = server_pids()
     rt = LlamaServerRuntime(SETTINGS, workdir=tmp_path)
     rt.load(pairs[0])
+    text_model = rt.text_model  # the target's vocabulary, loaded in-process for encode/decode
     rt.generate_speculative(ids, gen(8, 2))
     mine = server_pids() - before
     assert len(mine) == 2  # baseline and gamma 2
     assert sorted(p.name for p in (tmp_path / "llama-server").iterdir()) == ["01-baseline.log", "02-fixed-gamma2.log"]
+    assert text_model is not None and text_model not in freed  # the draft's vocabulary went at the load
     rt.close()
     assert not (server_pids() & mine)
+    assert freed.count(text_model) == 1 and rt.text_model is None
+    rt.close()  # again: nothing is freed twice
+    assert freed.count(text_model) == 1
 
 
 def _state(pid: int) -> str:
@@ -501,7 +510,8 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
 
 
 @pytest.mark.parametrize("flag, why", [("0", "--concurrency must be >= 1"),
-                                       ("64", "do not fit llama-server's context")])
+                                       ("64", "do not fit llama-server's context (at most 15 do with --n-ctx 512)"),
+                                       ("12", "do not fit llama-server's context (42 tokens each)")])  # the prompts
 def test_impossible_concurrency_is_one_line_and_exit_2(tmp_path, flag, why):
     from click.testing import CliRunner
 
