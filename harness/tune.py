@@ -5,7 +5,8 @@ Three steps, each a run folder under --out (resumable as a sweep):
     probe/        every runtime x drafter at gamma 1 and gamma G (--max-gamma), fixed policy, at
                   each --concurrency N, with the baseline: what a round costs at the two ends of
                   the range and the acceptance per draft position at G
-    (prediction)  every candidate drafter x gamma 1..G per runtime and N, from the probe alone
+    (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
+                  CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
     confirm/NAME/ the best --confirm candidates of runtime NAME and its baseline, measured side by side
 
 The model of a candidate (Fit.predict): a round drafting g tokens yields
@@ -17,8 +18,10 @@ measured at gamma 1 and G (R = measured tau / measured speedup: every cost of th
 the verify pass's, sampling, orchestration and prefill's share, in the baseline's time per token) and
 taken linear in g in between, as a verify pass over g + 1 tokens and g draft steps grow; measured
 tau / model tau at the two ends (the last round cut at max_new_tokens) is interpolated the same way,
-so the prediction equals the measurement at gamma 1 and G. Under load each N has its own probe
-cells, so a choice at N rests on acceptance and costs measured at N.
+so the prediction equals the measurement at gamma 1 and G. Confidence stopping at P is the probe's
+rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
+check recorded, read as the runtime reads them (Runtime.confidence_top_k). Under load each N has its
+own probe cells, so a choice at N rests on acceptance and costs measured at N.
 
 The recommendation per runtime and N is the fastest *measured* setting of the confirm run, or
 "do not speculate" (with explain's reason at the best candidate) when none beats the baseline
