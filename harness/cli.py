@@ -259,14 +259,20 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     print_summary(rows, o["table"])
 
 
+PAIR = click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+ONE_SAMPLING = [  # the sampling and length of one setting (run, tune)
+    click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
+                 help="0 = greedy."),
+    click.option("--top-p", default=default_of(SamplingParams, "top_p"), show_default=True, type=float),
+    click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int),
+]
+
+
 @main.command()
-@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+@PAIR
 @click.option("--gamma", default=default_of(GenerationSettings, "gamma"), show_default=True, type=int,
               help="Draft tokens per round.")
-@click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
-              help="0 = greedy.")
-@click.option("--top-p", default=default_of(SamplingParams, "top_p"), show_default=True, type=float)
-@click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
+@_options(ONE_SAMPLING)
 @_common
 def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
     """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report."""
@@ -299,7 +305,7 @@ TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a he
 @main.command()
 @click.option("--runtime", "runtime_spec", default="all", show_default=True,
               help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")
-@click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
+@PAIR
 @_options(MODEL_OPTIONS)
 @click.option("--drafter", "drafter_list", default=None,
               help=f"{DRAFTER_HELP} [default: {TUNE_DRAFTERS}, without eagle3 where the pair has no head]")
@@ -307,11 +313,7 @@ TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a he
               help="The longest draft tried: tune measures gamma 1 and this one and predicts those between.")
 @click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
               help="Best predicted settings per runtime (and N) measured again beside the baseline.")
-@click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
-              help="0 = greedy.")
-@click.option("--top-p", default=default_of(SamplingParams, "top_p"), show_default=True, type=float)
-@click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
-@_options([TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
+@_options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
 def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
