@@ -53,7 +53,8 @@ def test_drafting_computes_what_training_computed(pair, kernels):
     transformers' hidden states; the head's drafting cache gives the training forward's logits at
     step 0 (every position, from the target's features) and at step 1 (its own state fed back)."""
     import runtimes
-    from models.eagle3_train import batch_of, target_features, ttt_forward
+    from models.eagle3_data import target_features
+    from models.eagle3_train import batch_of, ttt_forward
     from runtimes.eagle3 import HeadCache, loaded_head
 
     rt = runtimes.get("torch")(SETTINGS)
@@ -345,7 +346,8 @@ def test_the_loss_and_held_out_agreement_count_the_answers_only(head):
     """The head drafts answers: the teacher's distributions at positions that predict a prompt's
     tokens change neither the loss nor the held-out agreement; one at an answer's position does."""
     from models.eagle3 import load_head
-    from models.eagle3_train import batch_of, heldout_agreement, target_features, ttt_loss
+    from models.eagle3_data import target_features
+    from models.eagle3_train import batch_of, heldout_agreement, ttt_loss
     from models.loading import load_hf_model
     from models.tiny import ensure_pair
 
@@ -386,7 +388,8 @@ def test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets():
     one and the most frequent ids it lacked, ascending; the logits of old ids are the head's, of new
     ids the target's output rows', and every other weight is the head's."""
     from models.eagle3 import HeadConfig
-    from models.eagle3_train import build_head, grow_vocab
+    from models.eagle3_data import grow_vocab
+    from models.eagle3_train import build_head
     from models.loading import load_hf_model
     from models.tiny import ensure_pair
 
