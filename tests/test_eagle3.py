@@ -215,6 +215,25 @@ def test_a_head_the_converter_rejects_is_a_skipped_row_for_llama_server_only(pai
     assert torch_rt.supports(gen) is None
 
 
+def test_the_converter_is_found_outside_a_checkout(monkeypatch, tmp_path):
+    """Installed elsewhere (no build/ beside the package): the converter is the one in the
+    llama-cpp-python source the environment was built from, or $HARNESS_CONVERT_HF_TO_GGUF's; one
+    that is not there is refused in one line naming the variable."""
+    from models import eagle3
+
+    monkeypatch.setattr(eagle3, "CHECKOUT", tmp_path)
+    monkeypatch.delenv(eagle3.CONVERTER_ENV, raising=False)
+    if not eagle3.llama_cpp_source():
+        pytest.skip("llama-cpp-python was not installed from a source folder (scripts/setup.sh)")
+    found = eagle3.converter()
+    assert found is not None and found.is_file() and tmp_path not in found.parents
+    missing = tmp_path / "convert_hf_to_gguf.py"
+    monkeypatch.setenv(eagle3.CONVERTER_ENV, str(missing))
+    assert eagle3.converter() == missing
+    with pytest.raises(ValueError, match=f"{missing}.*{eagle3.CONVERTER_ENV}"):
+        eagle3.gguf_of(tmp_path, tmp_path, cache=tmp_path)
+
+
 def test_a_head_for_another_target_is_one_line_and_exit_2(tmp_path):
     """A head trained for tiny-hd32 (128 wide) against the tiny target (64): named mismatch, exit 2, before any work."""
     from click.testing import CliRunner
