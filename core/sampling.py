@@ -32,61 +32,53 @@ ties at the boundary the kept set does not depend on how a sort orders equal val
 order of ties is arbitrary; top-k keeps ties the same way). Masses are float64 in both; a boundary
 within EDGE of top_p (a float rounding could decide it) is left to the reference, so both give the
 same support. Tokens are drawn by inversion of the CDF over the nucleus's candidates in the order
-of their ids (one uniform per row), not by torch.multinomial over all V ids (1 ms a row on a 2-core
-Xeon at V = 49 152): two runtimes whose numerics order a near tie differently draw the same token
-for the same uniform.
-Sampled paths run on one torch thread (`one_thread`); greedy paths are as they were.
+of their ids (one uniform per row), not by torch.multinomial over all V ids: two runtimes whose
+numerics order a near tie differently draw the same token for the same uniform.
+Sampled paths run on one torch thread (`one_thread`); greedy paths on the caller's threads.
 """
 
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
 import torch
 
 from core.config import SamplingParams
+from core.limits import torch_threads
 
 CANDIDATES = 64  # top-p without top-k: the first candidate set per row
 WIDEN = 8  # each retry takes this many times more candidates (64, 512, 4096, then the reference)
 EDGE = 1e-6  # a nucleus boundary closer than this to top_p is decided by the reference
 
 
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one CPU thread for the block, restored afterwards. Sampled paths run in it: their
-    ops are O(V) at most (~50 us a row), where two OpenMP threads save little and, on a core shared
-    with other work, wait for each other for milliseconds (a [1, V] row: 0.3 ms on one thread, 60 ms
-    on two of a 2-core Xeon under a second process's load)."""
-    n = torch.get_num_threads()
-    if n == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
+def one_thread():
+    """torch on one CPU thread for the block, restored afterwards (core.limits.torch_threads).
+    Sampled paths run in it: their ops are O(V) at most, where two OpenMP threads save little and,
+    on a core shared with other work, wait for each other."""
+    return torch_threads(1)
+
+
+def top_k_masked(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    """[N, V] logits with every value below each row's top_k-th at -inf (top_k 0 or >= V: as they are)."""
+    if not top_k or top_k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # [N, 1]
+    return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def _probs_sorted(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
     """The reference transform, a full sort of each row: [N, V] logits -> [N, V] float32
     probabilities after temperature, top-k, top-p. The fast path (`nucleus`) must equal it; the
-    tests compare them. Greedy (temperature 0) gives one-hot rows at the argmax.
-
-    As the sampler was before `nucleus`, with two choices where it was arbitrary: the masses that
-    decide the nucleus are float64 (float32's error, ~1e-5, could move the boundary token), and
-    the tokens tied with the least likely kept token are kept too (the sort's order of ties is not
-    defined); and the probabilities are normalised in float64 (a float32 softmax of a peaked row
-    drops its many small terms against the large one: 3e-6 off at top-k 5000)."""
+    tests compare them. Greedy (temperature 0) gives one-hot rows at the argmax. The masses that
+    decide the nucleus are float64 (float32's error, ~1e-5, could move the boundary token), the
+    tokens tied with the least likely kept one are kept too (a sort orders ties arbitrarily), and
+    the probabilities are normalised in float64 (a float32 softmax of a peaked row drops its many
+    small terms against the large one: 3e-6 off at top-k 5000)."""
     logits = logits.float()
     if s.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    logits = logits / s.temperature
-    if s.top_k and s.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, s.top_k, dim=-1).values[..., -1:]  # [N, 1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+    logits = top_k_masked(logits / s.temperature, s.top_k)
     if s.top_p < 1.0:
         sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)  # [N, V]
         p = sorted_logits.double().softmax(-1)

@@ -23,13 +23,10 @@ MICRO_SHAPES = (1.0, 2.0)  # Zipf exponents of the micro-benchmark's rows (befor
 
 
 def probs_before(logits: torch.Tensor, s: SamplingParams) -> torch.Tensor:
-    """core.sampling.probs_from_logits as it was before its fast path, verbatim (not greedy): the
-    micro-benchmark times it, tests/test_sampling_fast.py checks the reference against it."""
-    logits = logits.float()
-    logits = logits / s.temperature
-    if s.top_k and s.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, s.top_k, dim=-1).values[..., -1:]  # [N, 1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+    """core.sampling.probs_from_logits as it was before its fast path (not greedy; its top-k step is
+    core.sampling's, unchanged since): the micro-benchmark times it, tests/test_sampling_fast.py
+    checks the reference against it."""
+    logits = sampling.top_k_masked(logits.float() / s.temperature, s.top_k)
     if s.top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [N, V]
         cum = sorted_logits.softmax(-1).cumsum(-1)

@@ -135,7 +135,8 @@ def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], tem
     alpha(T) and top-1 against the target, the head reading the target's hidden states for
     position 1 and its own fed-back states after (the training-time test's forward,
     models/eagle3_train.py), so position j is scored as drafting runs it. -> one Agreement per position."""
-    from models.eagle3_train import target_features, ttt_forward
+    from models.eagle3_data import target_features
+    from models.eagle3_train import ttt_forward
     from models.loading import encode_prompt
 
     check_temperature(temperature)

@@ -328,6 +328,33 @@ def save_checkpoint(folder: Path, draft, opt, step: int, losses: list[float], ev
     draft.save_pretrained(folder / "draft")
 
 
+def pad_id(tok, target) -> int:
+    """The id that pads a batch: the tokenizer's pad token, else the target's (first) end of text, else 0."""
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (target.config.eos_token_id or 0)
+    return pad[0] if isinstance(pad, list) else pad
+
+
+def starting_draft(cfg: DistillConfig, target):
+    """The draft training starts from: the `init_from` draft grown to --layers, or a new one from the target."""
+    from models.loading import load_hf_model
+
+    if cfg.init_from:
+        torch.manual_seed(cfg.seed)
+        start = load_hf_model(cfg.init_from, "draft", torch.float32, "cpu")
+        return grow_draft(start, cfg.layers or start.config.num_hidden_layers)
+    return build_draft(target, cfg.width, cfg.layers or DRAFT_LAYERS, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
+
+
+def training_data(cfg: DistillConfig, tok) -> tuple[list, list, list]:
+    """-> (text chunks on disk, generated sequences to train on, held-out generated sequences)."""
+    chunks = text_chunks(tok, disk_texts(cfg.text), cfg.seq_len, cfg.max_chunks, cfg.seed) if cfg.max_chunks else []
+    gen = teacher_records(cfg.teacher_jsonl, cfg.seq_len, cfg.top_k)
+    if not chunks and not gen:
+        raise HarnessError("no training text: give --generate N, --teacher-jsonl or --text, or allow --max-chunks")
+    held = heldout_split(gen)
+    return chunks, gen[: len(gen) - len(held)], held
+
+
 def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=print,
           stop_after: Optional[int] = None) -> dict:
     """Distil; returns {step, losses, draft_dir}. Writes cfg.out/{config.json, teacher.pt, ckpt.pt, draft/}.
@@ -341,16 +368,8 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     folder.mkdir(parents=True, exist_ok=True)
     target = load_hf_model(cfg.target, "target", torch.float32, cfg.device)
     tok = load_hf_tokenizer(cfg.target, "target")
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (target.config.eos_token_id or 0)
-    if isinstance(pad, list):
-        pad = pad[0]
-    if cfg.init_from:
-        torch.manual_seed(cfg.seed)
-        start = load_hf_model(cfg.init_from, "draft", torch.float32, "cpu")
-        draft = grow_draft(start, cfg.layers or start.config.num_hidden_layers)
-    else:
-        draft = build_draft(target, cfg.width, cfg.layers or DRAFT_LAYERS, cfg.kv_heads, cfg.intermediate, cfg.init, cfg.seed)
-    draft.to(cfg.device).train()
+    pad = pad_id(tok, target)
+    draft = starting_draft(cfg, target).to(cfg.device).train()
     opt = torch.optim.AdamW(draft.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
     step, losses, state = 0, [], {}
     ckpt = folder / "ckpt.pt"
@@ -362,12 +381,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
         torch.set_rng_state(state["rng"])
         log(f"resumed from step {step}")
     (folder / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
-    chunks = text_chunks(tok, disk_texts(cfg.text), cfg.seq_len, cfg.max_chunks, cfg.seed) if cfg.max_chunks else []
-    gen = teacher_records(cfg.teacher_jsonl, cfg.seq_len, cfg.top_k)
-    if not chunks and not gen:
-        raise HarnessError("no training text: give --generate N, --teacher-jsonl or --text, or allow --max-chunks")
-    held = heldout_split(gen)
-    gen = gen[: len(gen) - len(held)]
+    chunks, gen, held = training_data(cfg, tok)
     cache = TeacherCache(folder)
     evals = state.get("evals", [])  # state is {} unless resumed
 

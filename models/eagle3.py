@@ -380,14 +380,38 @@ def load_head(folder, embed: torch.Tensor, tcfg=None, dtype: torch.dtype = torch
 
 # ---------------------------------------------------------------- GGUF (llama.cpp)
 
-ROOT = Path(__file__).resolve().parent.parent
 CONVERTER = "vendor/llama.cpp/convert_hf_to_gguf.py"  # in the llama-cpp-python source scripts/setup.sh unpacks
+CONVERTER_ENV = "HARNESS_CONVERT_HF_TO_GGUF"
 
 
 def converter() -> Optional[Path]:
-    """llama.cpp's convert_hf_to_gguf.py from the source scripts/setup.sh built (under build/)."""
-    found = sorted(ROOT.glob(f"build/llama_cpp_python-*/{CONVERTER}"))
-    return found[-1] if found else None
+    """llama.cpp's convert_hf_to_gguf.py: $HARNESS_CONVERT_HF_TO_GGUF if set, else the one in the
+    llama-cpp-python source the environment's llama_cpp was built from (scripts/setup.sh builds it
+    from build/llama_cpp_python-*; pip records where), else in the build/ folder of the checkout
+    this module is in. None where there is none."""
+    import os
+
+    if os.environ.get(CONVERTER_ENV):
+        return Path(os.environ[CONVERTER_ENV]).expanduser()
+    places = [p / CONVERTER for p in llama_cpp_source()] + sorted(CHECKOUT.glob(f"build/llama_cpp_python-*/{CONVERTER}"))
+    return next((p for p in places if p.is_file()), None)
+
+
+CHECKOUT = Path(__file__).resolve().parent.parent  # the repository, when the harness runs from one
+
+
+def llama_cpp_source() -> list[Path]:
+    """The folder llama-cpp-python was installed from, as pip recorded it (PEP 610's direct_url.json);
+    [] for a package installed from an index."""
+    import importlib.metadata
+    import json
+    from urllib.parse import unquote, urlparse
+
+    try:
+        url = json.loads(importlib.metadata.distribution("llama_cpp_python").read_text("direct_url.json") or "{}").get("url", "")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return []
+    return [Path(unquote(urlparse(url).path))] if url.startswith("file://") else []
 
 
 # The converter as it is, except that a BPE pre-tokenizer its hash list does not know (the tiny test
@@ -422,8 +446,9 @@ def gguf_of(head_folder, target_folder, cache: Optional[Path] = None, target_ggu
     from models.loading import cache_root
 
     script = converter()
-    if script is None:
-        raise ValueError(f"llama.cpp's converter is not there (build/llama_cpp_python-*/{CONVERTER}): run scripts/setup.sh")
+    if script is None or not script.is_file():
+        raise ValueError(f"llama.cpp's converter is not there ({script or f'build/llama_cpp_python-*/{CONVERTER}'}): "
+                         f"run scripts/setup.sh, or set {CONVERTER_ENV} to llama.cpp's convert_hf_to_gguf.py")
     head, target = Path(head_folder).expanduser().resolve(), Path(target_folder).expanduser().resolve()
     stamp = [str(script)] + [f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
                              for d in (head, target) for f in sorted(d.iterdir()) if f.is_file()]

@@ -29,147 +29,27 @@ the target's own answers (`harness models teacher-data`) and its hidden states.
    alpha(T=1) >= sum over the target's top-k of min(p, q).
 
 It writes the head folder (models/eagle3.py's save) and, through models/eagle3.py's gguf_of, its
-GGUF. It does not generate the answers (models/teacher_data.py) or parse flags (harness/eagle3_cli.py).
+GGUF. It does not read the data, extract the features or choose the draft vocabulary (items 1 and
+2: models/eagle3_data.py), generate the answers (models/teacher_data.py) or parse flags
+(harness/eagle3_cli.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
+from typing import Optional
 
 import torch
 
 from core.errors import HarnessError
 from models.eagle3 import Eagle3Head, HeadConfig, check_fits, default_layer_ids, load_head, read_config
 from models.eagle3_config import Eagle3Config
-
-PART = 64  # sequences per file of features
-
-
-# ---------------------------------------------------------------- data
-
-
-def read_sequences(paths: tuple, max_len: int) -> list[dict]:
-    """teacher_data.py JSONL -> [{ids [L], start}] (the last max_len tokens of each)."""
-    out = []
-    for path in paths:
-        p = Path(path)
-        if not p.is_file():
-            raise HarnessError(f"--teacher-jsonl {p}: no such file (write one with `harness models teacher-data`)")
-        for n, line in enumerate(p.read_text().splitlines(), 1):
-            try:
-                r = json.loads(line)
-                ids, start = [int(t) for t in r["ids"]], int(r["start"])
-            except (ValueError, KeyError, TypeError):
-                raise HarnessError(f"{p} line {n} is not a teacher-data record (ids, start)") from None
-            lo = max(0, len(ids) - max_len)
-            if len(ids) - lo >= 4:
-                out.append({"ids": ids[lo:], "start": max(0, start - lo)})
-    return out
-
-
-def heldout_split(seqs: list) -> int:
-    """How many sequences at the end are kept out of training: 1 in 20, at most 48 (none under 40)."""
-    return min(48, len(seqs) // 20) if len(seqs) >= 40 else 0
-
-
-class Features:
-    """The target's features and top-k per training sequence, in `folder` (part files of PART
-    sequences; a part is written whole, so an interrupted extraction resumes at its last part)."""
-
-    def __init__(self, folder: Path, key: dict):
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        meta = folder / "meta.json"
-        if meta.exists():
-            old = json.loads(meta.read_text())
-            if old != key:
-                raise HarnessError(f"{folder} holds features of another target, layers or data ({old.get('target')}); "
-                                   "choose another --work")
-        meta.write_text(json.dumps(key, indent=1))
-
-    def parts(self) -> list[Path]:
-        return sorted(self.folder.glob("part-*.pt"))
-
-    @torch.no_grad()
-    def extract(self, target, seqs: list[dict], layer_ids: tuple, k: int, progress: bool, log=print) -> None:
-        from tqdm import tqdm
-
-        done = len(self.parts()) * PART
-        if done >= len(seqs):
-            return
-        log(f"the target's hidden states at layers {list(layer_ids)}: {len(seqs) - done} sequences")
-        bar = tqdm(total=len(seqs), initial=done, desc="features", disable=not progress)
-        for lo in range(done, len(seqs), PART):
-            part = []
-            for b in range(lo, min(lo + PART, len(seqs)), 8):
-                got = target_features(target, seqs[b : min(b + 8, lo + PART, len(seqs))], layer_ids, k)
-                part += got
-                bar.update(len(got))
-            torch.save(part, self.folder / f"part-{lo // PART:05d}.tmp")
-            (self.folder / f"part-{lo // PART:05d}.tmp").replace(self.folder / f"part-{lo // PART:05d}.pt")
-        bar.close()
-
-    def load(self) -> list[dict]:
-        out = []
-        for p in self.parts():
-            out += torch.load(p, weights_only=False)
-        return out
-
-
-def target_features(target, seqs: list[dict], layer_ids: tuple, k: int) -> list[dict]:
-    """A batch of sequences through the target -> per sequence {ids, start, feats [L, 3, Ht] f16,
-    top_ids [L, k] i32, top_lp [L, k] f16} (position t's top-k is the target's next-token
-    distribution after x_0..x_t)."""
-    L = max(len(s["ids"]) for s in seqs)
-    ids = torch.zeros(len(seqs), L, dtype=torch.long)
-    mask = torch.zeros(len(seqs), L, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s["ids"])] = torch.tensor(s["ids"])
-        mask[i, : len(s["ids"])] = 1
-    out = target(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    hs = torch.stack([out.hidden_states[i] for i in layer_ids], 2)  # [B, L, 3, Ht]: the inputs of those layers
-    lp, ti = torch.log_softmax(out.logits.float(), -1).topk(k, -1)  # [B, L, k]
-    res = []
-    for i, s in enumerate(seqs):
-        n = len(s["ids"])
-        res.append({"ids": torch.tensor(s["ids"], dtype=torch.int32), "start": s["start"],
-                    "feats": hs[i, :n].half().clone(), "top_ids": ti[i, :n].int().clone(), "top_lp": lp[i, :n].half().clone()})
-    return res
-
-
-def choose_vocab(seqs: list[dict], size: int, vocab: int, always: tuple = (), ranked: bool = False) -> torch.Tensor:
-    """The `size` target ids the target predicts most often (its top-1 over every position), plus
-    `always` (end of text); ascending -> [Vd] (ranked: most frequent first)."""
-    counts = torch.zeros(vocab, dtype=torch.long)
-    for s in seqs:
-        counts += torch.bincount(s["top_ids"][:, 0].long(), minlength=vocab)
-        counts += torch.bincount(s["ids"].long(), minlength=vocab)
-    for t in always:
-        counts[t] = counts.max() + 1
-    size = min(size, vocab)
-    top = counts.topk(size).indices
-    return top if ranked else top.sort().values
-
-
-def grow_vocab(head: Eagle3Head, target, ranked: torch.Tensor, size: int) -> tuple[Eagle3Head, torch.Tensor]:
-    """A head whose draft vocabulary is `head`'s and the first ids of `ranked` (target ids, most
-    frequent first) it lacks, `size` in all, ascending; its rows for the new ids are the target's
-    output rows (as a new head's are), every other weight the head's own -> (head, vocab ids)."""
-    old = head.to_target(torch.arange(head.cfg.draft_vocab))
-    have = torch.zeros(head.cfg.vocab, dtype=torch.bool)
-    have[old] = True
-    new = ranked[~have[ranked]][: size - len(old)]
-    ids, order = torch.cat([old, new]).sort()
-    grown = Eagle3Head(replace(head.cfg, draft_vocab=len(ids)), head.embed)
-    rows = torch.cat([head.lm_head.weight.detach(), target.get_output_embeddings().weight.detach().float()[new]])
-    grown.load_state(head.state() | {"lm_head.weight": rows[order], "d2t": ids - torch.arange(len(ids))}, "grown")
-    return grown, ids
+from models.eagle3_data import choose_vocab, grow_vocab, training_features
 
 
 # ---------------------------------------------------------------- the head
@@ -323,17 +203,28 @@ def lr_at(step: int, cfg: Eagle3Config) -> float:
 
 def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=print) -> dict:
     """-> {step, losses, evals, head_dir}: the head (float16) written to WORK/head."""
-    from tqdm import tqdm
-
     from core.limits import threads_of
     from models.loading import load_hf_model
 
     torch.set_num_threads(threads_of(cfg.threads or None))
-    work = Path(cfg.work)
-    work.mkdir(parents=True, exist_ok=True)
+    Path(cfg.work).mkdir(parents=True, exist_ok=True)
     target = load_hf_model(cfg.target, "target", torch.float32, "cpu")
-    tcfg = target.config
     init = read_config(cfg.init_from) if cfg.init_from else None  # a trained head to start from
+    layer_ids = head_layers(cfg, target.config, init)
+    train_set, held = training_features(cfg, target, layer_ids, progress, log)
+    head, t2d = starting_head(cfg, target, init, layer_ids, train_set, resume)
+    del target
+    run = Training(cfg, head, held, t2d, log)
+    if resume:
+        run.resume()
+    (run.work / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    run.run(train_set, progress)
+    return {"step": run.step, "losses": run.losses, "evals": run.evals, "head_dir": str(run.work / "head")}
+
+
+def head_layers(cfg: Eagle3Config, tcfg, init: Optional[HeadConfig]) -> tuple:
+    """The target layers the head reads: the `init_from` head's, else --layers, else the default;
+    HarnessError where they do not fit the target or the head."""
     if init is not None:
         check_fits(init, tcfg, cfg.init_from)
         if cfg.layer_ids and tuple(sorted(cfg.layer_ids)) != init.layer_ids:
@@ -342,26 +233,22 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
         tuple(sorted(cfg.layer_ids)) if cfg.layer_ids else default_layer_ids(tcfg.num_hidden_layers)
     if max(layer_ids) >= tcfg.num_hidden_layers or min(layer_ids) < 0:
         raise HarnessError(f"--layers {list(layer_ids)}: the target has layers 0..{tcfg.num_hidden_layers - 1}")
-    train_set, held = [], []
-    for path in cfg.teacher_jsonl:  # features per file: a file added later costs only its own
-        seqs = read_sequences((path,), cfg.max_len)
-        data_key = hashlib.sha256(json.dumps([[s["start"], s["ids"]] for s in seqs]).encode()).hexdigest()[:16]
-        key = {"target": str(cfg.target), "layers": list(layer_ids), "k": cfg.top_k, "max_len": cfg.max_len, "data": data_key}
-        store = Features(work / "features" / f"{Path(path).stem}-{data_key}", key)
-        store.extract(target, seqs, layer_ids, cfg.top_k, progress, log)
-        data = store.load()
-        n_held = heldout_split(data)  # the end of every file is held out
-        train_set += data[: len(data) - n_held]
-        held += data[len(data) - n_held:]
-    if not train_set:
-        raise HarnessError("no training sequences: give --teacher-jsonl files (harness models teacher-data) or --generate N")
-    vocab_file = work / "vocab.pt"
+    return layer_ids
+
+
+def starting_head(cfg: Eagle3Config, target, init: Optional[HeadConfig], layer_ids: tuple, train_set: list,
+                  resume: bool) -> tuple[Eagle3Head, torch.Tensor]:
+    """The head training starts from (the `init_from` head, its vocabulary grown to --draft-vocab
+    where that is larger, or a new one from the target) and its draft vocabulary, kept in
+    WORK/vocab.pt (a resumed run reads it back) -> (head, t2d: target id -> draft id, -1 outside)."""
+    tcfg = target.config
+    vocab_file = Path(cfg.work) / "vocab.pt"
     if init is not None:  # its weights, draft vocabulary and shape; a fresh optimizer and schedule
         head = load_head(cfg.init_from, target.get_input_embeddings().weight.detach().float(), tcfg).float()
         vocab_ids = torch.arange(init.draft_vocab) + head.d2t.long()
         if cfg.draft_vocab > len(vocab_ids):
-            head, vocab_ids = grow_vocab(head, target, choose_vocab(train_set, tcfg.vocab_size, tcfg.vocab_size, _ends(tcfg),
-                                                                    ranked=True), cfg.draft_vocab)
+            ranked = choose_vocab(train_set, tcfg.vocab_size, tcfg.vocab_size, _ends(tcfg), ranked=True)
+            head, vocab_ids = grow_vocab(head, target, ranked, cfg.draft_vocab)
     elif resume and vocab_file.exists():
         vocab_ids = torch.load(vocab_file)
     else:
@@ -372,79 +259,91 @@ def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=pr
     if init is None:
         hcfg = HeadConfig.for_target(tcfg, len(vocab_ids), layer_ids, verifier=Path(str(cfg.target)).name)
         head = build_head(target, hcfg, vocab_ids, cfg.seed)
-    del target
-    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
-    step, losses, evals = 0, [], []
-    ckpt = work / "ckpt.pt"
-    if resume and ckpt.exists():
+    return head, t2d
+
+
+class Training:
+    """One training run of a head: its optimizer, step, losses and held-out evaluations, the
+    checkpoint in WORK/ckpt.pt and the head in WORK/head."""
+
+    def __init__(self, cfg: Eagle3Config, head: Eagle3Head, held: list, t2d: torch.Tensor, log):
+        self.cfg, self.head, self.held, self.t2d, self.log = cfg, head, held, t2d, log
+        self.work = Path(cfg.work)
+        self.opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.0,
+                                     betas=(0.9, 0.98))
+        self.step, self.losses, self.evals = 0, [], []
+
+    def resume(self) -> None:
+        """Continue from WORK/ckpt.pt where there is one."""
+        ckpt = self.work / "ckpt.pt"
+        if not ckpt.exists():
+            return
         state = torch.load(ckpt, weights_only=False)
-        head.load_state_dict(state["model"], strict=False)
-        opt.load_state_dict(state["opt"])
-        step, losses, evals = state["step"], state["losses"], state["evals"]
-        log(f"resumed from step {step}")
-    (work / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
-    rng = random.Random(cfg.seed * 1_000_003 + step)
+        self.head.load_state_dict(state["model"], strict=False)
+        self.opt.load_state_dict(state["opt"])
+        self.step, self.losses, self.evals = state["step"], state["losses"], state["evals"]
+        self.log(f"resumed from step {self.step}")
 
-    def evaluate() -> None:
-        head.eval()
-        e = {"step": step, **heldout_agreement(head, held, t2d, cfg.ttt_steps)}
-        head.train()
-        evals.append(e)
-        log(f"step {step}: " + (f"loss {losses[-1]:.3f}; " if losses else "") + "held-out top-1 agreement by position "
-            + " ".join(f"{x:.3f}" for x in e["top1"]) + "; alpha(T=1) >= " + " ".join(f"{x:.3f}" for x in e["alpha_t1"])
-            + f" ({e['positions'][0]} positions)")
+    def run(self, train_set: list, progress: bool) -> None:
+        """Train to cfg.steps: random batches of `train_set`, evaluated every eval_every steps (and
+        before the first), checkpointed every ckpt_every and at the end."""
+        from tqdm import tqdm
 
-    def checkpoint() -> None:
-        torch.save({"model": head.state_dict(), "opt": opt.state_dict(), "step": step, "losses": losses, "evals": evals},
-                   work / "ckpt.tmp")
-        (work / "ckpt.tmp").replace(ckpt)
-        head.save(work / "head")
+        cfg = self.cfg
+        rng = random.Random(cfg.seed * 1_000_003 + self.step)
+        if self.held and self.step == 0:
+            self.evaluate()
+        self.head.train()
+        bar = tqdm(total=cfg.steps, initial=self.step, desc="eagle3", disable=not progress)
+        t0, step0 = time.time(), self.step
+        while self.step < cfg.steps:
+            self.train_step([train_set[rng.randrange(len(train_set))] for _ in range(cfg.batch)])
+            bar.update(1)
+            bar.set_postfix(loss=f"{self.losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, self.step - step0):.1f}")
+            last = self.step == cfg.steps
+            if self.held and (self.step % (cfg.eval_every or cfg.ckpt_every) == 0 or last):
+                self.evaluate()
+            if self.step % cfg.ckpt_every == 0 or last:
+                self.checkpoint()
+        bar.close()
+        if not (self.work / "head" / "config.json").exists():
+            self.checkpoint()
 
-    if held and step == 0:
-        evaluate()
-    head.train()
-    bar = tqdm(total=cfg.steps, initial=step, desc="eagle3", disable=not progress)
-    t0, step0 = time.time(), step
-    while step < cfg.steps:
-        items = [train_set[rng.randrange(len(train_set))] for _ in range(cfg.batch)]
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, cfg)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bfloat16"):
-            loss, per_step = ttt_loss(head, batch_of(items, t2d), cfg.ttt_steps)
-        opt.zero_grad(set_to_none=True)
+    def train_step(self, items: list[dict]) -> None:
+        """One optimizer step on a batch of sequences."""
+        for g in self.opt.param_groups:
+            g["lr"] = lr_at(self.step, self.cfg)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.precision == "bfloat16"):
+            loss, _ = ttt_loss(self.head, batch_of(items, self.t2d), self.cfg.ttt_steps)
+        self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        step += 1
-        losses.append(float(loss.detach()))
-        bar.update(1)
-        bar.set_postfix(loss=f"{losses[-1]:.3f}", s_per_step=f"{(time.time() - t0) / max(1, step - step0):.1f}")
-        if held and (step % (cfg.eval_every or cfg.ckpt_every) == 0 or step == cfg.steps):
-            evaluate()
-        if step % cfg.ckpt_every == 0 or step == cfg.steps:
-            checkpoint()
-    bar.close()
-    if not (work / "head" / "config.json").exists():
-        checkpoint()
-    return {"step": step, "losses": losses, "evals": evals, "head_dir": str(work / "head")}
+        torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
+        self.opt.step()
+        self.step += 1
+        self.losses.append(float(loss.detach()))
+
+    def evaluate(self) -> None:
+        """Score the held-out sequences (heldout_agreement) and log the result."""
+        self.head.eval()
+        e = {"step": self.step, **heldout_agreement(self.head, self.held, self.t2d, self.cfg.ttt_steps)}
+        self.head.train()
+        self.evals.append(e)
+        self.log(f"step {self.step}: " + (f"loss {self.losses[-1]:.3f}; " if self.losses else "")
+                 + "held-out top-1 agreement by position " + " ".join(f"{x:.3f}" for x in e["top1"])
+                 + "; alpha(T=1) >= " + " ".join(f"{x:.3f}" for x in e["alpha_t1"]) + f" ({e['positions'][0]} positions)")
+
+    def checkpoint(self) -> None:
+        """Model, optimizer, step and evaluations to WORK/ckpt.pt (whole or not at all), the head to WORK/head."""
+        state = {"model": self.head.state_dict(), "opt": self.opt.state_dict(), "step": self.step, "losses": self.losses,
+                 "evals": self.evals}
+        torch.save(state, self.work / "ckpt.tmp")
+        (self.work / "ckpt.tmp").replace(self.work / "ckpt.pt")
+        self.head.save(self.work / "head")
 
 
 def _ends(tcfg) -> tuple:
     eos = tcfg.eos_token_id
     return tuple(eos if isinstance(eos, list) else [eos]) if eos is not None else ()
-
-
-def coverage(seqs: list[dict], vocab_ids: torch.Tensor) -> float:
-    """The share of the target's top-1 predictions the draft vocabulary holds."""
-    keep = torch.zeros(int(vocab_ids.max()) + 1 if len(vocab_ids) else 1, dtype=torch.bool)
-    keep[vocab_ids] = True
-    hits = total = 0
-    for s in seqs:
-        t = s["top_ids"][:, 0].long()
-        inside = t < len(keep)
-        hits += int(keep[t[inside]].sum())
-        total += len(t)
-    return hits / max(total, 1)
 
 
 # ---------------------------------------------------------------- the tiny test pairs' heads

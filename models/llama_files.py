@@ -63,7 +63,7 @@ def load_model(path: str, role: str, n_gpu_layers: int = 0, vocab_only: bool = F
 def _facts(path: str, mtime_ns: int) -> dict:
     llama_cpp.llama_backend_init()
     p = llama_cpp.llama_model_default_params()
-    p.vocab_only = True  # header and vocabulary only: a tenth of a second, where Python's gguf reader takes seconds
+    p.vocab_only = True  # header and vocabulary only, read by llama.cpp (far faster than Python's gguf reader)
     model = llama_cpp.llama_model_load_from_file(path.encode(), p)
     if not model:
         raise HarnessError(f"llama.cpp could not read the GGUF file {path} (corrupt, or an architecture this build does not know)")

@@ -48,8 +48,7 @@ def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
 
     Not llama-cpp-python's default (half the logical CPUs for decodes, all of them for batches):
     it gives 1 decode thread on such a VM, and on a shared machine all-CPU batches wait on busy
-    cores (a 40-token SmolLM2 prefill took 12 s instead of 1 s here under load). On a loaded
-    machine pass --n-threads 1.
+    cores (docs/findings.md). On a loaded machine pass --n-threads 1.
     """
     n = threads_of(settings.n_threads)
     return n, n
@@ -59,8 +58,7 @@ def single_threaded_torch():
     """Python-side sampling on one torch thread, restored afterwards.
 
     Softmax, top-k/top-p and multinomial on one vocabulary row gain nothing from threads, and
-    torch's thread pool competes with llama.cpp's threads for the same cores: measured on a
-    loaded 2-core VM, a [1, 257] softmax took 4 ms with 2 torch threads and 0.02 ms with one.
+    torch's thread pool competes with llama.cpp's threads for the same cores (docs/findings.md).
     """
     from core.limits import torch_threads
 
@@ -136,8 +134,8 @@ def library_versions() -> dict:
 
 def describe(settings, paths: tuple, n_ctx: int) -> dict:
     """run.json's entry for a llama.cpp runtime: files, context, threads, library versions, each
-    model's sizes as stored (models/shape.py) (read once per runtime: the GGUF metadata takes
-    seconds to parse, and every results row asks)."""
+    model's sizes as stored (models/shape.py) (read once per runtime: the GGUF metadata is slow
+    to parse, and every results row asks)."""
     return dict(_describe(settings, tuple(paths), n_ctx))
 
 

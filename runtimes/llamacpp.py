@@ -203,8 +203,8 @@ class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
     @property
     def head_threads(self) -> int:
         """An EAGLE-3 head's passes in PyTorch on the run's threads, as llama.cpp's own draft model's
-        (sampling stays on one torch thread): on one, the head's drafting took 0.39-0.42 s of a
-        run's 3.8-4.1 s against 0.27 s on two (2-core AMD EPYC)."""
+        (sampling stays on one torch thread): on one, the head's drafting takes longer
+        (docs/findings.md)."""
         return lc.n_threads(self.settings)[0]
 
     @property

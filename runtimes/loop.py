@@ -205,7 +205,7 @@ class DraftLength:
 class RowStore:
     """A baseline's logits rows, for target_entropy, copied into one [capacity, V] buffer per model
     (`owner`) that outlives the generation, so a step costs one row copy and no new memory (a fresh
-    200 KB row per step costs ~0.1 ms of page faults). The buffer is zero-filled, its pages touched,
+    row per step costs its page faults). The buffer is zero-filled, its pages touched,
     when it first grows, to at least MIN_ROWS rows: in the warm-up, not in measured generations.
     Callers copy outside the clock (PhaseTimer.outside): it is the harness's work, not the model's."""
 

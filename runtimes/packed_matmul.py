@@ -120,7 +120,7 @@ def build(argtypes: list[str], source: str):
     """`source`'s `extern "C" void kernel(...)` built by inductor's C++ builder (cached under
     $HARNESS_CACHE/inductor) and bound to Python: called with tensors for pointers, ints, floats.
     A library built before for the same source, torch and CPU is loaded directly (`_built`):
-    inductor's own lookup imports torch._dynamo and test-compiles each vector ISA, 3-4 s a process."""
+    inductor's own lookup imports torch._dynamo and test-compiles each vector ISA in every process."""
     key, known = _built(argtypes, source)
     try:
         return _load_built(key, Path(known.read_text().strip()))

@@ -57,8 +57,7 @@ from runtimes import llama_step, packed_matmul
 
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 # Passes up to this many tokens run through the pass kernel; longer ones (a long prompt's prefill)
-# eager, where SDPA's attention beats the kernel's (on the Intel VM: 48 tokens 80 vs 83 ms,
-# 64: 105 vs 103, 200: 381 vs 238).
+# eager, where SDPA's attention beats the kernel's (docs/findings.md).
 PASS_MAX_TOKENS = 32
 
 

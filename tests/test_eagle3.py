@@ -53,7 +53,8 @@ def test_drafting_computes_what_training_computed(pair, kernels):
     transformers' hidden states; the head's drafting cache gives the training forward's logits at
     step 0 (every position, from the target's features) and at step 1 (its own state fed back)."""
     import runtimes
-    from models.eagle3_train import batch_of, target_features, ttt_forward
+    from models.eagle3_data import target_features
+    from models.eagle3_train import batch_of, ttt_forward
     from runtimes.eagle3 import HeadCache, loaded_head
 
     rt = runtimes.get("torch")(SETTINGS)
@@ -214,6 +215,25 @@ def test_a_head_the_converter_rejects_is_a_skipped_row_for_llama_server_only(pai
     assert torch_rt.supports(gen) is None
 
 
+def test_the_converter_is_found_outside_a_checkout(monkeypatch, tmp_path):
+    """Installed elsewhere (no build/ beside the package): the converter is the one in the
+    llama-cpp-python source the environment was built from, or $HARNESS_CONVERT_HF_TO_GGUF's; one
+    that is not there is refused in one line naming the variable."""
+    from models import eagle3
+
+    monkeypatch.setattr(eagle3, "CHECKOUT", tmp_path)
+    monkeypatch.delenv(eagle3.CONVERTER_ENV, raising=False)
+    if not eagle3.llama_cpp_source():
+        pytest.skip("llama-cpp-python was not installed from a source folder (scripts/setup.sh)")
+    found = eagle3.converter()
+    assert found is not None and found.is_file() and tmp_path not in found.parents
+    missing = tmp_path / "convert_hf_to_gguf.py"
+    monkeypatch.setenv(eagle3.CONVERTER_ENV, str(missing))
+    assert eagle3.converter() == missing
+    with pytest.raises(ValueError, match=f"{missing}.*{eagle3.CONVERTER_ENV}"):
+        eagle3.gguf_of(tmp_path, tmp_path, cache=tmp_path)
+
+
 def test_a_head_for_another_target_is_one_line_and_exit_2(tmp_path):
     """A head trained for tiny-hd32 (128 wide) against the tiny target (64): named mismatch, exit 2, before any work."""
     from click.testing import CliRunner
@@ -345,7 +365,8 @@ def test_the_loss_and_held_out_agreement_count_the_answers_only(head):
     """The head drafts answers: the teacher's distributions at positions that predict a prompt's
     tokens change neither the loss nor the held-out agreement; one at an answer's position does."""
     from models.eagle3 import load_head
-    from models.eagle3_train import batch_of, heldout_agreement, target_features, ttt_loss
+    from models.eagle3_data import target_features
+    from models.eagle3_train import batch_of, heldout_agreement, ttt_loss
     from models.loading import load_hf_model
     from models.tiny import ensure_pair
 
@@ -386,7 +407,8 @@ def test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets():
     one and the most frequent ids it lacked, ascending; the logits of old ids are the head's, of new
     ids the target's output rows', and every other weight is the head's."""
     from models.eagle3 import HeadConfig
-    from models.eagle3_train import build_head, grow_vocab
+    from models.eagle3_data import grow_vocab
+    from models.eagle3_train import build_head
     from models.loading import load_hf_model
     from models.tiny import ensure_pair
 

@@ -110,7 +110,7 @@ def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
 
 def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
     from harness.prompts import CATEGORIES, builtin as prompts_of
-    from models.teacher_data import make_prompts
+    from models.teacher_prompts import make_prompts
 
     builtin = {p.text for c in CATEGORIES for p in prompts_of(c)}
     for kind in ("mixed", "explain", "explain-wide", "explain-3"):
@@ -123,7 +123,7 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
         for word in ("photosynthesis", "refrigerator", "circulatory", "industrial revolution", "vaccin", "calvin cycle",
                      "chlorophyll", "compressor, the condenser") + (("immune", "antibod", "heart") if kind == "explain-3" else ()):
             assert not any(word in p.lower() for p in explain), (kind, word)
-    from models.teacher_data import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2, EXPLAIN_TOPICS_3
+    from models.teacher_prompts import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2, EXPLAIN_TOPICS_3
 
     wide = make_prompts(2000, 3, "explain-wide")
     every = EXPLAIN_TOPICS + EXPLAIN_TOPICS_2 + EXPLAIN_TOPICS_3
