@@ -21,6 +21,9 @@ MAX_NEW = 96  # tokens per answer at most
 TOP_K = 32  # teacher log-probs kept per generated position
 TEMPERATURE = 0.8  # the target's sampling temperature while it answers
 BATCH = 16  # answers generated together (one sequence id each in one llama.cpp context)
+ANSWERS = 400  # answers `harness models teacher-data` writes unless told
+SEED = 0  # the seed of the prompts and of the answers' sampling
+THREADS = 0  # llama.cpp threads; 0: one per physical core
 
 TOPICS = [
     "the water cycle", "volcanoes", "the immune system", "black holes", "the printing press",
@@ -83,7 +86,7 @@ MATH = [
     "What is {a} plus {b}, and is the result even or odd?",
 ]
 
-# `--prompt-set explain`: longer factual requests that name the parts to cover, the way a user
+# `--prompts explain`: longer factual requests that name the parts to cover, the way a user
 # asking for an explanation often does. Never the measurement prompts' subjects (photosynthesis,
 # refrigerators, the circulatory system, the Industrial Revolution, vaccines).
 EXPLAIN = [
@@ -170,7 +173,7 @@ EXPLAIN_TOPICS = [
     ("the brain", ["the cerebrum", "the cerebellum", "the brainstem", "neurons"]),
 ]
 
-# `--prompt-set explain-wide`: the explain templates and two more, over EXPLAIN_TOPICS and as many
+# `--prompts explain-wide`: the explain templates and two more, over EXPLAIN_TOPICS and as many
 # subjects again (EXPLAIN_TOPICS_2), so a head or draft trained on it sees each subject less often.
 # Still never the measurement prompts' subjects.
 EXPLAIN_WIDE = EXPLAIN + [
@@ -251,7 +254,7 @@ EXPLAIN_TOPICS_2 = [
 ]
 
 
-# `--prompt-set explain-3`: the explain-wide templates over a third list of subjects only, none in the
+# `--prompts explain-3`: the explain-wide templates over a third list of subjects only, none in the
 # first two lists and none a measurement prompt's, for a head already trained on those two.
 EXPLAIN_TOPICS_3 = [
     ("a lighthouse", ["the lamp", "the Fresnel lens", "the rotation mechanism", "the light pattern"]),
@@ -373,7 +376,7 @@ EXPLAIN_TOPICS_3 = [
     ("a seismograph", ["the mass", "the frame", "the recording", "measuring earthquakes"]),
 ]
 
-# `--prompt-set self`: requests the target writes itself (Magpie, Xu et al. 2024): the chat template
+# `--prompts self`: requests the target writes itself (Magpie, Xu et al. 2024): the chat template
 # up to the user's turn, sampled at SELF_TEMPERATURE until the turn ends, kept when the turn ended
 # within SELF_MAX_TOKENS tokens, is mostly plain text, and names none of the factual measurement
 # prompts' subjects (MEASURED_SUBJECTS); then the target answers each as it answers any request.
@@ -426,7 +429,7 @@ def make_prompts(n: int, seed: int = 0, prompt_set: str = "mixed") -> list[str]:
 
 
 def usable_request(text: str) -> bool:
-    """A request the target wrote that `--prompt-set self` keeps: some words, mostly plain text, and
+    """A request the target wrote that `--prompts self` keeps: some words, mostly plain text, and
     none of the measurement prompts' subjects."""
     words = text.split()
     plain = sum(c.isascii() and (c.isprintable() or c.isspace()) for c in text) / max(len(text), 1)
@@ -434,7 +437,7 @@ def usable_request(text: str) -> bool:
 
 
 def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int = 0, progress: bool = False) -> list[str]:
-    """n requests the target writes itself (`--prompt-set self`, above), the same for the same seed:
+    """n requests the target writes itself (`--prompts self`, above), the same for the same seed:
     rounds of samples from the chat template's user turn, each round seeded from `seed` and its index."""
     import llama_cpp
     from tqdm import tqdm
@@ -465,7 +468,7 @@ def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int
         if len(out) < n:
             from core.errors import HarnessError
 
-            raise HarnessError(f"--prompt-set self: the target wrote {len(out)} usable requests, not {n}")
+            raise HarnessError(f"--prompts self: the target wrote {len(out)} usable requests, not {n}")
         return out[:n]
     finally:
         llama_cpp.llama_model_free(model)
@@ -532,7 +535,7 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     ctx = llama_cpp.llama_init_from_model(model, cp)
     if not ctx:
         llama_cpp.llama_model_free(model)
-        raise HarnessError(f"llama.cpp could not create a context of {cp.n_ctx} tokens: lower the batch or --gen-tokens")
+        raise HarnessError(f"llama.cpp could not create a context of {cp.n_ctx} tokens: lower the batch or --max-new-tokens")
     mem = llama_cpp.llama_get_memory(ctx)
     lb = llama_cpp.llama_batch_init(cp.n_batch, 0, 1)
     rng = np.random.default_rng(seed)
@@ -590,8 +593,8 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
 
 
 def ensure_generated(gguf: str, out: Path, n: int, max_new: int = MAX_NEW, k: int = TOP_K,
-                     temperature: float = TEMPERATURE, seed: int = 0, batch: int = BATCH, threads: int = 0,
-                     progress: bool = True, prompt_set: str = "mixed") -> Path:
+                     temperature: float = TEMPERATURE, seed: int = SEED, batch: int = BATCH, threads: int = THREADS,
+                     progress: bool = True, prompt_set: str = PROMPT_SETS[0]) -> Path:
     """Make `out` hold n generated answers: the ones already there are kept (a stopped run resumes),
     the rest are generated and appended a line at a time."""
     from tqdm import tqdm
