@@ -181,7 +181,7 @@ class RuntimeSettings:
         if self.dtype not in DTYPES:
             raise HarnessError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.n_threads is not None:
-            at_least("--n-threads", self.n_threads, 1)
+            at_least("--threads", self.n_threads, 1)
 
     def resolve_n_ctx(self, n_ctx_train: int) -> int:
         """--n-ctx, else the model's training context capped at N_CTX_CAP."""

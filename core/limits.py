@@ -47,7 +47,7 @@ MEASURING = "measuring this machine's limits (once per machine, a few seconds) .
 
 
 def threads_of(n_threads: Optional[int]) -> int:
-    """The thread count a run uses: --n-threads, else one per physical core (llama.cpp's default,
+    """The thread count a run uses: --threads, else one per physical core (llama.cpp's default,
     and torch's on these CPUs)."""
     return n_threads or physical_cores()
 
@@ -135,7 +135,7 @@ def measure(threads: int) -> dict:
     """Every limit at `threads` torch threads (torch's count is restored afterwards)."""
     import torch
 
-    at_least("--n-threads", threads, 1)
+    at_least("--threads", threads, 1)
     t0 = time.perf_counter()
     with torch_threads(threads):
         bandwidth, kernels = read_gb_s()
@@ -179,7 +179,7 @@ def machine_limits(threads: int, cache_dir: Path, remeasure: bool = False, log: 
     """This machine's limits at `threads`: from the cache in cache_dir, else measured (one line to
     stderr, or `log`, says so) and cached. An unwritable cache is not an error: the limits are
     returned all the same, and measured again next time."""
-    at_least("--n-threads", threads, 1)
+    at_least("--threads", threads, 1)
     key, path = machine_key(threads), cache_file(cache_dir, threads)
     got = None if remeasure or remeasure_requested() else _cached(path, key)
     if got is None:

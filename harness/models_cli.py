@@ -15,9 +15,16 @@ import click
 
 from core.errors import HarnessError
 from harness.prompts import DEFAULT_PROMPTS
-from models.download import FORMATS
+from models.download import DEFAULT_FORMAT, FORMATS
 from models.presets import DRAFT_GGUF
 from models.quantize import DEFAULT_TYPES, TYPES
+
+# `models agreement`: the target's sampled continuations a pair is scored on, and a head's positions
+AGREEMENT_TEMPERATURE = 0.7
+AGREEMENT_SAMPLES = 16  # continuations per prompt
+AGREEMENT_TOKENS = 32  # tokens per continuation
+AGREEMENT_SEED = 0
+HEAD_POSITIONS = 4  # drafting positions an EAGLE-3 head is scored at
 
 
 @click.group()
@@ -36,7 +43,7 @@ def list_():
 @models.command()
 @click.argument("pair")
 @click.option("--quant", default=None, help="GGUF quantization, e.g. Q4_K_M or Q8_0 (default: the preset's).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="both", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=DEFAULT_FORMAT, show_default=True,
               help="gguf: llama.cpp files; hf: transformers files; both.")
 def download(pair, quant, fmt):
     """Download PAIR's target and draft into the Hugging Face cache (HF_HOME; HF_TOKEN for gated repos)."""
@@ -65,13 +72,15 @@ def info(ref):
 @click.option("--draft", default=str(DRAFT_GGUF), show_default=True, help="Draft: .gguf file, HF folder or id.")
 @click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
               help="Built-in categories (comma list, or 'all') or a JSONL file of {id, category, prompt}.")
-@click.option("--temperature", default=0.7, show_default=True, type=float, help="> 0; greedy agreement is reported as top-1.")
-@click.option("--samples", default=16, show_default=True, type=int, help="Target continuations per prompt.")
-@click.option("--tokens", default=32, show_default=True, type=int, help="Tokens per continuation.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--temperature", default=AGREEMENT_TEMPERATURE, show_default=True, type=float,
+              help="> 0; greedy agreement is reported as top-1.")
+@click.option("--samples", default=AGREEMENT_SAMPLES, show_default=True, type=int, help="Target continuations per prompt.")
+@click.option("--max-new-tokens", "tokens", default=AGREEMENT_TOKENS, show_default=True, type=int,
+              help="Tokens per continuation.")
+@click.option("--seed", default=AGREEMENT_SEED, show_default=True, type=int)
 @click.option("--answers", default=None, help="Score stored target answers ({ids, start} JSONL of `models teacher-data`) instead of sampling.")
 @click.option("--head", default=None, help="Score an EAGLE-3 head (folder) instead of the draft, per drafting position.")
-@click.option("--positions", default=4, show_default=True, type=int, help="With --head: drafting positions scored.")
+@click.option("--positions", default=HEAD_POSITIONS, show_default=True, type=int, help="With --head: drafting positions scored.")
 @click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
 def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers, head, positions, verbose):
     """Teacher-forced agreement of a pair (or of an EAGLE-3 head): alpha(T) and top-1 per prompt and per position."""

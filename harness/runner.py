@@ -47,7 +47,7 @@ LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine
 
 
 def machine_limits(n_threads: Optional[int], remeasure: bool = False) -> dict:
-    """core.limits.machine_limits at the threads a run with --n-threads `n_threads` uses, cached
+    """core.limits.machine_limits at the threads a run with --threads `n_threads` uses, cached
     under $HARNESS_CACHE/limits (so every run folder on this machine shares one measurement)."""
     from core import limits
     from models.loading import cache_root

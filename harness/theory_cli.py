@@ -13,6 +13,9 @@ from core import theory
 from core.errors import HarnessError
 from models import shape
 
+CONTEXT = 0  # --context: the context length the attention term is added at (0: none)
+MAX_GAMMA = 8  # --max-gamma: the last gamma of the table
+
 
 def resolve_c(c: Optional[float], target: Optional[str], draft: Optional[str], context: int) -> tuple[float, list[str]]:
     """-> (c, lines describing where it came from). Exactly one of --c or --target/--draft."""

@@ -43,7 +43,7 @@ class DistillConfig:
     def __post_init__(self):
         for flag, value, low in (("--steps", self.steps, 0), ("--batch", self.batch, 1), ("--seq-len", self.seq_len, 2),
                                  ("--width", self.width, 1), ("--layers", self.layers, 0), ("--kv-heads", self.kv_heads, 0),
-                                 ("--intermediate", self.intermediate, 0), ("--top-k", self.top_k, 1),
+                                 ("--intermediate", self.intermediate, 0), ("--teacher-top-k", self.top_k, 1),
                                  ("--threads", self.threads, 1), ("--max-chunks", self.max_chunks, 0),
                                  ("--ckpt-every", self.ckpt_every, 1), ("--eval-every", self.eval_every, 0)):
             at_least(flag, value, low)

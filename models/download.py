@@ -31,6 +31,7 @@ from models.hub import CacheIndex, cache_dir, hub_reachable, weight_files
 from models.presets import HubModel, HubPair, hub_pair
 
 FORMATS = ("gguf", "hf", "both")
+DEFAULT_FORMAT = "both"  # gguf and hf files
 HF_EXTRA = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
             "special_tokens_map.json", "tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json",
             "chat_template.jinja", "model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -238,7 +239,7 @@ def fetch(f: Fetch) -> Path:
     return Path(_guard(f.repo, lambda: snapshot_download(f.repo, allow_patterns=f.files)))
 
 
-def download(name: str, quant: Optional[str] = None, fmt: str = "both", echo: Callable[[str], None] = print) -> list[Fetch]:
+def download(name: str, quant: Optional[str] = None, fmt: str = DEFAULT_FORMAT, echo: Callable[[str], None] = print) -> list[Fetch]:
     """Plan, then fetch every repo of a preset; echo says what happens. -> the fetches done."""
     index = CacheIndex()
     pair, fetches = plan(name, quant, fmt, index)

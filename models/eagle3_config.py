@@ -37,7 +37,7 @@ class Eagle3Config:
     def __post_init__(self):
         for flag, value, low in (("--steps", self.steps, 0), ("--batch", self.batch, 1),
                                  ("--draft-vocab", self.draft_vocab, 16), ("--ttt-steps", self.ttt_steps, 1),
-                                 ("--top-k", self.top_k, 1), ("--threads", self.threads, 0),
+                                 ("--teacher-top-k", self.top_k, 1), ("--threads", self.threads, 0),
                                  ("--ckpt-every", self.ckpt_every, 1), ("--eval-every", self.eval_every, 0),
                                  ("--max-len", self.max_len, 8)):
             at_least(flag, value, low)

@@ -22,8 +22,11 @@ MAX_NEW = 96  # tokens per answer at most
 TOP_K = 32  # teacher log-probs kept per generated position
 TEMPERATURE = 0.8  # the target's sampling temperature while it answers
 BATCH = 16  # answers generated together (one sequence id each in one llama.cpp context)
+ANSWERS = 400  # answers `harness models teacher-data` writes unless told
+SEED = 0  # the seed of the prompts and of the answers' sampling
+THREADS = 0  # llama.cpp threads; 0: one per physical core
 
-# `--prompt-set self`: requests the target writes itself (Magpie, Xu et al. 2024): the chat template
+# `--prompts self`: requests the target writes itself (Magpie, Xu et al. 2024): the chat template
 # up to the user's turn, sampled at SELF_TEMPERATURE until the turn ends, kept when the turn ended
 # within SELF_MAX_TOKENS tokens, is mostly plain text, and names none of the factual measurement
 # prompts' subjects (MEASURED_SUBJECTS); then the target answers each as it answers any request.
@@ -36,11 +39,11 @@ SELF_TEMPERATURE = 1.0
 SELF_MAX_TOKENS = 64
 MEASURED_SUBJECTS = ("photosynth", "refrigerat", "circulatory", "industrial revolution", "vaccin")
 
-PROMPT_SETS = (*TEMPLATE_SETS, "self")  # every --prompt-set
+PROMPT_SETS = (*TEMPLATE_SETS, "self")  # every --prompts
 
 
 def usable_request(text: str) -> bool:
-    """A request the target wrote that `--prompt-set self` keeps: some words, mostly plain text, and
+    """A request the target wrote that `--prompts self` keeps: some words, mostly plain text, and
     none of the measurement prompts' subjects."""
     words = text.split()
     plain = sum(c.isascii() and (c.isprintable() or c.isspace()) for c in text) / max(len(text), 1)
@@ -48,7 +51,7 @@ def usable_request(text: str) -> bool:
 
 
 def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int = 0, progress: bool = False) -> list[str]:
-    """n requests the target writes itself (`--prompt-set self`, above), the same for the same seed:
+    """n requests the target writes itself (`--prompts self`, above), the same for the same seed:
     rounds of samples from the chat template's user turn, each round seeded from `seed` and its index."""
     import llama_cpp
     from tqdm import tqdm
@@ -79,7 +82,7 @@ def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int
         if len(out) < n:
             from core.errors import HarnessError
 
-            raise HarnessError(f"--prompt-set self: the target wrote {len(out)} usable requests, not {n}")
+            raise HarnessError(f"--prompts self: the target wrote {len(out)} usable requests, not {n}")
         return out[:n]
     finally:
         llama_cpp.llama_model_free(model)
@@ -164,7 +167,7 @@ class BatchDecoder:
         cp.n_threads = cp.n_threads_batch = threads_of(threads or None)
         self.ctx = llama_cpp.llama_init_from_model(model, cp)
         if not self.ctx:
-            raise HarnessError(f"llama.cpp could not create a context of {cp.n_ctx} tokens: lower the batch or --gen-tokens")
+            raise HarnessError(f"llama.cpp could not create a context of {cp.n_ctx} tokens: lower the batch or --max-new-tokens")
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
         self.batch = llama_cpp.llama_batch_init(cp.n_batch, 0, 1)
 
@@ -241,8 +244,8 @@ def next_tokens(logits: np.ndarray, temperature: float, rng: np.random.Generator
 
 
 def ensure_generated(gguf: str, out: Path, n: int, max_new: int = MAX_NEW, k: int = TOP_K,
-                     temperature: float = TEMPERATURE, seed: int = 0, batch: int = BATCH, threads: int = 0,
-                     progress: bool = True, prompt_set: str = "mixed") -> Path:
+                     temperature: float = TEMPERATURE, seed: int = SEED, batch: int = BATCH, threads: int = THREADS,
+                     progress: bool = True, prompt_set: str = PROMPT_SETS[0]) -> Path:
     """Make `out` hold n generated answers: the ones already there are kept (a stopped run resumes),
     the rest are generated and appended a line at a time."""
     from tqdm import tqdm

@@ -1,5 +1,5 @@
 """The prompts written for this project that the target answers for its teacher data
-(models/teacher_data.py): templates and topic lists, made into the `--prompt-set` template sets
+(models/teacher_data.py): templates and topic lists, made into the `--prompts` template sets
 (`mixed`, `explain`, `explain-wide`, `explain-3`). They resemble the harness's built-in categories
 but are not the same prompts, and never name the measurement prompts' subjects (the measurement
 prompts are never trained on).
@@ -73,7 +73,7 @@ MATH = [
     "What is {a} plus {b}, and is the result even or odd?",
 ]
 
-# `--prompt-set explain`: longer factual requests that name the parts to cover, the way a user
+# `--prompts explain`: longer factual requests that name the parts to cover, the way a user
 # asking for an explanation often does. Never the measurement prompts' subjects (photosynthesis,
 # refrigerators, the circulatory system, the Industrial Revolution, vaccines).
 EXPLAIN = [
@@ -160,7 +160,7 @@ EXPLAIN_TOPICS = [
     ("the brain", ["the cerebrum", "the cerebellum", "the brainstem", "neurons"]),
 ]
 
-# `--prompt-set explain-wide`: the explain templates and two more, over EXPLAIN_TOPICS and as many
+# `--prompts explain-wide`: the explain templates and two more, over EXPLAIN_TOPICS and as many
 # subjects again (EXPLAIN_TOPICS_2), so a head or draft trained on it sees each subject less often.
 # Still never the measurement prompts' subjects.
 EXPLAIN_WIDE = EXPLAIN + [
@@ -241,7 +241,7 @@ EXPLAIN_TOPICS_2 = [
 ]
 
 
-# `--prompt-set explain-3`: the explain-wide templates over a third list of subjects only, none in the
+# `--prompts explain-3`: the explain-wide templates over a third list of subjects only, none in the
 # first two lists and none a measurement prompt's, for a head already trained on those two.
 EXPLAIN_TOPICS_3 = [
     ("a lighthouse", ["the lamp", "the Fresnel lens", "the rotation mechanism", "the light pattern"]),

@@ -43,12 +43,12 @@ class LlamaText:
 
 
 def n_threads(settings: RuntimeSettings) -> tuple[int, int]:
-    """(threads for one-token decodes, threads for batches): --n-threads for both, else one per
+    """(threads for one-token decodes, threads for batches): --threads for both, else one per
     physical core for both (llama.cpp's own default; on a 2-vCPU VM without SMT that is 2).
 
     Not llama-cpp-python's default (half the logical CPUs for decodes, all of them for batches):
     it gives 1 decode thread on such a VM, and on a shared machine all-CPU batches wait on busy
-    cores (docs/findings.md). On a loaded machine pass --n-threads 1.
+    cores (docs/findings.md). On a loaded machine pass --threads 1.
     """
     n = threads_of(settings.n_threads)
     return n, n

@@ -38,7 +38,7 @@ against the eager pass, and the one-token step's: docs/findings.md.)
 Built once per machine by torchinductor's C++ builder (its flags and vector ISA,
 `at::vec::Vectorized`, OpenMP), cached under $HARNESS_CACHE/inductor,
 so only a machine's first load builds it. Each call's team is torch.get_num_threads() threads,
-named in the parallel region (so --n-threads governs it whichever OpenMP runtime the module links),
+named in the parallel region (so --threads governs it whichever OpenMP runtime the module links),
 and counts itself into TEAM (`threads_used`); every argument is checked before the call (`_check`).
 It owns the forward's arithmetic; not the weights' layout or the cache
 (runtimes/torch_llama.py), nor the packing (runtimes/packed_matmul.py).
@@ -288,7 +288,7 @@ def threads_used() -> int:
 
 
 def _call(kernel, *args) -> None:
-    """kernel(*args, TEAM, threads): a team of torch.get_num_threads() threads (--n-threads), counted."""
+    """kernel(*args, TEAM, threads): a team of torch.get_num_threads() threads (--threads), counted."""
     TEAM.zero_()
     kernel(*args, TEAM, torch.get_num_threads())
 

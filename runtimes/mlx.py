@@ -59,7 +59,7 @@ log-probabilities each response holds (converted after the clock stops).
 
 Devices: --device auto is MLX's default device (the Metal GPU on Apple Silicon, the CPU on Linux's
 `mlx[cpu]`), cpu or mps (Metal) choose one, cuda is a skipped row; --dtype auto is float32 on the
-CPU and float16 on the GPU, as in the `torch` runtime. MLX's CPU threads are its own (--n-threads
+CPU and float16 on the GPU, as in the `torch` runtime. MLX's CPU threads are its own (--threads
 does not apply). On Linux's CPU backend the rows are a correctness check, not a speed reference.
 What it does not do: batching, prompt caches across requests, quantized KV caches, mlx-lm's server.
 The proxies hide the model from mlx-lm's wired-memory warning on Metal (it sums the bytes of the

@@ -41,7 +41,7 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
 
 
 def apply_threads(n_threads) -> None:
-    """--n-threads for torch's CPU kernels (default: torch's own, one per core)."""
+    """--threads for torch's CPU kernels (default: torch's own, one per core)."""
     if n_threads:
         torch.set_num_threads(n_threads)
 

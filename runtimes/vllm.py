@@ -32,7 +32,7 @@ VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default
 which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
 importing vLLM a second time), and each engine's API server is itself forked from one fork server
 per run (`vllm_serve.py --fork-server`, runtimes/server.py's Forker: vLLM's API server imported
-once, not once per engine), on the run's threads (OMP_NUM_THREADS: --n-threads, else one per physical core, as every
+once, not once per engine), on the run's threads (OMP_NUM_THREADS: --threads, else one per physical core, as every
 runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
 

@@ -25,7 +25,7 @@ def prompts(tmp_path):
 
 def test_agreement_on_sampled_continuations(tiny_pair, prompts):
     r = invoke("models", "agreement", "--target", tiny_pair.target, "--draft", tiny_pair.draft, "--prompts", prompts,
-               "--samples", 3, "--tokens", 5, "--temperature", 1.0)
+               "--samples", 3, "--max-new-tokens", 5, "--temperature", 1.0)
     assert r.exit_code == 0, r.output
     lines = r.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines[:3]] == ["p0", "p1", "all"]
@@ -33,7 +33,7 @@ def test_agreement_on_sampled_continuations(tiny_pair, prompts):
     assert 0 < alpha < 1 and 0 < top1 <= 1 and "(30 positions)" in lines[2]  # 2 prompts x 3 samples x 5 tokens
     assert len(lines[3].split(":")[1].split()) == 5  # alpha by position
     same = invoke("models", "agreement", "--target", tiny_pair.target, "--draft", tiny_pair.target, "--prompts", prompts,
-                  "--samples", 2, "--tokens", 3)
+                  "--samples", 2, "--max-new-tokens", 3)
     assert "alpha(T=0.7) 1.000   top-1 1.000" in same.stdout  # a draft that is the target agrees everywhere
     split = same.stdout.strip().splitlines()[-1]
     assert split.startswith("top-1 where the target's next token repeats a bigram of its context")
@@ -59,7 +59,7 @@ def test_agreement_of_an_eagle3_head_per_drafting_position(tiny_pair, prompts):
 
     head = ensure_tiny_head("tiny")
     r = invoke("models", "agreement", "--target", tiny_pair.target, "--head", head, "--prompts", prompts,
-               "--samples", 2, "--tokens", 6, "--temperature", 1.0, "--positions", 3)
+               "--samples", 2, "--max-new-tokens", 6, "--temperature", 1.0, "--positions", 3)
     assert r.exit_code == 0, r.output
     rows = re.findall(r"drafting position (\d): alpha\(T=1.0\) ([\d.]+)\s+top-1 ([\d.]+)\s+\((\d+) positions\)", r.stdout)
     assert [row[0] for row in rows] == ["1", "2", "3"]
@@ -72,7 +72,7 @@ def test_agreement_on_stored_answers_written_by_teacher_data(tiny_pair, tmp_path
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
     answers = tmp_path / "a.jsonl"
-    r = invoke("models", "teacher-data", "--gguf", t_gguf, "--out", answers, "--n", 4, "--max-new", 6, "--k", 4,
+    r = invoke("models", "teacher-data", "--target", t_gguf, "--out", answers, "--n", 4, "--max-new-tokens", 6, "--teacher-top-k", 4,
                "--batch", 2, "--threads", 1)
     assert r.exit_code == 0, r.output
     recs = [json.loads(x) for x in answers.read_text().splitlines()]

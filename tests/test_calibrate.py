@@ -15,7 +15,7 @@ from harness.cli import main
 from reports import calibration
 
 ARGS = ["--pair", "tiny", "--gamma", "1,3", "--alpha", "0,0.5,1", "--prompts", "math", "--max-new-tokens", "16",
-        "--n-threads", "1", "--n-ctx", "512", "--warmup", "0"]
+        "--threads", "1", "--n-ctx", "512", "--warmup", "0"]
 
 
 def rows_of(out):

@@ -94,6 +94,8 @@ def test_torch_forward_is_an_axis_each_forward_a_runtime_of_its_own(tmp_path):
     [
         (["--runtime", "nope"], "unknown runtime 'nope'; choose from: torch"),
         (["--gamma", "0"], "--gamma must be >= 1"),
+        (["--gamma", "2,0"], "--gamma must be >= 1"),
+        (["--gamma", "2,four"], "--gamma takes a comma list of numbers, got '2,four'"),
         (["--temperature", "-0.5"], "--temperature must be >= 0"),
         (["--top-p", "0"], "--top-p must be in (0, 1]"),
         (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
@@ -184,9 +186,28 @@ def test_help_shows_the_defaults_the_dataclasses_define():
     n, g = default_of(GenerationSettings, "max_new_tokens"), default_of(GenerationSettings, "gamma")
     for cmd in ("run", "sweep"):
         text = " ".join(CliRunner().invoke(main, [cmd, "--help"]).output.split())
-        assert f"--max-new-tokens {'INTEGER' if cmd == 'run' else 'TEXT'} " in text and f"[default: {n}]" in text
+        assert "--max-new-tokens TEXT " in text and f"[default: {n}]" in text
         assert f"[default: {default_of(RunConfig, 'warmup')}]" in text
-    assert f"Draft tokens per round. [default: {g}]" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
+    assert f"Comma list of draft tokens per round. [default: {g}]" in " ".join(
+        CliRunner().invoke(main, ["run", "--help"]).output.split())
+
+
+def test_help_names_the_runtimes_the_registry_holds_when_shown(monkeypatch):
+    """A throwaway runtime registered after the command line was imported is named by run's and
+    calibrate's --runtime (it forces acceptance, as every runtime over our loop), and not among the
+    runtimes that run target quantizations (it reads no GGUF)."""
+    import runtimes
+
+    def flat(*args) -> str:  # click wraps (and breaks words at hyphens): compare without whitespace
+        return "".join(invoke(*args).stdout.split())
+
+    monkeypatch.setitem(runtimes.REGISTRY, "throwaway", "tests.toy_runtime:ToyRuntime")
+    run = flat("run", "--help")
+    assert "(torch,hf,llamacpp,llamacpp-native,llama-server,mlx,vllm,throwaway),or'all'" in run
+    assert "(llamacpp,llamacpp-nativeandllama-server)runeachpair" in run
+    assert "throwaway),or'all'." in flat("calibrate", "--help") and "throwaway" in flat("tune", "--help")
+    monkeypatch.delitem(runtimes.REGISTRY, "throwaway")
+    assert "throwaway" not in flat("run", "--help")
 
 
 @pytest.mark.slow  # two runs in processes of their own: what a user's console shows

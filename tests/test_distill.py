@@ -271,7 +271,8 @@ def test_early_exit_export_from_the_command_line(tiny_pair, tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [(["--steps", "-1"], "--steps must be >= 0"), (["--batch", "0"], "--batch must be >= 1"),
-                                          (["--lr", "0"], "--lr must be > 0")])
+                                          (["--lr", "0"], "--lr must be > 0"),
+                                          (["--teacher-top-k", "0"], "--teacher-top-k must be >= 1")])
 def test_impossible_distill_settings_are_one_line(tiny_pair, tmp_path, args, needle):
     from click.testing import CliRunner
 

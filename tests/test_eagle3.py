@@ -111,7 +111,7 @@ def test_greedy_output_is_the_baselines_and_both_loops_draft_alike(pair):
 
 def test_in_llamacpp_the_heads_passes_get_the_runs_threads_and_sampling_one(pair):
     """The llamacpp runtime samples on one torch thread; the head's passes run on the run's
-    threads (--n-threads 2 here), as llama.cpp's own draft model's, and the one is restored after."""
+    threads (--threads 2 here), as llama.cpp's own draft model's, and the one is restored after."""
     import runtimes
 
     rt = runtimes.get("llamacpp")(RuntimeSettings(n_threads=2))

@@ -55,17 +55,17 @@ def test_a_cache_file_of_another_machine_key_or_garbage_is_measured_over(tmp_pat
 def test_harness_limits_prints_them_and_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     monkeypatch.delenv(limits.REMEASURE_ENV, raising=False)
-    res = CliRunner().invoke(main, ["limits", "--n-threads", "1"])
+    res = CliRunner().invoke(main, ["limits", "--threads", "1"])
     assert res.exit_code == 0, res.output
     assert limits.MEASURING in res.output and "memory read bandwidth" in res.output and "float32 matmul" in res.output
     assert "at 1 thread:" in res.output and str(tmp_path / "limits") in res.output
-    res = CliRunner().invoke(main, ["limits", "--n-threads", "1"])
+    res = CliRunner().invoke(main, ["limits", "--threads", "1"])
     assert res.exit_code == 0 and limits.MEASURING not in res.output
-    res = CliRunner().invoke(main, ["limits", "--n-threads", "1", "--remeasure"])
+    res = CliRunner().invoke(main, ["limits", "--threads", "1", "--remeasure"])
     assert res.exit_code == 0 and limits.MEASURING in res.output
 
 
 @pytest.mark.parametrize("threads", ["0", "-2"])
 def test_bad_thread_count_is_one_line_and_exit_2(threads):
-    res = CliRunner().invoke(main, ["limits", "--n-threads", threads])
-    assert res.exit_code == 2 and res.output.strip().splitlines() == [f"error: --n-threads must be >= 1, got {threads}"]
+    res = CliRunner().invoke(main, ["limits", "--threads", threads])
+    assert res.exit_code == 2 and res.output.strip().splitlines() == [f"error: --threads must be >= 1, got {threads}"]

@@ -224,7 +224,7 @@ def test_a_sweep_starts_each_server_once(tmp_path):
     before = server_pids()
     out = tmp_path / "o"
     res = CliRunner().invoke(main, ["sweep", "--runtime", "llama-server", "--pair", "tiny", "--gamma", "1,2", "--drafter",
-                                    "model,ngram:2,3", "--max-new-tokens", "12", "--prompts", "math", "--n-threads", "1",
+                                    "model,ngram:2,3", "--max-new-tokens", "12", "--prompts", "math", "--threads", "1",
                                     "--n-ctx", "512", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -312,7 +312,7 @@ def test_no_server_outlives_the_harness(tmp_path, sig, code):
     before = server_pids()
     out = tmp_path / "o"
     p = _harness(["sweep", "--runtime", "llama-server", "--pair", "tiny", "--gamma", "1,2,3,4,5,6", "--prompts", "factual",
-                  "--max-new-tokens", "64", "--ignore-eos", "--repeats", "50", "--n-threads", "1", "--n-ctx", "512",
+                  "--max-new-tokens", "64", "--ignore-eos", "--repeats", "50", "--threads", "1", "--n-ctx", "512",
                   "--out", str(out)], tmp_path)
     mine = _wait_for_server(before)
     deadline = time.monotonic() + 120
@@ -453,7 +453,7 @@ def test_library_default_beside_fixed_gamma_in_a_run_its_report_and_resume(tmp_p
 
     out = tmp_path / "o"
     args = ["run", "--runtime", "llama-server,llamacpp", "--pair", "tiny", "--draft-policy", "fixed,library-default",
-            "--max-new-tokens", "16", "--prompts", "math", "--warmup", "0", "--n-threads", "1", "--n-ctx", "512",
+            "--max-new-tokens", "16", "--prompts", "math", "--warmup", "0", "--threads", "1", "--n-ctx", "512",
             "--out", str(out)]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
@@ -485,7 +485,7 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
     before = server_pids()
     out = tmp_path / "o"
     args = ["run", "--runtime", "torch,llama-server", "--pair", "tiny", "--concurrency", "1,2", "--gamma", "2",
-            "--max-new-tokens", "12", "--prompts", "math", "--n-threads", "1", "--n-ctx", "1024", "--out", str(out)]
+            "--max-new-tokens", "12", "--prompts", "math", "--threads", "1", "--n-ctx", "1024", "--out", str(out)]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -518,5 +518,5 @@ def test_impossible_concurrency_is_one_line_and_exit_2(tmp_path, flag, why):
     from harness.cli import main
 
     res = CliRunner().invoke(main, ["run", "--runtime", "llama-server", "--pair", "tiny", "--concurrency", flag,
-                                    "--prompts", "math", "--n-ctx", "512", "--n-threads", "1", "--out", str(tmp_path / "o")])
+                                    "--prompts", "math", "--n-ctx", "512", "--threads", "1", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and why in res.output, res.output

@@ -97,7 +97,7 @@ def test_cli_runs_all_runtimes_with_no_flags(tmp_path):
     out, prompts = tmp_path / "run", tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"id": "p1", "category": "factual", "prompt": "The capital of France is"}) + "\n")
     res = CliRunner().invoke(main, ["run", "--runtime", "all", "--pair", "tiny", "--max-new-tokens", "8", "--warmup", "0", "--prompts",
-                                    str(prompts), "--n-threads", "1", "--n-ctx", "256", "--out", str(out)])
+                                    str(prompts), "--threads", "1", "--n-ctx", "256", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
     got = {(r["runtime"], r["mode"]) for r in rows}

@@ -97,7 +97,7 @@ def test_each_runtimes_lookup_in_one_run_and_what_it_cannot_do_says_why(tmp_path
     out = tmp_path / "o"
     res = CliRunner().invoke(main, ["run", "--runtime", "torch,llamacpp-native", "--pair", "tiny", "--drafter", "ngram:2,3",
                                     "--draft-policy", "fixed,heuristic", "--max-new-tokens", "12", "--prompts", "math",
-                                    "--warmup", "0", "--n-threads", "1", "--n-ctx", "512", "--out", str(out)])
+                                    "--warmup", "0", "--threads", "1", "--n-ctx", "512", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     lookup = [r for r in rows if r["mode"] == "speculative" and not r["error"]]

@@ -195,7 +195,7 @@ def test_models_quantize_prints_each_variant(tiny_variants):
 def test_run_measures_llama_cpp_per_variant_and_torch_once(tmp_path):
     out = tmp_path / "run"
     r = harness("run", "--runtime", "llamacpp,torch", "--pair", "tiny", "--target-quant", "F16,Q8_0", "--prompts", "factual",
-                "--max-new-tokens", "8", "--gamma", "3", "--n-threads", "1", "--out", str(out))
+                "--max-new-tokens", "8", "--gamma", "3", "--threads", "1", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "target quantizations of tiny: F16, Q8_0" in r.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

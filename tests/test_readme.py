@@ -239,7 +239,6 @@ def test_command_is_accepted(where, line, argv):
 
 
 @pytest.mark.parametrize("line", [
-    "harness run --gamma 2,4,6",                      # run takes one gamma; sweep takes a list
     "harness run --no-such-flag",
     "harness nosuchcommand",
     "harness models nosuchcommand",
@@ -247,6 +246,7 @@ def test_command_is_accepted(where, line, argv):
     "harness run --draft-policy confidence:2",
     "harness run --drafter ngram:0",
     "harness sweep --gamma 1,two",
+    "harness run --gamma 2,0",
     "harness sweep --temperature 0,-1",
     "harness run --top-p 1.5",
     "harness run --prompts nosuchset",
@@ -268,6 +268,7 @@ def test_a_bad_line_is_rejected(line):
 
 def test_good_lines_of_each_kind_are_accepted():
     for line in ("harness sweep --gamma 2,4,6 --drafter model,ngram:3,5", "harness run --help",
+                 "harness run --gamma 2,4,6 --temperature 0,0.7 --pair tiny,tiny-hd32",
                  "$ HARNESS_VLLM_ARGS='--tensor-parallel-size 4' harness run --runtime vllm  # a comment",
                  "harness calibrate --run runs/does-not-exist --concurrency 1,4",
                  "harness sweep --runtime llamacpp,torch --target-quant f16,Q8_0", "harness models quantize --type Q4_K_M"):

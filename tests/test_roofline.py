@@ -82,7 +82,7 @@ def test_an_old_run_folder_without_limits_gets_one_note_and_the_report_still_bui
 def tiny_run(tmp_path_factory, tiny_gguf):
     out = tmp_path_factory.mktemp("roofline") / "run"
     res = CliRunner().invoke(main, ["run", "--runtime", "torch,llamacpp", "--pair", "tiny", "--max-new-tokens", "12",
-                                    "--prompts", "code", "--warmup", "0", "--n-threads", "1", "--device", "cpu",
+                                    "--prompts", "code", "--warmup", "0", "--threads", "1", "--device", "cpu",
                                     "--out", str(out)])
     assert res.exit_code == 0, res.output
     return out

@@ -97,7 +97,7 @@ def test_calibrate_measures_a_synthetic_pair_in_every_runtime_that_forces(tmp_pa
     out = tmp_path / "cal"
     res = CliRunner().invoke(main, ["calibrate", "--runtime", "torch,llamacpp,llama-server,hf",
                                     "--pair", f"synthetic:{small},{smaller}", "--gamma", "2", "--alpha", "0,1",
-                                    "--prompts", "math", "--max-new-tokens", "12", "--n-threads", "1", "--n-ctx", "256",
+                                    "--prompts", "math", "--max-new-tokens", "12", "--threads", "1", "--n-ctx", "256",
                                     "--warmup", "0", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

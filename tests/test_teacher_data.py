@@ -136,7 +136,7 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
 
 @pytest.mark.slow
 def test_self_requests_are_the_targets_own_reproducible_and_never_the_measurement_subjects(tmp_path):
-    """`--prompt-set self` on the default target: requests it wrote after the chat template's user
+    """`--prompts self` on the default target: requests it wrote after the chat template's user
     turn (the same for the same seed), each a usable one; the filter drops the measurement
     prompts' subjects and text that is not plain; the answers' prompts are those requests."""
     import llama_cpp

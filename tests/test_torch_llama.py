@@ -236,7 +236,7 @@ def test_the_kernels_at_smollm2s_real_shape_on_two_threads_compute_what_pytorch_
 
 @torch.inference_mode()
 def test_n_threads_1_runs_the_kernels_on_one_thread(tiny_pair):
-    """The kernels' team is the thread count --n-threads sets (torch_common), counted by the kernels."""
+    """The kernels' team is the thread count --threads sets (torch_common), counted by the kernels."""
     from core.config import GenerationSettings, PairSpec, RuntimeSettings
     from runtimes.pytorch import TorchRuntime
 

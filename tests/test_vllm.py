@@ -20,7 +20,7 @@ from tests.procs import session_processes
 from runtimes.server import group_states
 
 pytestmark = pytest.mark.slow
-ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--n-threads", "1", "--n-ctx", "512",
+ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--threads", "1", "--n-ctx", "512",
         "--warmup", "0"]
 
 
