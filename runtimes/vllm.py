@@ -461,6 +461,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     drafters = ("model", "ngram", "eagle3")
     policies = ("fixed",)  # num_speculative_tokens
     forces = True  # rejection_sample_method synthetic, where the engine allows it (not on CPU)
+    prices_batches = True  # batch_pass_s, decode_step_s
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         if gen.forced and self.on_cpu:

@@ -246,7 +246,8 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
     runtime generates, each setting's server still starts once, and none is left."""
     import runtimes
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
     from models.presets import resolve_pair
     from tests.toy_runtime import Probe
 
@@ -433,7 +434,8 @@ class DyingServer(LlamaServerRuntime):
 def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
     import runtimes
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
     from models.presets import resolve_pair
 
     monkeypatch.setitem(runtimes.REGISTRY, "dying", "tests.test_llama_server:DyingServer")
