@@ -66,7 +66,7 @@ class Runner:
             self.info["roofline"] = prior.get("roofline") or {}  # runtimes not loaded again
             if "batched_costs" in prior:  # measured once per run, the engines' own prices with it (price_batches)
                 self.info["batched_costs"] = prior["batched_costs"]
-        self.load = UnderLoad(cfg, self.out, self.info, self._emit, lambda k: self.bar.update(k), self._expected)
+        self.under_load = UnderLoad(cfg, self.out, self.info, self._emit, lambda k: self.bar.update(k), self._expected)
 
     def run(self) -> list[dict]:
         from tqdm import tqdm
@@ -301,9 +301,11 @@ class Runner:
                     f"the {rt.context_length}-token context of {pair.name}; "
                     + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
                        else "choose shorter prompts (--prompts) or a model with a longer context"))
+        if not rt.serves_concurrently:  # its --concurrency above 1 is one skipped row
+            return
         longest = max(len(v) for v in encoded.values()) + max(c.max_new_tokens)
-        for n in (n for n in c.concurrencies if n > 1) if rt.serves_concurrently else ():
-            if longest > (each := rt.load_capacity(n)):
+        for n in c.concurrencies:
+            if n > 1 and longest > (each := rt.load_capacity(n)):
                 raise HarnessError(f"--concurrency {n}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
                                    f"do not fit {name}'s context ({f'{each} tokens each' if each else 'not a token each'}); "
                                    "raise --n-ctx or lower --concurrency")
@@ -384,7 +386,7 @@ class Runner:
                 for (mode, _, _), w in runnable:
                     (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
             if rt.one_setting_at_a_time and b.runnable:
-                self.load.price_batches(m, 1, b.start)
+                self.under_load.price_batches(m, 1, b.start)
         except HarnessError:
             raise
         except Exception as e:
@@ -397,9 +399,9 @@ class Runner:
         """Every cell at concurrency n > 1 (harness/under_load.py); a runtime that runs one sequence
         at a time is one skipped row."""
         if not m.rt.serves_concurrently:
-            self.load.refuse(m, n, sum(1 for _ in self._cells(n)) * len(self._settings()))
+            self.under_load.refuse(m, n, sum(1 for _ in self._cells(n)) * len(self._settings()))
             return
-        self.load.measure(m, n, self._load_plan(m, n))
+        self.under_load.measure(m, n, self._load_plan(m, n))
 
     def _load_plan(self, m: Measuring, n: int) -> list[LoadSetting]:
         """Per setting (baseline first) at concurrency n, its cells (per sampling and length: every
