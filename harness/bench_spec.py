@@ -93,7 +93,8 @@ class SpecFigures:
         import tempfile
 
         from harness.prompts import DEFAULT_PROMPTS, load_prompts
-        from harness.runner import RunConfig, run
+        from harness.run_config import RunConfig
+        from harness.runner import run
         from reports import calibration
         from reports.ceiling import CFlops
         from reports.load import load

@@ -44,7 +44,7 @@ from harness.options import (
     runtime_option,
 )
 from harness.prompts import DEFAULT_PROMPTS
-from harness.runner import RunConfig
+from harness.run_config import RunConfig
 from harness.theory_cli import CONTEXT, MAX_GAMMA
 from harness.tune import TuneConfig
 from models.synthetic import shipped as shipped_shapes
@@ -109,7 +109,7 @@ def _check_quants(pairs, quants: list[str], names: list[str]) -> None:
     """Each pair's target can be made in every type asked (its source's precision, llama-quantize,
     free disk: models/quantize.py), before anything loads; nothing to check where no runtime of the
     run reads the target's GGUF."""
-    from harness.runner import runs_variants
+    from harness.run_config import runs_variants
     from models.quantize import check_pair
 
     if quants and any(runs_variants(n) for n in names):
@@ -410,7 +410,7 @@ def explain(dirs, out):
 def limits(n_threads, remeasure):
     """This machine's memory read bandwidth and matmul throughput (measured once per machine, cached)."""
     from core.limits import describe
-    from harness.runner import machine_limits
+    from harness.run_config import machine_limits
 
     RuntimeSettings(n_threads=n_threads)  # the same check as every other command's --threads
     click.echo("\n".join(describe(machine_limits(n_threads, remeasure))))

@@ -18,7 +18,7 @@ import click
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
 from harness.prompts import DEFAULT_PROMPTS
-from harness.runner import RunConfig
+from harness.run_config import RunConfig
 
 SWEEP_GAMMAS = "1,2,4,6,8"  # sweep's --gamma
 DEFAULT_DRAFTERS = "model,eagle3"  # --drafter when every pair has an EAGLE-3 head of its own (the default pair)

@@ -47,7 +47,8 @@ from core import metrics, theory
 from core.config import parse_policy
 from core.errors import HarnessError
 from core.results import read_results
-from harness.runner import RunConfig, run as run_grid
+from harness.run_config import RunConfig
+from harness.runner import run as run_grid
 
 DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline

@@ -18,7 +18,7 @@ model's prediction beside it.
   of N x 1, c(N) = the drafter's N x 1 pass over the target's (0 for prompt lookup, which runs no
   model). Priced by the runtime's own engine where it measured them (run.json's
   batched_costs[pair]["by_runtime"]: vLLM, whose float32 steps are timed on its own servers by
-  the runner's _price_batches), else by llama.cpp in-process on the pair's GGUF files
+  harness/under_load.py's price_batches), else by llama.cpp in-process on the pair's GGUF files
   (`batched_costs`, the llama.cpp runtimes' batches; a runtime with other weights priced so is
   said to be). `verify_regime` says whether that verify batch still costs about a one-token
   step (memory bound) or grows with its tokens (compute bound).

@@ -51,6 +51,9 @@ class Runtime(ABC):
     policies: tuple[str, ...] = ("fixed",)
     forces: bool = False  # forced acceptance (harness calibrate)
     serves_concurrently: bool = False  # --concurrency above 1 (a server runtime)
+    # True for a runtime that times its own engine's batched steps (`batch_pass_s`, `decode_step_s`):
+    # under load the runner asks it for the batched cost model's prices (harness/under_load.py)
+    prices_batches: bool = False
     # True where a sampled draft token is drawn from the draft's distribution rather than taken as its
     # argmax, for the `sample-match` rule's expected acceptance (runtimes/expected.py)
     samples_drafts: bool = False
@@ -132,6 +135,12 @@ class Runtime(ABC):
         if policy not in self.policies:
             return (f"{self.name} has no {POLICY_NAMES[policy]} (--draft-policy {gen.draft_policy} runs in "
                     f"{listed(able('policies', policy))})")
+        return None
+
+    @classmethod
+    def most_sequences(cls, settings: RuntimeSettings, tokens: int) -> Optional[int]:
+        """When `serves_concurrently`: before any load, the most sequences of `tokens` tokens each it
+        could hold at once with these settings (None: none known before loading)."""
         return None
 
     @classmethod

@@ -16,7 +16,7 @@ it accepts while the target's own sample equals the draft (sample-match). Baseli
 the same EOS rule as the `torch` runtime (the tokenizer's EOS, or none with ignore_eos) and
 `torch.manual_seed(seed)` before the call. What `generate` computes is not changed: the phases come
 from hooks and method wrappers that exist only during one call and are removed afterwards, also
-when `generate` raises.
+when `generate` raises (runtimes/hf_hooks.py sets and undoes them).
 
 Phases (one phase open at a time, switched at these seams, so nothing is booked twice):
 
@@ -59,18 +59,17 @@ policies and prompt lookup with 5.24.0.
 
 from __future__ import annotations
 
-import functools
 from contextlib import contextmanager
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
-from transformers import LogitsProcessorList, StoppingCriteriaList
 
 from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, parse_drafter, parse_policy
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases, RoundRecord
 from core.timing import NS, PhaseTimer, RoundTimes, device_sync
 from runtimes.base import Runtime
+from runtimes.hf_hooks import Patches, PhaseCursor, TimedCriteria, TimedProcessors
 from runtimes.torch_common import HFPair, HFText
 
 # The transforms the other runtimes apply (core/sampling.py); anything else changes the distribution.
@@ -140,82 +139,7 @@ def _unavailable(what: str) -> RuntimeUnavailable:
     return RuntimeUnavailable(f"hf runtime: {what} (transformers {transformers_version()})")
 
 
-# --- temporary patches ------------------------------------------------------------------------------
-
-
-class _Patches:
-    """Attributes and hooks set for one generate call; undo() restores everything, newest first."""
-
-    def __init__(self):
-        self._undo: list[Callable[[], None]] = []
-
-    def set(self, obj, name: str, value) -> None:
-        own = vars(obj)
-        had, old = name in own, own.get(name)
-        setattr(obj, name, value)
-        self._undo.append(lambda: setattr(obj, name, old) if had else delattr(obj, name))
-
-    def wrap(self, obj, name: str, before: Optional[Callable] = None, after: Optional[Callable] = None) -> None:
-        """obj.name(*a, **k) calls before(*a, **k) first; after(result) may replace the result."""
-        orig = getattr(obj, name)
-
-        @functools.wraps(orig)
-        def wrapper(*args, **kwargs):
-            if before is not None:
-                before(*args, **kwargs)
-            out = orig(*args, **kwargs)
-            return after(out) if after is not None else out
-
-        self.set(obj, name, wrapper)
-
-    def handle(self, h) -> None:
-        """A torch hook handle."""
-        self._undo.append(h.remove)
-
-    def undo(self) -> None:
-        while self._undo:
-            self._undo.pop()()
-
-
-def _timed(base: type) -> type:
-    """A subclass of transformers' LogitsProcessorList or StoppingCriteriaList holding the same
-    items, whose every call first runs on_call(): the seam where sampling opens or closes."""
-
-    class Timed(base):
-        def __init__(self, items=(), on_call: Callable[[], None] = lambda: None):
-            super().__init__(items)
-            self.on_call = on_call
-
-        def __call__(self, input_ids, scores, **kwargs):
-            self.on_call()
-            return super().__call__(input_ids, scores, **kwargs)
-
-    Timed.__name__ = f"Timed{base.__name__}"
-    return Timed
-
-
-_TimedProcessors = _timed(LogitsProcessorList)  # calling it opens sampling
-_TimedCriteria = _timed(StoppingCriteriaList)  # calling it closes sampling
-
-
 # --- booking one generate call ----------------------------------------------------------------------
-
-
-class PhaseCursor:
-    """At most one phase open: switching to another closes the open one first."""
-
-    def __init__(self, timer: PhaseTimer):
-        self.timer = timer
-        self.open: Optional[str] = None
-
-    def switch(self, phase: Optional[str]) -> None:
-        if phase == self.open:
-            return
-        if self.open is not None:
-            self.timer.end()
-        if phase is not None:
-            self.timer.begin(phase)
-        self.open = phase
 
 
 class _Probe:
@@ -224,7 +148,7 @@ class _Probe:
     def __init__(self, sync, speculative: bool, config: Optional[dict] = None, lookup: bool = False):
         self.timer = PhaseTimer(sync)
         self.cursor = PhaseCursor(self.timer)
-        self.patches = _Patches()
+        self.patches = Patches()
         self.speculative = speculative
         self.config = config or {}  # what the assistant's generation_config is set to ({}: the library's)
         self.lookup = lookup  # prompt lookup: no assistant, the lookup itself is the draft phase
@@ -287,9 +211,9 @@ class _Probe:
         self.cache_seen = True
 
     # logits processors and stopping criteria
-    def timed_processors(self, processors) -> _TimedProcessors:
+    def timed_processors(self, processors) -> TimedProcessors:
         """Checked for the target only: the assistant gets the target's, plus an inert minimum length."""
-        return _TimedProcessors(processors if self.drafting else _check_processors(processors), self.processors_called)
+        return TimedProcessors(processors if self.drafting else _check_processors(processors), self.processors_called)
 
     def processors_called(self) -> None:
         self.cursor.switch("sampling")
@@ -365,7 +289,7 @@ def _instrumented(probe: _Probe, target, draft=None):
             p.handle(m.register_forward_pre_hook(lambda mod, args: probe.forward_start()))
             p.handle(m.register_forward_hook(lambda mod, args, out: probe.forward_end(out)))
             p.wrap(m, "_get_logits_processor", after=probe.timed_processors)
-            p.wrap(m, "_get_stopping_criteria", after=lambda sc: _TimedCriteria(sc, probe.criteria_called))
+            p.wrap(m, "_get_stopping_criteria", after=lambda sc: TimedCriteria(sc, probe.criteria_called))
         if draft is not None:
             for k, v in probe.config.items():
                 p.set(draft.generation_config, k, v)

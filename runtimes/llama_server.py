@@ -1,8 +1,9 @@
 """The `llama-server` runtime: llama.cpp's own speculative loop (common/speculative.cpp as the
 server runs it), in the real `llama-server` process the harness starts, owns and stops.
 
-Servers (runtimes/server.py does the process): one per setting, since this server takes its draft
-settings only on the command line (its per-request `speculative.*` fields are compiled out):
+Servers (runtimes/process.py does the process, runtimes/server.py the pool): one per setting, since
+this server takes its draft settings only on the command line (its per-request `speculative.*`
+fields are compiled out):
 - baseline: `llama-server -m TARGET` (no draft), the same binary and file;
 - speculative, draft policy `fixed`: `-md DRAFT --spec-type draft-simple --spec-draft-n-max G
   --spec-draft-n-min 0 --spec-draft-p-min 0` (exactly G drafts per round while tokens remain);
@@ -73,8 +74,8 @@ from models import llama_files
 from runtimes import evidence
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
-from runtimes.server import (ServerError, ServerPool, ServerProcess, ServerRuntime, concurrency_of, is_baseline,
-                             server_rounds, setting, setting_name)
+from runtimes.process import ServerError, ServerProcess
+from runtimes.server import ServerPool, ServerRuntime, concurrency_of, is_baseline, server_rounds, setting, setting_name
 from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)

@@ -11,7 +11,7 @@ way, written once:
   running products;
 - `version_of`: what a command prints about its library's version, or why it could not run.
 
-What it does not own: the process (runtimes/server.py), or what a runtime checks the counters
+What it does not own: the process (runtimes/process.py), or what a runtime checks the counters
 against (its own per-round counts).
 """
 

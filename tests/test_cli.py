@@ -181,7 +181,7 @@ def test_help_shows_the_defaults_the_dataclasses_define():
 
     from core.config import GenerationSettings, default_of
     from harness.cli import main
-    from harness.runner import RunConfig
+    from harness.run_config import RunConfig
 
     n, g = default_of(GenerationSettings, "max_new_tokens"), default_of(GenerationSettings, "gamma")
     for cmd in ("run", "sweep"):

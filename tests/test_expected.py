@@ -16,7 +16,8 @@ from core import acceptance as acc
 from core.acceptance import TIE, Z, Tally, acceptance, pooled, pooled_outputs
 from core.config import SamplingParams
 from harness.prompts import load_prompts
-from harness.runner import RunConfig, Runner
+from harness.run_config import RunConfig
+from harness.runner import Runner
 from models.presets import resolve_pair
 from runtimes.expected import Checker
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from core import theory
 from harness.cli import main
 from core.config import GenerationSettings, SamplingParams
-from harness.runner import generation_row
+from harness.rows import generation_row
 from reports import explain
 from core.config import PairSpec
 from core.records import Generation, Phases, RoundRecord

@@ -78,7 +78,7 @@ def test_half_and_per_position_rates_follow_the_binomial(runtimes, name):
 
 def test_rows_say_synthetic_and_stay_out_of_reports(runtimes, tmp_path):
     from harness.prompts import Prompt
-    from harness.runner import generation_row
+    from harness.rows import generation_row
     from core.config import PairSpec
     from core.results import ResultsWriter
     from reports.load import load

@@ -215,7 +215,7 @@ def test_cursor_books_nested_calls_once(monkeypatch):
     import itertools
 
     import core.timing
-    from runtimes.hf import PhaseCursor
+    from runtimes.hf_hooks import PhaseCursor
 
     clock = itertools.count(0, 10)  # every clock read advances 10 ns
     monkeypatch.setattr(core.timing.time, "perf_counter_ns", lambda: next(clock))

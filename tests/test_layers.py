@@ -194,3 +194,16 @@ def test_every_module_says_what_it_owns_and_cites_files_that_exist():
                     cited.append(f"{path.relative_to(ROOT)} cites {ref}")
     assert not missing, f"modules without a docstring: {missing}"
     assert not cited, "\n".join(cited)
+
+
+def test_the_run_loop_names_no_runtime():
+    """The runner asks a runtime's class what it can do (the capabilities runtimes/base.py's Runtime
+    declares), never its name: no string of the run loop's modules is a registered runtime's."""
+    import runtimes
+
+    names, bad = set(runtimes.names()), []
+    for path in (ROOT / "harness" / f"{m}.py" for m in ("runner", "run_config", "under_load", "rows")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} names the runtime {node.value!r}")
+    assert not bad, "\n".join(bad)

@@ -22,9 +22,10 @@ import pytest
 
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from runtimes import llama_common as lc
-from runtimes import server as server_mod
+from runtimes import process as process_mod
 from runtimes.llama_server import LlamaServerRuntime
-from runtimes.server import ServerError, ServerProcess, setting
+from runtimes.process import ServerError, ServerProcess
+from runtimes.server import setting
 from tests.procs import session_processes
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
@@ -245,7 +246,8 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
     runtime generates, each setting's server still starts once, and none is left."""
     import runtimes
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
     from models.presets import resolve_pair
     from tests.toy_runtime import Probe
 
@@ -335,9 +337,9 @@ def test_no_server_outlives_the_harness(tmp_path, sig, code):
 def test_a_harness_killed_while_its_server_starts_leaves_no_server(tmp_path, pairs):
     """kill -9 of the starting process 0-40 ms after it forks the server, i.e. around the fork, the
     exec and the server's model loading (llama-server loses a SIGTERM then): none is left."""
-    code = ("import os, signal, sys, threading, time; from pathlib import Path; from runtimes.server import ServerProcess; "
-            "from runtimes import server; popen = server.subprocess.Popen; "
-            "server.subprocess.Popen = lambda *a, **k: (threading.Timer(float(sys.argv[1]), os.kill, "
+    code = ("import os, signal, sys, threading, time; from pathlib import Path; from runtimes.process import ServerProcess; "
+            "from runtimes import process; popen = process.subprocess.Popen; "
+            "process.subprocess.Popen = lambda *a, **k: (threading.Timer(float(sys.argv[1]), os.kill, "
             "(os.getpid(), signal.SIGKILL)).start(), popen(*a, **k))[1]; "
             "ServerProcess(sys.argv[2:], Path(%r), 'llama-server').start(); time.sleep(60)" % str(tmp_path / "s.log"))
     argv = [lc.find_binary("llama-server"), "-m", pairs[0].target_gguf, "-c", "256", "-t", "1"]
@@ -351,7 +353,7 @@ def test_a_harness_killed_while_its_server_starts_leaves_no_server(tmp_path, pai
 def test_a_signal_during_the_servers_fork_is_not_lost(tmp_path, pairs):
     """SIGTERM that arrives while the harness forks a server (here: from Python's own after-fork hook,
     where a raised exception is ignored) still stops the harness, and takes the server with it."""
-    code = ("import os, signal, sys; from pathlib import Path; from runtimes.server import ServerProcess\n"
+    code = ("import os, signal, sys; from pathlib import Path; from runtimes.process import ServerProcess\n"
             "def on_term(*a): raise KeyboardInterrupt\n"
             "signal.signal(signal.SIGTERM, on_term)\n"
             "os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
@@ -374,13 +376,13 @@ def test_a_port_in_use(tmp_path, pairs):
         with pytest.raises(ServerError, match=f"port {port} .* in use"):  # a port the user chose
             ServerProcess(argv, tmp_path / "a.log", "llama-server").start(port=port)
         # a free port taken between our check and the server's bind: the server's bind fails, another port is tried
-        ports = iter([port, server_mod.free_port()])
-        orig = server_mod.free_port
-        server_mod.free_port = lambda: next(ports)
+        ports = iter([port, process_mod.free_port()])
+        orig = process_mod.free_port
+        process_mod.free_port = lambda: next(ports)
         try:
             srv = ServerProcess(argv, tmp_path / "b.log", "llama-server").start()
         finally:
-            server_mod.free_port = orig
+            process_mod.free_port = orig
         try:
             assert srv.port != port and srv.alive()
             assert "couldn't bind" in (tmp_path / "b.log").read_text()
@@ -432,7 +434,8 @@ class DyingServer(LlamaServerRuntime):
 def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
     import runtimes
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
     from models.presets import resolve_pair
 
     monkeypatch.setitem(runtimes.REGISTRY, "dying", "tests.test_llama_server:DyingServer")

@@ -48,7 +48,8 @@ class NearTieToy(ToyRuntime):
 
 def test_a_near_tie_flipped_by_batched_numerics_is_a_near_tie_flip(monkeypatch, tmp_path):
     from harness.prompts import Prompt
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
     from models.presets import resolve_pair
 
     monkeypatch.setitem(runtimes.REGISTRY, "toy-near-tie", "tests.test_mismatch:NearTieToy")

@@ -51,7 +51,8 @@ def mlx_rt(mlx_lm, tiny_pair):
 def test_missing_mlx_is_a_skipped_row_saying_how_to_install(monkeypatch, tiny_pair, tmp_path):
     import runtimes
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
 
     for name in ("mlx", "mlx.core", "mlx_lm"):
         monkeypatch.setitem(sys.modules, name, None)  # what `import mlx` finds when it is not installed

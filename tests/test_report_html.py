@@ -122,7 +122,8 @@ def browser(tmp_path_factory):
 def tiny_report(tmp_path_factory, tiny_pair):
     """A report of a real run: the torch runtime on the tiny pair, two prompt categories, gamma 2 and 3."""
     from harness.prompts import load_prompts
-    from harness.runner import RunConfig, Runner
+    from harness.run_config import RunConfig
+    from harness.runner import Runner
     from reports import write_report
 
     out = tmp_path_factory.mktemp("html") / "run"

@@ -14,8 +14,9 @@ from core.config import SamplingParams
 from harness.prompts import CATEGORIES, builtin, load_prompts
 
 BUILTIN = {c: [p.text for p in builtin(c)] for c in CATEGORIES}  # the shipped texts (harness/prompt_sets)
-from core.results import read_results
-from harness.runner import RunConfig, Runner, row_key
+from core.results import read_results, row_key
+from harness.run_config import RunConfig
+from harness.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ["sweep", "--runtime", "torch", "--pair", "tiny", "--gamma", "1,3", "--max-new-tokens", "256", "--prompts", "math", "--warmup", "0"]

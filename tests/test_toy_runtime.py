@@ -11,7 +11,8 @@ import runtimes
 from core import sampling
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.prompts import load_prompts
-from harness.runner import RunConfig, Runner
+from harness.run_config import RunConfig
+from harness.runner import Runner
 from models.presets import resolve_pair
 
 

@@ -16,7 +16,8 @@ from core.config import GenerationSettings, SamplingParams
 from core.records import Generation, Phases, RoundRecord
 from core.results import make_row, read_results
 from harness.prompts import load_prompts
-from harness.runner import RunConfig, Runner
+from harness.run_config import RunConfig
+from harness.runner import Runner
 from models.presets import resolve_pair
 from reports.trace import GAP_S, TRACE, trace, write_trace
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.cli import main
 from tests.procs import session_processes
-from runtimes.server import group_states
+from runtimes.process import group_states
 
 pytestmark = pytest.mark.slow
 ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--threads", "1", "--n-ctx", "512",
@@ -197,7 +197,7 @@ def test_an_engine_that_cannot_run_the_model_gives_vllms_own_reason(tmp_path):
 
 def test_kill_9_of_the_harness_takes_every_engine_process_with_it(tmp_path):
     """vLLM's server dies with the harness (PR_SET_PDEATHSIG), and its engine and worker processes,
-    which would outlive it, go with its process group (runtimes/server.py's watchdog)."""
+    which would outlive it, go with its process group (runtimes/process.py's watchdog)."""
     import signal
     import subprocess
     import sys

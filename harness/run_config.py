@@ -1,0 +1,204 @@
+"""What a run measures (`RunConfig`): its runtimes, pairs, prompts and the grid of settings,
+checked before anything runs, and what follows from it alone: the speculative settings of each
+prompt, the requests per prompt of a cell under load, how many rows the run has, and run.json's
+first content; this machine's limits at the run's threads (`machine_limits`, measured once per
+machine).
+
+What it does not own: running it (harness/runner.py), the defaults (core/config.py's dataclasses)
+or a runtime's capabilities (its class, runtimes/base.py; `runs_variants` and `runs_forwards` ask it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+import runtimes
+from core.config import (LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least,
+                         default_of)
+from core.errors import HarnessError, RuntimeUnavailable
+from harness.prompts import Prompt
+from harness.rows import one_line
+
+LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
+
+
+def machine_limits(n_threads: Optional[int], remeasure: bool = False) -> dict:
+    """core.limits.machine_limits at the threads a run with --threads `n_threads` uses, cached
+    under $HARNESS_CACHE/limits (so every run folder on this machine shares one measurement)."""
+    from core import limits
+    from models.loading import cache_root
+
+    return limits.machine_limits(limits.threads_of(n_threads), cache_root() / LIMITS_DIR, remeasure)
+
+
+def limits_or_why(n_threads: Optional[int]) -> dict:
+    """machine_limits for run.json; a measurement that fails costs no run: {"unavailable": why}."""
+    try:
+        return machine_limits(n_threads)
+    except (RuntimeError, MemoryError, OSError) as e:
+        return {"unavailable": one_line(e)}
+
+
+@dataclass
+class RunConfig:
+    runtimes: list[str]
+    pairs: list[PairSpec]
+    prompts: list[Prompt]
+    gammas: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "gamma")])
+    samplings: list[SamplingParams] = field(default_factory=lambda: [SamplingParams()])
+    max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
+    seed: int = 0
+    ignore_eos: bool = False
+    draft_policies: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
+    drafters: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "drafter")])
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    repeats: int = 1
+    warmup: int = 1
+    out: Path = Path("runs/latest")
+    resume: bool = False
+    forced: Optional[list[tuple]] = None  # forced acceptance rates per setting (harness calibrate); None: the models decide
+    concurrencies: list[int] = field(default_factory=lambda: [1])  # client streams at once (--concurrency)
+    torch_forwards: list[str] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
+    verbose: bool = False  # a progress line per generation, not per setting
+    # llama.cpp quantization types of the target (--target-quant, models/quantize.py): every pair runs
+    # once per type on the runtimes that read the target's GGUF (runs_variants), once as given on the
+    # others; empty: every pair as given
+    target_quants: list[str] = field(default_factory=list)
+    # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
+    # drafters x policies x gammas (harness tune's candidates); None: the whole grid
+    only: Optional[list[tuple[str, int, str]]] = None
+
+    def __post_init__(self):
+        at_least("--repeats", self.repeats, 1)
+        at_least("--warmup", self.warmup, 0)
+        for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
+                         ("pairs", self.pairs), ("runtimes", self.runtimes), ("sampling settings", self.samplings),
+                         ("--draft-policy", self.draft_policies), ("--drafter", self.drafters),
+                         ("--concurrency", self.concurrencies), ("--torch-forward", self.torch_forwards)):
+            if not xs:
+                raise HarnessError(f"nothing to run: {name} is empty")
+        if self.forced is None and any(p.synthetic for p in self.pairs):
+            raise HarnessError("a synthetic pair has random weights and measures cost only: force the acceptance "
+                               "(harness calibrate)")
+        for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
+                                                  self.forced or [None], self.concurrencies):
+            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
+        for p, g, d in self.only or []:
+            GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
+        self._check_loads_fit()
+        for f in self.torch_forwards:
+            replace(self.runtime, torch_forward=f)  # validates each forward
+        if self.target_quants:
+            from models.quantize import parse_types
+
+            self.target_quants = parse_types(self.target_quants)
+
+    def _check_loads_fit(self) -> None:
+        """Each --concurrency N above 1 against what each runtime of the run that serves
+        concurrently could hold before any load (its class's most_sequences, runtimes/server.py):
+        N sequences of a prompt (one token at least) and the longest --max-new-tokens. The runner
+        checks the prompts themselves against the loaded runtime (load_capacity)."""
+        loads = [n for n in self.concurrencies if n > 1]
+        if not loads:
+            return
+        tokens, longest = 1 + max(self.max_new_tokens), max(self.max_new_tokens)
+        for name in self.runtimes:
+            try:
+                cls = runtimes.get(name)
+            except RuntimeUnavailable:
+                continue  # its own skipped row says why
+            if not cls.serves_concurrently:
+                continue
+            most = cls.most_sequences(self.runtime, tokens)
+            for n in loads:
+                if most is not None and n > most:
+                    context = f"--n-ctx {self.runtime.n_ctx}" if self.runtime.n_ctx else \
+                        f"its default of at most {RuntimeSettings.N_CTX_CAP} tokens"
+                    fit = f"at most {most} do with {context}" if most else f"not one does with {context}"
+                    raise HarnessError(f"--concurrency {n}: {n} sequences of at least {tokens} tokens (a prompt and "
+                                       f"--max-new-tokens {longest}) do not fit {name}'s context ({fit}); lower "
+                                       "--concurrency or raise --n-ctx")
+
+    def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
+                 policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
+                 concurrency: int = 1) -> GenerationSettings:
+        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
+                                  forced, concurrency)
+
+    def run_info(self, pairs: list[PairSpec], labels: dict[str, str]) -> dict:
+        """run.json's first content: these settings with every pair measured (`pairs`, the variants
+        too) and its label, the machine's environment and every model file ("runtimes" filled as
+        each runtime loads)."""
+        from core.machine import environment
+        from core.results import model_files
+
+        config = {
+            "runtimes": self.runtimes, "pair": asdict(self.pairs[0]),
+            "pairs": [{**asdict(p), "label": labels[p.name]} for p in pairs],
+            "target_quants": self.target_quants,
+            "gammas": self.gammas, "samplings": [asdict(s) for s in self.samplings],
+            "max_new_tokens": self.max_new_tokens, "draft_policies": self.draft_policies,
+            "drafters": self.drafters, "torch_forwards": self.torch_forwards, "seed": self.seed,
+            "ignore_eos": self.ignore_eos,
+            "runtime_settings": asdict(self.runtime), "repeats": self.repeats, "warmup": self.warmup,
+            "prompts": [asdict(p) for p in self.prompts],
+        }
+        # a variant's own file only (its float32 folder is that file's weights, its draft the pair's)
+        files = model_files(ref for p in pairs for ref in ((p.target_gguf,) if p.target_quant else
+                                                           (p.target, p.draft, p.target_gguf, p.draft_gguf)))
+        return {"config": config, "environment": environment(), "model_files": files, "runtimes": {}}
+
+    def repeats_at(self, concurrency: int) -> int:
+        """Requests per prompt in a cell: --repeats one request at a time; under load enough that a
+        cell has at least 2N requests (every prompt as often)."""
+        if concurrency == 1:
+            return self.repeats
+        return max(self.repeats, -(-2 * concurrency // len(self.prompts)))
+
+    def speculative_settings(self) -> list[tuple[str, Optional[int], str, Optional[tuple]]]:
+        """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
+        every gamma for every policy in which gamma is the most drafts per round, one generation
+        (gamma None) for library-default, in which the library chooses the length; each forced
+        acceptance setting when `forced` is given (harness calibrate); the `only` list when given."""
+        if self.only is not None:
+            return [(p, g, d, None) for p, g, d in self.only]
+        return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
+                for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
+
+    def n_pairs(self, name: str) -> int:
+        """Pairs runtime `name` measures: each pair once per --target-quant where it reads the target's GGUF."""
+        return len(self.pairs) * (len(self.target_quants) if self.target_quants and runs_variants(name) else 1)
+
+    def rows_per_pair(self) -> int:
+        """Rows of one runtime (one forward) and one pair."""
+        per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings())) \
+            * len(self.samplings) * len(self.max_new_tokens)
+        return len(self.prompts) * per_prompt
+
+    def n_rows(self) -> int:
+        forwards = len(set(self.torch_forwards))
+        return sum((forwards if runs_forwards(n) else 1) * self.n_pairs(n) for n in self.runtimes) * self.rows_per_pair()
+
+
+def _declares(name: str, capability: str) -> bool:
+    """What runtime `name`'s class declares in `capability` (runtimes/base.py's Runtime), as a
+    truth value; a runtime not installed here declares nothing (its one skipped row)."""
+    try:
+        return bool(getattr(runtimes.get(name), capability))
+    except RuntimeUnavailable:
+        return False
+
+
+def runs_variants(name: str) -> bool:
+    """Whether runtime `name` runs each target quantization (its class reads the target's GGUF,
+    `Runtime.reads_target_gguf`)."""
+    return _declares(name, "reads_target_gguf")
+
+
+def runs_forwards(name: str) -> bool:
+    """Whether runtime `name` is measured once per --torch-forward (its class has a choice of
+    forwards, `Runtime.forwards`)."""
+    return _declares(name, "forwards")

@@ -1,0 +1,212 @@
+"""The runner's scenario under load: every cell at a --concurrency N above 1, and the prices of
+the batched cost model (reports/concurrency.py).
+
+For each setting (baseline first, the server started for N sequences): warm-up requests outside
+the cells, the engine's own batch prices where the runtime times them (`Runtime.prices_batches`:
+vLLM), then per sampling and length one cell of every prompt `repeats_at(N)` times through N
+closed-loop streams (the runtime's `generate_load`, runtimes/load.py), one row per request. A
+runtime that runs one sequence at a time is one skipped row per N. `batched_costs` is llama.cpp's
+price of the same batches on the pair's GGUF files, measured before any runtime loads.
+What it does not own: which settings and requests there are and which are measured already
+(harness/runner.py plans them, `LoadSetting`), the rows' layout (harness/rows.py), or the client
+(runtimes/load.py).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, NamedTuple, Optional
+
+import runtimes
+from core import metrics
+from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter
+from core.errors import HarnessError
+from core.results import write_run_json
+from harness.rows import Measuring, log, one_line
+from harness.run_config import RunConfig
+
+
+class Request(NamedTuple):
+    """One request of a cell: its cell (sampling, max_new, prompt, repeat), settings and row key."""
+
+    cell: tuple
+    gen: GenerationSettings
+    key: tuple
+
+
+@dataclass
+class LoadSetting:
+    """One setting at one N: its mode and its cells with a request not measured yet."""
+
+    mode: str  # baseline or speculative
+    cells: list[list[Request]]
+
+    @property
+    def speculative(self) -> bool:
+        return self.mode == "speculative"
+
+    @property
+    def first(self) -> GenerationSettings:
+        """The settings of its first request."""
+        return self.cells[0][0].gen
+
+    def start(self, n: int):
+        """What start_setting is given for it: its settings, or N for the baseline's server."""
+        return self.first if self.speculative else n
+
+
+@dataclass
+class UnderLoad:
+    """The runner's cells under load: where their rows and prices go."""
+
+    cfg: RunConfig
+    out: Path  # the run folder (run.json, errors.log)
+    info: dict  # run.json's content, whose batched_costs the engine's own prices join
+    emit: Callable[[dict], None]  # a row measured: written, and done for --resume
+    advance: Callable[[int], None]  # rows accounted for on the progress bar
+    check: Callable[[PairSpec, object, dict, list[int]], None]  # runtimes/expected.py for a row
+
+    def refuse(self, m: Measuring, n: int, rows: int) -> None:
+        """A runtime that runs one sequence at a time: one skipped row stands for the `rows` of N."""
+        c = self.cfg
+        gen = c.settings(c.samplings[0], c.max_new_tokens[0], 0, concurrency=n)
+        why = (f"skipped: {m.name} runs one sequence at a time (--concurrency above 1 runs on "
+               f"{runtimes.listed(runtimes.able('serves_concurrently'))})")
+        log(f"[{m.tag}] --concurrency {n}: {why}")
+        self.emit(m.row("baseline", c.prompts[0], 0, gen, None, error=why))
+        self.advance(rows)
+
+    def measure(self, m: Measuring, n: int, plan: list[LoadSetting]) -> None:
+        """Every cell of `plan` at concurrency n, setting by setting in its order; a setting the
+        runtime cannot run is one skipped row."""
+        bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
+        for i, setting in enumerate(plan):
+            if not setting.cells:
+                continue
+            why = m.rt.supports(setting.first) if setting.speculative else None
+            if why:
+                log(f"[{m.tag}] --concurrency {n} --drafter {setting.first.drafter}: skipped: {why}")
+                self.emit(m.row(setting.mode, self.cfg.prompts[0], 0, setting.first, None, error=f"skipped: {why}"))
+                self.advance(sum(len(cell) for cell in setting.cells))
+                continue
+            self._setting(m, n, setting, [later.start(n) for later in plan[i + 1:] if later.cells], bases)
+        if any(setting.cells for setting in plan):
+            log(f"[{m.tag}] --concurrency {n}: {sum(len(cl) for s in plan for cl in s.cells)} requests measured")
+
+    def _setting(self, m: Measuring, n: int, setting: LoadSetting, upcoming: list, bases: dict) -> None:
+        """One setting's server started for n sequences, warmed up by n requests at once outside
+        every cell, priced where the engine prices itself, then its cells."""
+        first, spec = setting.first, setting.speculative
+        ids = m.encoded[self.cfg.prompts[0].id]
+        m.rt.start_setting(setting.start(n), upcoming)
+        if self.cfg.warmup:
+            warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
+            m.rt.generate_load([ids] * n, [warm] * n, spec)
+        self.price_batches(m, n, first if spec else None)
+        for reqs in setting.cells:
+            self._cell(m, n, setting.mode, reqs, bases)
+
+    def price_batches(self, m: Measuring, n: int, gen: Optional[GenerationSettings]) -> None:
+        """Under load, a server runtime that times its own engine (vLLM, whose float32 batches
+        llama.cpp's quantized ones do not price) measures the batched cost model's inputs on the
+        server of the setting about to be measured, outside every cell, into run.json's
+        batched_costs[pair]["by_runtime"][runtime]: at the baseline's server the target's step of
+        n x k tokens for k = 1 and each gamma + 1 (`batch_pass_s`, "target") and its decode step
+        (`decode_step_s`, "step"); at a draft model's server its decode step, whose extra over the
+        baseline's beyond the verify batch (v) is the draft's gamma passes ("draft", as seconds of
+        one pass). Prompt lookup runs no model, and an EAGLE-3 head's round is priced from its own
+        round at N = 1 (reports/concurrency.py): neither is priced here."""
+        c, rt = self.cfg, m.rt
+        if not rt.prices_batches or not any(x > 1 for x in c.concurrencies):
+            return
+        own = self.info.setdefault("batched_costs", {}).setdefault(m.pair.name, {}).setdefault("by_runtime", {}) \
+            .setdefault(m.name, {"how": "the engine's own steps, timed on its servers outside the cells"})
+        ids = m.encoded[c.prompts[0].id]
+        ids = (ids * (64 // max(len(ids), 1) + 1))[:64]
+        try:
+            if gen is None:
+                own.setdefault("target", {})[str(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
+                own.setdefault("step", {})[str(n)] = rt.decode_step_s(None, n, ids)
+                return
+            kind = parse_drafter(gen.drafter)[0]
+            t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
+            k = str(gen.gamma_max + 1)
+            if kind != "model" or base is None or k not in t:
+                return
+            per_gamma = max(rt.decode_step_s(gen, n, ids) / base - t[k] / t["1"], 0.0) / gen.gamma_max
+            own.setdefault("draft", {})[str(n)] = {"1": per_gamma * t["1"]}
+        except (RuntimeError, OSError) as e:  # a server that cannot price its batches (ServerError) costs no measurement
+            own.setdefault("unavailable", {})[f"N{n} {gen.drafter if gen else 'baseline'}"] = one_line(e)
+        finally:
+            write_run_json(self.out, self.info)
+
+    def _cell(self, m: Measuring, n: int, mode: str, reqs: list[Request], bases: dict) -> None:
+        """One cell's requests through rt.generate_load -> one row per request."""
+        from runtimes.load import CLIENT_CPU_WARN
+
+        spec = mode == "speculative"
+        gens = [q.gen for q in reqs]
+        # the harness's clock: the cell's own (runtimes/load.py) starts a moment later, once the server's
+        # counters are read; a request's started_at is t0 + its start on the cell's clock
+        t0 = time.time()
+        try:
+            cell, gs = m.rt.generate_load([m.encoded[q.cell[2].id] for q in reqs], gens, spec)
+        except HarnessError:
+            raise
+        except Exception as e:  # the server died or answered nonsense: every request of the cell is an error row
+            with open(self.out / "errors.log", "a") as f:
+                f.write(f"[{m.name} {m.pair.name} {mode} concurrency {n}]\n{traceback.format_exc()}\n")
+            cell, gs = None, [one_line(e)] * len(reqs)
+        cell_id = f"{m.name}|{mode}|{gens[0].draft_policy if spec else '-'}|{gens[0].gamma_max if spec else '-'}|" \
+                  f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
+        for q, g, r in zip(reqs, gs, cell.requests if cell else [None] * len(reqs)):
+            s, maxn, p, rep = q.cell
+            base = bases.get((s, maxn, p.id, rep)) if spec else None
+            started = t0 + (r.start_s if r is not None else 0.0)
+            if isinstance(g, str):
+                row = m.row(mode, p, rep, q.gen, None, error=g, started_at=started)
+            else:
+                row = m.row(mode, p, rep, q.gen, g, baseline=base, started_at=started)
+                itl = r.inter_token_s()
+                row.update(cell=cell_id, request_start_s=r.start_s, request_end_s=r.end_s, ttft_s=r.ttft_s,
+                           itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9))
+                row["extra"] = {**(row.get("extra") or {}), "cell": {"wall_s": cell.wall_s, "client_cpu_s": cell.client_cpu_s,
+                                                                      "requests": len(reqs), "concurrency": n}}
+                self.check(m.pair, m.rt, row, m.encoded[p.id])
+            if not spec:
+                bases[(s, maxn, p.id, rep)] = row
+            self.emit(row)
+            self.advance(1)
+        if cell is not None:
+            agg = sum(len(r.tokens) for r in cell.requests) / cell.wall_s if cell.wall_s else 0.0
+            log(f"[{m.tag}] {cell_id.split('|', 1)[1].replace('|', ' ')}: {len(reqs)} requests, {agg:.1f} tok/s in all")
+            if cell.client_cpu_share > CLIENT_CPU_WARN:
+                log(f"[{m.tag}] warning: the client took {100 * cell.client_cpu_share:.1f} % of a core over this cell "
+                    f"(above {100 * CLIENT_CPU_WARN:.0f} %): it may be part of what was measured")
+
+
+def batched_costs(cfg: RunConfig, pairs: list[PairSpec]) -> dict:
+    """The batched cost model's inputs under load (reports/concurrency.py): per pair with GGUF
+    files, llama.cpp's seconds for one pass of N sequences x k tokens, k = 1 and each gamma + 1,
+    target and draft, at every N of the run (and 1), before any runtime loads."""
+    from runtimes.llama_common import batched_pass_s
+
+    c = cfg
+    ns = sorted({1, *c.concurrencies})
+    ks = sorted({1, *(g + 1 for g in c.gammas)})
+    out = {}
+    for pair in pairs:
+        if not (pair.target_gguf and pair.draft_gguf):
+            continue
+        log(f"measuring llama.cpp's batched passes of {pair.name} (N = {', '.join(map(str, ns))}; tokens {ks}) ...")
+        try:
+            out[pair.name] = {
+                "target": {str(n): {str(k): batched_pass_s(pair.target_gguf, c.runtime, n, k) for k in ks} for n in ns},
+                "draft": {str(n): {"1": batched_pass_s(pair.draft_gguf, c.runtime, n, 1)} for n in ns},
+                "depth": 64}
+        except (RuntimeError, HarnessError, OSError) as e:
+            out[pair.name] = {"unavailable": one_line(e)}
+    return out
