@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from core.config import (LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least,
-                         default_of, parse_drafter)
+from core.config import (WARMUP_TOKENS, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
+                         TorchForward, at_least, default_of)
 from core.errors import HarnessError, RuntimeUnavailable
 from core import metrics
 from core.metrics import SUSPECTED_BUG
@@ -38,11 +38,12 @@ from core.machine import environment
 from core.records import Generation
 from core.results import ResultsWriter, make_row, model_files, open_out_dir, read_run_json, row_key, write_run_json
 from harness.prompts import Prompt
+from runtimes.server import ServerSetting
 
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
     from runtimes.base import Runtime
 
-BASELINE = ("fixed", None, "model", None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
+BASELINE = (DraftPolicy(), None, DrafterSpec(), None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
 LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
 
 
@@ -65,8 +66,9 @@ class RunConfig:
     max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
     seed: int = 0
     ignore_eos: bool = False
-    draft_policies: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
-    drafters: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "drafter")])
+    # the draft policies, drafters and torch forwards, each parsed once (a string given is parsed in __post_init__)
+    draft_policies: list[DraftPolicy] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
+    drafters: list[DrafterSpec] = field(default_factory=lambda: [default_of(GenerationSettings, "drafter")])
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     repeats: int = 1
     warmup: int = 1
@@ -74,7 +76,7 @@ class RunConfig:
     resume: bool = False
     forced: Optional[list[tuple]] = None  # forced acceptance rates per setting (harness calibrate); None: the models decide
     concurrencies: list[int] = field(default_factory=lambda: [1])  # client streams at once (--concurrency)
-    torch_forwards: list[str] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
+    torch_forwards: list[TorchForward] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
     verbose: bool = False  # a progress line per generation, not per setting
     # llama.cpp quantization types of the target (--target-quant, models/quantize.py): every pair runs
     # once per type on the runtimes that read the target's GGUF (runs_variants), once as given on the
@@ -82,9 +84,10 @@ class RunConfig:
     target_quants: list[str] = field(default_factory=list)
     # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
     # drafters x policies x gammas (harness tune's candidates); None: the whole grid
-    only: Optional[list[tuple[str, int, str]]] = None
+    only: Optional[list[tuple[DraftPolicy, int, DrafterSpec]]] = None
 
     def __post_init__(self):
+        self._parse()
         at_least("--repeats", self.repeats, 1)
         at_least("--warmup", self.warmup, 0)
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
@@ -102,12 +105,20 @@ class RunConfig:
         for p, g, d in self.only or []:
             GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
         self._check_loads_fit()
-        for f in self.torch_forwards:
-            replace(self.runtime, torch_forward=f)  # validates each forward
         if self.target_quants:
             from models.quantize import parse_types
 
             self.target_quants = parse_types(self.target_quants)
+
+    def _parse(self) -> None:
+        """The draft policies, drafters and forwards given as text (harness tune's, a test's) parsed."""
+        policy = lambda p: DraftPolicy.parse(p) if isinstance(p, str) else p  # noqa: E731
+        drafter = lambda d: DrafterSpec.parse(d) if isinstance(d, str) else d  # noqa: E731
+        self.draft_policies = [policy(p) for p in self.draft_policies]
+        self.drafters = [drafter(d) for d in self.drafters]
+        self.torch_forwards = [TorchForward.parse(f) for f in self.torch_forwards]
+        if self.only is not None:
+            self.only = [(policy(p), g, drafter(d)) for p, g, d in self.only]
 
     def _check_loads_fit(self) -> None:
         """Each --concurrency N above 1 against what each runtime of the run that serves
@@ -136,7 +147,7 @@ class RunConfig:
                                        "--concurrency or raise --n-ctx")
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
+                 policy: DraftPolicy = DraftPolicy(), drafter: DrafterSpec = DrafterSpec(), forced: Optional[tuple] = None,
                  concurrency: int = 1) -> GenerationSettings:
         return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
                                   forced, concurrency)
@@ -148,7 +159,7 @@ class RunConfig:
             return self.repeats
         return max(self.repeats, -(-2 * concurrency // len(self.prompts)))
 
-    def speculative_settings(self) -> list[tuple[str, Optional[int], str, Optional[tuple]]]:
+    def speculative_settings(self) -> list[tuple[DraftPolicy, Optional[int], DrafterSpec, Optional[tuple]]]:
         """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
         every gamma for every policy in which gamma is the most drafts per round, one generation
         (gamma None) for library-default, in which the library chooses the length; each forced
@@ -156,7 +167,7 @@ class RunConfig:
         if self.only is not None:
             return [(p, g, d, None) for p, g, d in self.only]
         return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
-                for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
+                for g in (self.gammas if not p.library_default else [None]) for f in (self.forced or [None])]
 
     def n_runtimes(self) -> int:
         """Runtimes measured: torch once per --torch-forward."""
@@ -249,8 +260,8 @@ class Runner:
                 "pairs": [{**asdict(p), "label": self.labels[p.name]} for p in every],
                 "target_quants": cfg.target_quants,
                 "gammas": cfg.gammas, "samplings": [asdict(s) for s in cfg.samplings],
-                "max_new_tokens": cfg.max_new_tokens, "draft_policies": cfg.draft_policies,
-                "drafters": cfg.drafters, "torch_forwards": cfg.torch_forwards, "seed": cfg.seed,
+                "max_new_tokens": cfg.max_new_tokens, "draft_policies": [str(p) for p in cfg.draft_policies],
+                "drafters": [str(d) for d in cfg.drafters], "torch_forwards": cfg.torch_forwards, "seed": cfg.seed,
                 "ignore_eos": cfg.ignore_eos,
                 "runtime_settings": asdict(cfg.runtime), "repeats": cfg.repeats, "warmup": cfg.warmup,
                 "prompts": [asdict(p) for p in cfg.prompts],
@@ -370,7 +381,7 @@ class Runner:
                 if first is None:
                     rt.close()
                     continue
-                rt.start_early(blocks[first].start, [b.start for b in blocks[first + 1:] if b.runnable])
+                rt.start_early(blocks[first].server, [b.server for b in blocks[first + 1:] if b.runnable])
             except Exception:  # noqa: BLE001 - its own turn says why
                 if rt is not None:
                     rt.close()
@@ -424,8 +435,8 @@ class Runner:
         gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced, concurrency)
         spec = mode == "speculative"
         row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
-               "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
-               "drafter": drafter if spec else None, "forced_rates": forced,
+               "gamma": gen.gamma_max if spec else None, "draft_policy": str(policy) if spec else None,
+               "drafter": str(drafter) if spec else None, "forced_rates": forced,
                "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
                "seed": gen.seed, "concurrency": concurrency, "torch_forward": self.forward,
                "target_quant": pair.target_quant}
@@ -515,7 +526,7 @@ class Runner:
         said: set[tuple] = set()
         try:
             for i, b in enumerate(blocks):
-                upcoming = [later.start for later in blocks[i + 1:] if later.runnable]
+                upcoming = [later.server for later in blocks[i + 1:] if later.runnable]
                 self._measure_block(name, pair, rt, tag, b, upcoming, encoded, bases, said)
             for n in loads:
                 self._measure_load(name, pair, rt, tag, n, encoded)
@@ -566,7 +577,7 @@ class Runner:
         first = encoded[c.prompts[0].id]
         try:
             if rt.one_setting_at_a_time and b.runnable:
-                rt.start_setting(b.start, upcoming)
+                rt.start_setting(b.server, upcoming)
             for _ in range(c.warmup):
                 for (mode, _, _), w in runnable:
                     (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
@@ -647,8 +658,9 @@ class Runner:
                 self._emit(generation_row(pair, rt, name, mode, c.prompts[0], 0, first, None, error=f"skipped: {why}", **kw))
                 self.bar.update(sum(len(cl) for cl in cells))
                 continue
-            upcoming = [cls[0][0][1] if m == "speculative" else n for m, cls in plan[i + 1:] if cls]  # each later setting's first request's settings
-            rt.start_setting(first if spec else n, upcoming)
+            upcoming = [ServerSetting.of(cls[0][0][1]) if m == "speculative" else ServerSetting.baseline(n)
+                        for m, cls in plan[i + 1:] if cls]  # each later setting's first request's settings
+            rt.start_setting(ServerSetting.of(first) if spec else ServerSetting.baseline(n), upcoming)
             if c.warmup:  # n requests at once, outside every cell
                 warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
                 rt.generate_load([encoded[c.prompts[0].id]] * n, [warm] * n, spec)
@@ -679,7 +691,7 @@ class Runner:
                 own.setdefault("target", {})[str(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
                 own.setdefault("step", {})[str(n)] = rt.decode_step_s(None, n, ids)
                 return
-            kind = parse_drafter(gen.drafter)[0]
+            kind = gen.drafter.kind
             t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
             k = str(gen.gamma_max + 1)
             if kind != "model" or base is None or k not in t:
@@ -788,7 +800,12 @@ class _Block:
     warm: dict = field(default_factory=dict)  # (mode, draft policy, drafter) -> warm-up settings
     why: dict = field(default_factory=dict)  # the same keys -> why the runtime cannot run it, or None
     runnable: bool = False  # something of it can run
-    start: Optional[GenerationSettings] = None  # what start_setting is given (None: the baseline)
+    start: Optional[GenerationSettings] = None  # the settings of its first speculative drafting (None: the baseline)
+
+    @property
+    def server(self) -> ServerSetting:
+        """What start_setting is given for it."""
+        return ServerSetting.of(self.start) if self.start is not None else ServerSetting.baseline()
 
 
 def _cell_id(cell: tuple) -> tuple:
@@ -820,8 +837,8 @@ def _setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[di
     1.15x, alpha_hat 0.53` (ratios of sums, as the report's); greedy mismatches counted."""
     base = [b for b, _ in pairs if b]
     spec = [s for _, s in pairs]
-    drafting = f"g{gamma}" if policy == "fixed" else policy + (f" g{gamma}" if gamma else "")
-    drafting += "" if drafter == "model" else f" {drafter}"
+    drafting = f"g{gamma}" if policy.kind == "fixed" else f"{policy}" + (f" g{gamma}" if gamma else "")
+    drafting += "" if drafter.kind == "model" else f" {drafter}"
     b_tps = metrics.tokens_per_s(sum(r["new_tokens"] for r in base), sum(r["wall_s"] for r in base),
                                  sum(r["prefill_s"] or 0.0 for r in base)) if base else None
     s_tps = metrics.tokens_per_s(sum(r["new_tokens"] for r in spec), sum(r["wall_s"] for r in spec),
@@ -839,9 +856,9 @@ def _setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[di
 
 def _progress(tag, p, gen, b, s) -> str:
     """One generation's line: `[torch] factual-1 g4 eagle3 T0 r0: 87.5 -> 100.3 tok/s, 1.15x, alpha_hat 0.53`."""
-    drafting = f"g{gen.gamma}" if gen.draft_policy == "fixed" else \
-        gen.draft_policy + (f" g{gen.gamma_max}" if gen.gamma_max else "")
-    drafting += "" if gen.drafter == "model" else f" {gen.drafter}"
+    drafting = f"g{gen.gamma}" if gen.draft_policy.kind == "fixed" else \
+        f"{gen.draft_policy}" + (f" g{gen.gamma_max}" if gen.gamma_max else "")
+    drafting += "" if gen.drafter.kind == "model" else f" {gen.drafter}"
     drafting += f" forced alpha {','.join(f'{a:g}' for a in gen.forced)}" if gen.forced else ""
     where = f"[{tag}] {p.id} {drafting} T{gen.sampling.temperature:g} r{gen.seed}"
     if (b or {}).get("error") or s["error"]:
