@@ -575,16 +575,16 @@ class ServerPool(OrderedDict):
         self.starts: dict[str, int] = {}  # ServerSetting.name -> how many times a server was started for it
         self.unready: set = set()  # settings whose server was launched and not yet waited for and warmed up
 
-    def get_or_start(self, spec: ServerSetting, launch: Callable[[ServerSetting], ServerProcess],
+    def get_or_start(self, setting: ServerSetting, launch: Callable[[ServerSetting], ServerProcess],
                      ready: Callable[[ServerProcess], None], together: tuple[ServerSetting, ...] = ()) -> ServerProcess:
-        """The live server for `spec`, resumed, every other one paused; else one from `launch(spec)`
+        """The live server for `setting`, resumed, every other one paused; else one from `launch(setting)`
         (a launched ServerProcess: `self.started` counts the starts), held here before `ready(srv)`
         (its wait and warm-up) so that close() stops it if that fails. The settings in `together`
         that have no live server are launched with it, so that their starts overlap (a vLLM engine
         start is mostly single-threaded imports); one of them that fails to start is dropped here
         and fails again, with its reason, when its turn comes."""
-        self.launch([spec, *together], launch)
-        waiting = [k for k in dict.fromkeys([spec, *together]) if k in self.unready]
+        self.launch([setting, *together], launch)
+        waiting = [k for k in dict.fromkeys([setting, *together]) if k in self.unready]
         for k in waiting:  # all of them starting side by side while the first is waited for
             self[k].resume()
         for k in waiting:
@@ -593,29 +593,29 @@ class ServerPool(OrderedDict):
                 self.unready.discard(k)
             except Exception:
                 self.unready.discard(k)
-                if k == spec:
+                if k == setting:
                     raise
                 self.pop(k).stop()
-        srv = self[spec]
-        self.move_to_end(spec)
+        srv = self[setting]
+        self.move_to_end(setting)
         for k, other in self.items():
-            if k != spec:
+            if k != setting:
                 other.pause()
         srv.resume()
         return srv
 
-    def launch(self, specs, launch: Callable[[ServerSetting], ServerProcess]) -> None:
-        """Launch a server for each setting in `specs` that has none alive (at most max_live, the
+    def launch(self, settings, launch: Callable[[ServerSetting], ServerProcess]) -> None:
+        """Launch a server for each setting in `settings` that has none alive (at most max_live, the
         least recently used stopped for room), without waiting for any: get_or_start waits for
         and warms up each when its setting is asked for."""
-        for k in specs:
+        for k in settings:
             srv = self.get(k)
             if srv is not None and not srv.alive():
                 srv.stop()
                 del self[k]
                 self.unready.discard(k)
-        new = [k for k in dict.fromkeys(specs) if k not in self][:self.max_live]
-        for k in [k for k in self if k not in specs][:max(0, len(self) + len(new) - self.max_live)]:  # least recent first
+        new = [k for k in dict.fromkeys(settings) if k not in self][:self.max_live]
+        for k in [k for k in self if k not in settings][:max(0, len(self) + len(new) - self.max_live)]:  # least recent first
             self.pop(k).stop()
             self.unready.discard(k)
         for k in new:
@@ -647,7 +647,7 @@ class ServerPool(OrderedDict):
 
 class ServerRuntime:
     """Mixin of a runtime whose servers are a ServerPool (`self.servers`), one server per setting,
-    launched by the runtime's `_launch(spec)` and waited for and warmed up by its `_ready(srv)`.
+    launched by the runtime's `_launch(setting)` and waited for and warmed up by its `_ready(srv)`.
     The runner measures one setting at a time (`start_setting`): that setting's server runs, the
     servers of the next `starts_together - 1` settings are started with it and paused until their
     turn, and the servers of settings already measured are stopped."""
@@ -700,9 +700,9 @@ class ServerRuntime:
         sequences, as load_capacity shares it."""
         return (settings.n_ctx or RuntimeSettings.N_CTX_CAP) // tokens
 
-    def _server(self, spec: ServerSetting, together: tuple[ServerSetting, ...] = ()) -> ServerProcess:
+    def _server(self, setting: ServerSetting, together: tuple[ServerSetting, ...] = ()) -> ServerProcess:
         """The running server for a setting, started and warmed up if needed."""
-        return self.servers.get_or_start(spec, self._launch, self._ready, together)
+        return self.servers.get_or_start(setting, self._launch, self._ready, together)
 
     def _together(self, upcoming: Sequence[ServerSetting]) -> tuple[ServerSetting, ...]:
         """The upcoming settings whose servers start with the one asked for."""
