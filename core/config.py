@@ -1,4 +1,6 @@
-"""Settings as plain dataclasses, validated in __post_init__, and their defaults, each defined once.
+"""Settings as plain dataclasses, validated in __post_init__, and their defaults, each defined once;
+the settings a flag gives as text (the drafter, the draft policy, the torch forward) parsed once
+into typed values (DrafterSpec, DraftPolicy, TorchForward) whose str() is that text again.
 
 Every impossible setting is rejected here with a HarnessError naming the flag and the fix, so a
 bad run never starts. The command line shows these defaults in --help through `default_of`.
@@ -50,6 +52,11 @@ class DraftPolicy:
             return cls(text)
         raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {text!r}")
 
+    @classmethod
+    def of(cls, value) -> DraftPolicy:
+        """A DraftPolicy as it is, or parsed from the flag's text."""
+        return cls.parse(value) if isinstance(value, str) else value
+
     @property
     def library_default(self) -> bool:
         return self.kind == LIBRARY_DEFAULT
@@ -97,6 +104,11 @@ class DrafterSpec:
                 return cls(kind, *nums)
         raise HarnessError(f"--drafter must be model, ngram, ngram:N, ngram:N,K (N, K >= 1), eagle3 or eagle3:PATH, got {text!r}")
 
+    @classmethod
+    def of(cls, value) -> DrafterSpec:
+        """A DrafterSpec as it is, or parsed from the flag's text."""
+        return cls.parse(value) if isinstance(value, str) else value
+
     @property
     def max_ngram(self) -> int:
         """Prompt lookup's longest n-gram: N, else NGRAM_MAX."""
@@ -122,6 +134,7 @@ class TorchForward(StrEnum):
 
     @classmethod
     def parse(cls, text: str) -> TorchForward:
+        """The flag's text (or a TorchForward) as a TorchForward; HarnessError otherwise."""
         try:
             return cls(text)
         except ValueError:
@@ -192,10 +205,8 @@ class GenerationSettings:
     concurrency: int = 1
 
     def __post_init__(self):
-        if isinstance(self.draft_policy, str):
-            object.__setattr__(self, "draft_policy", DraftPolicy.parse(self.draft_policy))
-        if isinstance(self.drafter, str):
-            object.__setattr__(self, "drafter", DrafterSpec.parse(self.drafter))
+        object.__setattr__(self, "draft_policy", DraftPolicy.of(self.draft_policy))
+        object.__setattr__(self, "drafter", DrafterSpec.of(self.drafter))
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
         at_least("--concurrency", self.concurrency, 1, "client streams at once")

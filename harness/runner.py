@@ -112,13 +112,11 @@ class RunConfig:
 
     def _parse(self) -> None:
         """The draft policies, drafters and forwards given as text (harness tune's, a test's) parsed."""
-        policy = lambda p: DraftPolicy.parse(p) if isinstance(p, str) else p  # noqa: E731
-        drafter = lambda d: DrafterSpec.parse(d) if isinstance(d, str) else d  # noqa: E731
-        self.draft_policies = [policy(p) for p in self.draft_policies]
-        self.drafters = [drafter(d) for d in self.drafters]
+        self.draft_policies = [DraftPolicy.of(p) for p in self.draft_policies]
+        self.drafters = [DrafterSpec.of(d) for d in self.drafters]
         self.torch_forwards = [TorchForward.parse(f) for f in self.torch_forwards]
         if self.only is not None:
-            self.only = [(policy(p), g, drafter(d)) for p, g, d in self.only]
+            self.only = [(DraftPolicy.of(p), g, DrafterSpec.of(d)) for p, g, d in self.only]
 
     def _check_loads_fit(self) -> None:
         """Each --concurrency N above 1 against what each runtime of the run that serves
