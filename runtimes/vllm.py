@@ -123,7 +123,7 @@ def find_vllm() -> str:
                            capture_output=True, timeout=60)
     if found.returncode != 0:
         raise RuntimeUnavailable(f"vLLM is not installed in {python}'s environment: {INSTALL}")
-    return str(python)
+    return os.path.abspath(python)  # not resolved: a virtual environment's python is a link out of it
 
 
 class VllmRuntime(ServerRuntime, TokenizerText, Runtime):

@@ -171,6 +171,22 @@ def test_a_run_with_the_draft_model_and_prompt_lookup_leaves_no_engine(tmp_path)
         "fork-server.log"]
 
 
+def test_vllms_environment_is_found_beside_the_checkout_else_in_the_current_folder(tmp_path, monkeypatch):
+    """An installed harness has no checkout around it: a .venv-vllm in the folder it runs from does."""
+    from runtimes import vllm
+
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / ".venv-vllm").symlink_to(Path(vllm.find_vllm()).parent.parent)  # this machine's environment
+    monkeypatch.delenv("HARNESS_VLLM_PYTHON", raising=False)
+    monkeypatch.chdir(tmp_path / "here")
+    checkout = tmp_path / "checkout" / ".venv-vllm"
+    monkeypatch.setattr(vllm, "DEFAULT_ENVS", (checkout, Path(".venv-vllm")))
+    assert vllm.find_vllm() == str(tmp_path / "here" / ".venv-vllm" / "bin" / "python")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(vllm.RuntimeUnavailable, match=f"{checkout}/bin/python not found.*HARNESS_VLLM_PYTHON"):
+        vllm.find_vllm()
+
+
 def test_a_missing_vllm_is_a_skipped_row_that_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_VLLM_PYTHON", str(tmp_path / "nowhere" / "python"))
     out = tmp_path / "run"
