@@ -1,4 +1,6 @@
-"""Settings as plain dataclasses, validated in __post_init__, and their defaults, each defined once.
+"""Settings as plain dataclasses, validated in __post_init__, and their defaults, each defined once;
+the settings a flag gives as text (the drafter, the draft policy, the torch forward) parsed once
+into typed values (DrafterSpec, DraftPolicy, TorchForward) whose str() is that text again.
 
 Every impossible setting is rejected here with a HarnessError naming the flag and the fix, so a
 bad run never starts. The command line shows these defaults in --help through `default_of`.
@@ -9,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import ClassVar, Optional
 
 from core.errors import HarnessError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-# How many tokens a round drafts, with gamma as the most (parse_policy below):
+# How many tokens a round drafts, with gamma as the most (DraftPolicy below):
 # `fixed` = exactly gamma (while tokens remain); `confidence:P` = stop before the first position
 # whose draft distribution has top-1 probability < P (llama.cpp's --spec-draft-p-min; Hugging
 # Face's assistant_confidence_threshold also keeps that last token); `heuristic` = Hugging Face's
@@ -25,20 +28,48 @@ DRAFT_POLICIES = ("fixed", "confidence:P", "heuristic", "library-default")
 LIBRARY_DEFAULT = "library-default"
 
 
-def parse_policy(spec: str) -> tuple[str, Optional[float]]:
-    """'fixed' | 'confidence:P' (0 < P < 1) | 'heuristic' | 'library-default' -> (kind, P or None)."""
-    kind, sep, arg = spec.partition(":")
-    if kind == "confidence" and sep:
-        try:
-            p = float(arg)
-        except ValueError:
-            p = -1.0
-        if 0 < p < 1:
-            return kind, p
-        raise HarnessError(f"--draft-policy confidence:P needs a probability 0 < P < 1 (e.g. confidence:0.4), got {spec!r}")
-    if spec in ("fixed", "heuristic", LIBRARY_DEFAULT):
-        return spec, None
-    raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {spec!r}")
+@dataclass(frozen=True)
+class DraftPolicy:
+    """A --draft-policy parsed: `kind` (fixed, confidence, heuristic, library-default) and, for
+    confidence, its P; str() is the flag's text, which rows and run.json carry."""
+
+    kind: str = "fixed"
+    p: Optional[float] = None  # confidence:P's P, 0 < P < 1; None for every other kind
+
+    @classmethod
+    def parse(cls, text: str) -> DraftPolicy:
+        """'fixed' | 'confidence:P' (0 < P < 1) | 'heuristic' | 'library-default'; HarnessError otherwise."""
+        kind, sep, arg = text.partition(":")
+        if kind == "confidence" and sep:
+            try:
+                p = float(arg)
+            except ValueError:
+                p = -1.0
+            if 0 < p < 1:
+                return cls(kind, p)
+            raise HarnessError(f"--draft-policy confidence:P needs a probability 0 < P < 1 (e.g. confidence:0.4), got {text!r}")
+        if text in ("fixed", "heuristic", LIBRARY_DEFAULT):
+            return cls(text)
+        raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {text!r}")
+
+    @classmethod
+    def of(cls, value) -> DraftPolicy:
+        """A DraftPolicy as it is, or parsed from the flag's text."""
+        return cls.parse(value) if isinstance(value, str) else value
+
+    @property
+    def library_default(self) -> bool:
+        return self.kind == LIBRARY_DEFAULT
+
+    @property
+    def confidence(self) -> Optional[float]:
+        """P of a confidence:P policy, else None."""
+        return self.p if self.kind == "confidence" else None
+
+    def __str__(self) -> str:
+        return f"confidence:{self.p!r}" if self.kind == "confidence" else self.kind
+
+
 # Who proposes the drafts: `model` (the pair's draft model), `ngram[:N,K]` (prompt lookup: the
 # tokens after the latest earlier match of the last N..1 tokens, at most K; K default: gamma) or
 # `eagle3[:PATH]` (an EAGLE-3 head reading the target's hidden states: the pair's own, or PATH).
@@ -46,32 +77,68 @@ NGRAM_MAX = 2  # Hugging Face's max_matching_ngram_size and llama-cpp-python's m
 DRAFTERS = ("model", "ngram[:N,K]", "eagle3[:PATH]")
 
 
-def parse_drafter(spec: str) -> tuple[str, int, Optional[int]]:
-    """'model' | 'ngram' | 'ngram:N' | 'ngram:N,K' | 'eagle3' | 'eagle3:PATH' -> (kind, N, K);
-    HarnessError otherwise. An EAGLE-3 head's folder is eagle3_path(spec)."""
-    kind, _, args = spec.partition(":")
-    if kind == "model" and not args:
-        return "model", 0, None
-    if kind == "eagle3":
-        return "eagle3", 0, None
-    if kind == "ngram":
-        try:
-            nums = [int(a) for a in args.split(",")] if args else []
-        except ValueError:
-            nums = [0]
-        if len(nums) <= 2 and all(x >= 1 for x in nums):
-            return "ngram", (nums + [NGRAM_MAX])[0], (nums[1] if len(nums) == 2 else None)
-    raise HarnessError(f"--drafter must be model, ngram, ngram:N, ngram:N,K (N, K >= 1), eagle3 or eagle3:PATH, got {spec!r}")
+@dataclass(frozen=True)
+class DrafterSpec:
+    """A --drafter parsed: `kind` (model, ngram, eagle3) with prompt lookup's n-gram sizes or the
+    head's folder; str() is the flag's text, which rows and run.json carry."""
+
+    kind: str = "model"
+    n: Optional[int] = None  # ngram: the longest n-gram looked up (None: NGRAM_MAX)
+    k: Optional[int] = None  # ngram: the most tokens proposed (None: gamma)
+    path: Optional[str] = None  # eagle3: the head's folder (None: the pair's own head)
+
+    @classmethod
+    def parse(cls, text: str) -> DrafterSpec:
+        """'model' | 'ngram' | 'ngram:N' | 'ngram:N,K' | 'eagle3' | 'eagle3:PATH'; HarnessError otherwise."""
+        kind, _, args = text.partition(":")
+        if kind == "model" and not args:
+            return cls()
+        if kind == "eagle3":
+            return cls(kind, path=args or None)
+        if kind == "ngram":
+            try:
+                nums = [int(a) for a in args.split(",")] if args else []
+            except ValueError:
+                nums = [0]
+            if len(nums) <= 2 and all(x >= 1 for x in nums):
+                return cls(kind, *nums)
+        raise HarnessError(f"--drafter must be model, ngram, ngram:N, ngram:N,K (N, K >= 1), eagle3 or eagle3:PATH, got {text!r}")
+
+    @classmethod
+    def of(cls, value) -> DrafterSpec:
+        """A DrafterSpec as it is, or parsed from the flag's text."""
+        return cls.parse(value) if isinstance(value, str) else value
+
+    @property
+    def max_ngram(self) -> int:
+        """Prompt lookup's longest n-gram: N, else NGRAM_MAX."""
+        return self.n or NGRAM_MAX
+
+    def __str__(self) -> str:
+        if self.kind == "ngram":
+            return "ngram" + (f":{self.n}" if self.n else "") + (f",{self.k}" if self.k else "")
+        return f"eagle3:{self.path}" if self.path else self.kind
 
 
-def eagle3_path(spec: str) -> Optional[str]:
-    """The head folder an `eagle3:PATH` drafter names; None for `eagle3` (the pair's own head)."""
-    kind, _, path = spec.partition(":")
-    return path or None if kind == "eagle3" else None
 DTYPES = ("auto", "float32", "float16", "bfloat16")
-# The torch runtime's forward: kernels (its C++ kernels, runtimes/llama_step.py), eager (PyTorch's
-# own ops throughout) or auto (kernels on a CPU in float32 where they build, else eager)
-TORCH_FORWARDS = ("auto", "kernels", "eager")
+
+
+class TorchForward(StrEnum):
+    """The torch runtime's forward (--torch-forward): kernels (its C++ kernels,
+    runtimes/llama_step.py), eager (PyTorch's own ops throughout) or auto (kernels on a CPU in
+    float32 where they build, else eager). A str: rows carry it as it is."""
+
+    AUTO = "auto"
+    KERNELS = "kernels"
+    EAGER = "eager"
+
+    @classmethod
+    def parse(cls, text: str) -> TorchForward:
+        """The flag's text (or a TorchForward) as a TorchForward; HarnessError otherwise."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise HarnessError(f"--torch-forward must be one of {', '.join(cls)}, got {text!r}") from None
 
 
 def at_least(flag: str, value, low, why: str = "") -> None:
@@ -126,8 +193,9 @@ class GenerationSettings:
     max_new_tokens: int = 32
     seed: int = 0
     ignore_eos: bool = False
-    draft_policy: str = "fixed"
-    drafter: str = "model"
+    # the draft policy and the drafter, each parsed once: a string given here is parsed in __post_init__
+    draft_policy: DraftPolicy = DraftPolicy()
+    drafter: DrafterSpec = DrafterSpec()
     # Forced acceptance (calibration): draft position i is accepted with probability
     # forced[min(i, len - 1)] whatever the tokens, so rounds follow Leviathan's i.i.d. model while
     # every pass costs what it costs; the output is then not the target's (rows say `synthetic`).
@@ -137,24 +205,24 @@ class GenerationSettings:
     concurrency: int = 1
 
     def __post_init__(self):
+        object.__setattr__(self, "draft_policy", DraftPolicy.of(self.draft_policy))
+        object.__setattr__(self, "drafter", DrafterSpec.of(self.drafter))
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
         at_least("--concurrency", self.concurrency, 1, "client streams at once")
         if self.forced is not None and not (self.forced and all(0 <= a <= 1 for a in self.forced)):
             raise HarnessError(f"--alpha (forced acceptance) must be one or more rates in [0, 1], got {self.forced}")
-        parse_policy(self.draft_policy)
-        parse_drafter(self.drafter)
 
     @property
     def gamma_max(self) -> Optional[int]:
         """The most drafts per round the harness asks for: gamma under every policy but
         library-default (None: the library decides)."""
-        return None if self.draft_policy == LIBRARY_DEFAULT else self.gamma
+        return None if self.draft_policy.library_default else self.gamma
 
     @property
     def confidence(self) -> Optional[float]:
         """P of a confidence:P policy, else None."""
-        return parse_policy(self.draft_policy)[1]
+        return self.draft_policy.confidence
 
 
 @dataclass(frozen=True)
@@ -171,11 +239,10 @@ class RuntimeSettings:
     n_threads: Optional[int] = None
     n_gpu_layers: Optional[int] = None  # llama.cpp layers to offload; -1 every one
     n_ctx: Optional[int] = None
-    torch_forward: str = "auto"  # TORCH_FORWARDS: what the torch runtime's forward runs
+    torch_forward: TorchForward = TorchForward.AUTO  # what the torch runtime's forward runs (a string is parsed)
 
     def __post_init__(self):
-        if self.torch_forward not in TORCH_FORWARDS:
-            raise HarnessError(f"--torch-forward must be one of {', '.join(TORCH_FORWARDS)}, got {self.torch_forward!r}")
+        object.__setattr__(self, "torch_forward", TorchForward.parse(self.torch_forward))
         if self.device not in DEVICES and not self.device.startswith("cuda:"):
             raise HarnessError(f"--device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.dtype not in DTYPES:

@@ -70,8 +70,8 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
     spec = mode == "speculative"
     row = {k: identity.get(k) for k in IDENTITY_FIELDS}
     gamma = gen.gamma_max or (g.draft_max if g is not None else None)
-    row.update(gamma=gamma if spec else None, draft_policy=gen.draft_policy if spec else None,
-               drafter=gen.drafter if spec else None,
+    row.update(gamma=gamma if spec else None, draft_policy=str(gen.draft_policy) if spec else None,
+               drafter=str(gen.drafter) if spec else None,
                verify_rule=("forced" if gen.forced else verify_rule) if spec else None,
                synthetic=bool(spec and gen.forced),  # forced acceptance: not the target's output
                forced_rates=list(gen.forced) if spec and gen.forced else None, temperature=s.temperature, top_p=s.top_p,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.config import GenerationSettings, PairSpec
 from core.results import read_run_json
+from runtimes.server import ServerSetting
 from harness.bench_common import (
     DEFAULT_RUN_GOAL_S,
     LOAD_GOAL,
@@ -71,9 +72,9 @@ class RunFigures:
                 for n in LOAD_NS:
                     gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=n)
                     requests = max(2 * n, len(prompts)) * 2
-                    rt.start_setting(n if n > 1 else None)
+                    rt.start_setting(ServerSetting.baseline(n))
                     ids = [rt.encode(prompts[i % len(prompts)].text) for i in range(requests)]
-                    srv = rt.servers[None if n == 1 else (None, None, None, None, n)]
+                    srv = rt.servers[ServerSetting.baseline(n)]
 
                     def ours() -> float:
                         cell, gs = rt.generate_load(ids, [gen] * requests, False)

@@ -18,7 +18,7 @@ from typing import Optional
 
 import click
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
+from core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
 from core.errors import HarnessError
 from core.results import check_out_dir
 from harness.bench import BenchSettings
@@ -88,13 +88,13 @@ def main():
 
 
 def _runtime_settings(o: dict) -> RuntimeSettings:
-    """The runtimes' settings (each --torch-forward is checked by RunConfig, before anything loads)."""
+    """The runtimes' settings (each --torch-forward is parsed by _torch_forwards, before anything loads)."""
     return RuntimeSettings(device=o["device"], dtype=o["dtype"], n_threads=o["n_threads"],
                            n_gpu_layers=o["n_gpu_layers"], n_ctx=o["n_ctx"])
 
 
-def _torch_forwards(o: dict) -> list[str]:
-    return [f.strip() for f in o["torch_forward_list"].split(",") if f.strip()]
+def _torch_forwards(o: dict) -> list[TorchForward]:
+    return [TorchForward.parse(f.strip()) for f in o["torch_forward_list"].split(",") if f.strip()]
 
 
 def _target_quants(value: Optional[str]) -> list[str]:
@@ -135,28 +135,27 @@ def _split(value: str, cast, flag: str) -> list:
         raise HarnessError(f"{flag} takes a comma list of numbers, got {value!r}") from None
 
 
-def _drafters(value: str) -> list[str]:
-    """'model,ngram:3,5' -> ['model', 'ngram:3,5']: a bare number continues the ngram before it."""
+def _drafters(value: str) -> list[DrafterSpec]:
+    """'model,ngram:3,5' -> [model, ngram:3,5], each parsed: a bare number continues the ngram before it."""
     out: list[str] = []
     for part in (p.strip() for p in value.split(",") if p.strip()):
         if part.isdigit() and out and out[-1].startswith("ngram:"):
             out[-1] += f",{part}"
         else:
             out.append(part)
-    return out
+    return [DrafterSpec.parse(d) for d in out]
 
 
 def _check_heads(pairs, drafters) -> None:
     """Every EAGLE-3 head a run names is read and set against each pair's target before any work
     (models/eagle3.py: a missing folder, a head for another target: one line, exit 2)."""
-    from core.config import eagle3_path, parse_drafter
     from models.eagle3 import check_fits, read_config
 
     for d in drafters:
-        if parse_drafter(d)[0] != "eagle3":
+        if d.kind != "eagle3":
             continue
         for p in pairs:
-            folder = eagle3_path(d) or p.eagle3
+            folder = d.path or p.eagle3
             if folder:
                 check_fits(read_config(folder), p.target_gguf or p.target, folder)
 
@@ -184,9 +183,9 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafte
             raise HarnessError(f"--pair {p}: a synthetic pair has random weights and measures cost only; "
                                "run it with `harness calibrate` (forced acceptance)")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
-    policies = [p.strip() for p in o["policy_list"].split(",") if p.strip()]
+    policies = [DraftPolicy.parse(p.strip()) for p in o["policy_list"].split(",") if p.strip()]
     drafters = _drafters(o["drafter_list"] or default_drafters or (
-        DEFAULT_DRAFTERS if all(p.eagle3 for p in resolved) else default_of(GenerationSettings, "drafter")))
+        DEFAULT_DRAFTERS if all(p.eagle3 for p in resolved) else str(default_of(GenerationSettings, "drafter"))))
     _check_heads(resolved, drafters)
     _check_quants(resolved, quants, names)
     return RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
@@ -256,7 +255,7 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
         o["out"] = Path("runs") / datetime.now().strftime("tune-%Y%m%d-%H%M%S")
     cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, default_drafters=TUNE_DRAFTERS)
     if not all(p.eagle3 for p in cfg.pairs) and not o["drafter_list"]:
-        cfg = replace(cfg, drafters=[d for d in cfg.drafters if d != "eagle3"])
+        cfg = replace(cfg, drafters=[d for d in cfg.drafters if d != DrafterSpec("eagle3")])
     tc = tuning.TuneConfig(cfg, max_gamma, confirm)
     result = tuning.tune(tc, log=click.echo)
     text = tuning.lines(result, {p.name: p for p in cfg.pairs}, pair)
@@ -342,7 +341,7 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 @MAX_NEW_TOKENS
 @click.option("--run", "pair_run", default=None, type=click.Path(exists=True, path_type=Path),
               help="A run folder of this pair (harness run): its alpha_hat is placed on the curves.")
-@click.option("--drafter", "drafter_list", default=default_of(GenerationSettings, "drafter"), show_default=True,
+@click.option("--drafter", "drafter_list", default=str(default_of(GenerationSettings, "drafter")), show_default=True,
               help="Comma list of what drafts under forced acceptance: model (the pair's draft), eagle3[:PATH] (an EAGLE-3 head).")
 @options(REPEAT_OPTIONS, MACHINE_OPTIONS, OUT_OPTIONS)
 def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, drafter_list, **o):

@@ -123,7 +123,7 @@ OUT_OPTIONS = [
 ]
 
 TOP_K = click.option("--top-k", default=default_of(SamplingParams, "top_k"), show_default=True, type=int, help="0 = off.")
-POLICY = click.option("--draft-policy", "policy_list", default=default_of(GenerationSettings, "draft_policy"), show_default=True,
+POLICY = click.option("--draft-policy", "policy_list", default=str(default_of(GenerationSettings, "draft_policy")), show_default=True,
                       help="Comma list: fixed (gamma drafts per round), confidence:P (at most gamma, stopping before "
                            "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
                            "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "

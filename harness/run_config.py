@@ -11,13 +11,13 @@ or a runtime's capabilities (its class, runtimes/base.py; `runs_variants` and `r
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import runtimes
-from core.config import (LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams, at_least,
-                         default_of)
+from core.config import (DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
+                         TorchForward, at_least, default_of)
 from core.errors import HarnessError, RuntimeUnavailable
 from harness.prompts import Prompt
 from harness.rows import one_line
@@ -52,8 +52,9 @@ class RunConfig:
     max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
     seed: int = 0
     ignore_eos: bool = False
-    draft_policies: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
-    drafters: list[str] = field(default_factory=lambda: [default_of(GenerationSettings, "drafter")])
+    # the draft policies, drafters and torch forwards, each parsed once (a string given is parsed in __post_init__)
+    draft_policies: list[DraftPolicy] = field(default_factory=lambda: [default_of(GenerationSettings, "draft_policy")])
+    drafters: list[DrafterSpec] = field(default_factory=lambda: [default_of(GenerationSettings, "drafter")])
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     repeats: int = 1
     warmup: int = 1
@@ -61,7 +62,7 @@ class RunConfig:
     resume: bool = False
     forced: Optional[list[tuple]] = None  # forced acceptance rates per setting (harness calibrate); None: the models decide
     concurrencies: list[int] = field(default_factory=lambda: [1])  # client streams at once (--concurrency)
-    torch_forwards: list[str] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
+    torch_forwards: list[TorchForward] = field(default_factory=lambda: [default_of(RuntimeSettings, "torch_forward")])
     verbose: bool = False  # a progress line per generation, not per setting
     # llama.cpp quantization types of the target (--target-quant, models/quantize.py): every pair runs
     # once per type on the runtimes that read the target's GGUF (runs_variants), once as given on the
@@ -69,9 +70,10 @@ class RunConfig:
     target_quants: list[str] = field(default_factory=list)
     # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
     # drafters x policies x gammas (harness tune's candidates); None: the whole grid
-    only: Optional[list[tuple[str, int, str]]] = None
+    only: Optional[list[tuple[DraftPolicy, int, DrafterSpec]]] = None
 
     def __post_init__(self):
+        self._parse()
         at_least("--repeats", self.repeats, 1)
         at_least("--warmup", self.warmup, 0)
         for name, xs in (("prompts", self.prompts), ("--gamma", self.gammas), ("--max-new-tokens", self.max_new_tokens),
@@ -89,12 +91,18 @@ class RunConfig:
         for p, g, d in self.only or []:
             GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
         self._check_loads_fit()
-        for f in self.torch_forwards:
-            replace(self.runtime, torch_forward=f)  # validates each forward
         if self.target_quants:
             from models.quantize import parse_types
 
             self.target_quants = parse_types(self.target_quants)
+
+    def _parse(self) -> None:
+        """The draft policies, drafters and forwards given as text (harness tune's, a test's) parsed."""
+        self.draft_policies = [DraftPolicy.of(p) for p in self.draft_policies]
+        self.drafters = [DrafterSpec.of(d) for d in self.drafters]
+        self.torch_forwards = [TorchForward.parse(f) for f in self.torch_forwards]
+        if self.only is not None:
+            self.only = [(DraftPolicy.of(p), g, DrafterSpec.of(d)) for p, g, d in self.only]
 
     def _check_loads_fit(self) -> None:
         """Each --concurrency N above 1 against what each runtime of the run that serves
@@ -123,7 +131,7 @@ class RunConfig:
                                        "--concurrency or raise --n-ctx")
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: str = "fixed", drafter: str = "model", forced: Optional[tuple] = None,
+                 policy: DraftPolicy = DraftPolicy(), drafter: DrafterSpec = DrafterSpec(), forced: Optional[tuple] = None,
                  concurrency: int = 1) -> GenerationSettings:
         return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
                                   forced, concurrency)
@@ -140,8 +148,8 @@ class RunConfig:
             "pairs": [{**asdict(p), "label": labels[p.name]} for p in pairs],
             "target_quants": self.target_quants,
             "gammas": self.gammas, "samplings": [asdict(s) for s in self.samplings],
-            "max_new_tokens": self.max_new_tokens, "draft_policies": self.draft_policies,
-            "drafters": self.drafters, "torch_forwards": self.torch_forwards, "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens, "draft_policies": [str(p) for p in self.draft_policies],
+            "drafters": [str(d) for d in self.drafters], "torch_forwards": self.torch_forwards, "seed": self.seed,
             "ignore_eos": self.ignore_eos,
             "runtime_settings": asdict(self.runtime), "repeats": self.repeats, "warmup": self.warmup,
             "prompts": [asdict(p) for p in self.prompts],
@@ -158,7 +166,7 @@ class RunConfig:
             return self.repeats
         return max(self.repeats, -(-2 * concurrency // len(self.prompts)))
 
-    def speculative_settings(self) -> list[tuple[str, Optional[int], str, Optional[tuple]]]:
+    def speculative_settings(self) -> list[tuple[DraftPolicy, Optional[int], DrafterSpec, Optional[tuple]]]:
         """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
         every gamma for every policy in which gamma is the most drafts per round, one generation
         (gamma None) for library-default, in which the library chooses the length; each forced
@@ -166,7 +174,7 @@ class RunConfig:
         if self.only is not None:
             return [(p, g, d, None) for p, g, d in self.only]
         return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
-                for g in (self.gammas if p != LIBRARY_DEFAULT else [None]) for f in (self.forced or [None])]
+                for g in (self.gammas if not p.library_default else [None]) for f in (self.forced or [None])]
 
     def n_pairs(self, name: str) -> int:
         """Pairs runtime `name` measures: each pair once per --target-quant where it reads the target's GGUF."""

@@ -29,18 +29,19 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional
 
 import runtimes
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings
+from core.config import WARMUP_TOKENS, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
 from core.errors import HarnessError, RuntimeUnavailable
 from core.records import Generation
 from core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
 from harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
 from harness.run_config import RunConfig, limits_or_why, runs_forwards, runs_variants
 from harness.under_load import LoadSetting, Request, UnderLoad, batched_costs
+from runtimes.server import ServerSetting
 
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
     from runtimes.base import Runtime
 
-BASELINE = ("fixed", None, "model", None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
+BASELINE = (DraftPolicy(), None, DrafterSpec(), None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
 
 
 class _LoadFailed(Exception):
@@ -167,7 +168,7 @@ class Runner:
                 if first is None:
                     rt.close()
                     continue
-                rt.start_early(blocks[first].start, [b.start for b in blocks[first + 1:] if b.runnable])
+                rt.start_early(blocks[first].server, [b.server for b in blocks[first + 1:] if b.runnable])
             except Exception:  # noqa: BLE001 - its own turn says why
                 if rt is not None:
                     rt.close()
@@ -198,8 +199,8 @@ class Runner:
         gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced, concurrency)
         spec = mode == "speculative"
         row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
-               "gamma": gen.gamma_max if spec else None, "draft_policy": policy if spec else None,
-               "drafter": drafter if spec else None, "forced_rates": forced,
+               "gamma": gen.gamma_max if spec else None, "draft_policy": str(policy) if spec else None,
+               "drafter": str(drafter) if spec else None, "forced_rates": forced,
                "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
                "seed": gen.seed, "concurrency": concurrency, "torch_forward": self.forward,
                "target_quant": pair.target_quant}
@@ -277,7 +278,7 @@ class Runner:
         said: set[tuple] = set()
         try:
             for i, b in enumerate(blocks):
-                upcoming = [later.start for later in blocks[i + 1:] if later.runnable]
+                upcoming = [later.server for later in blocks[i + 1:] if later.runnable]
                 self._measure_block(m, b, upcoming, bases, said)
             for n in (n for n in c.concurrencies if n > 1):
                 self._measure_load(m, n)
@@ -381,7 +382,7 @@ class Runner:
         first = m.encoded[c.prompts[0].id]
         try:
             if rt.one_setting_at_a_time and b.runnable:
-                rt.start_setting(b.start, upcoming)
+                rt.start_setting(b.server, upcoming)
             for _ in range(c.warmup):
                 for (mode, _, _), w in runnable:
                     (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
@@ -479,7 +480,12 @@ class _Block:
     warm: dict = field(default_factory=dict)  # (mode, draft policy, drafter) -> warm-up settings
     why: dict = field(default_factory=dict)  # the same keys -> why the runtime cannot run it, or None
     runnable: bool = False  # something of it can run
-    start: Optional[GenerationSettings] = None  # what start_setting is given (None: the baseline)
+    start: Optional[GenerationSettings] = None  # the settings of its first speculative drafting (None: the baseline)
+
+    @property
+    def server(self) -> ServerSetting:
+        """What start_setting is given for it."""
+        return ServerSetting.of(self.start) if self.start is not None else ServerSetting.baseline()
 
 
 def _cell_id(cell: tuple) -> tuple:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from core import metrics, theory
-from core.config import parse_policy
+from core.config import DrafterSpec, DraftPolicy
 from core.errors import HarnessError
 from core.results import read_results
 from harness.run_config import RunConfig
@@ -71,7 +71,7 @@ class TuneConfig:
         if self.confirm < 1:
             raise HarnessError(f"--confirm {self.confirm}: at least one candidate per runtime must be measured")
         for p in self.run.draft_policies:
-            if p != "fixed":
+            if p.kind != "fixed":
                 raise HarnessError(f"--draft-policy {p}: tune searches fixed draft lengths 1..--max-gamma")
 
     @property
@@ -286,7 +286,7 @@ class Candidate:
     policy: str = "fixed"
 
     def label(self) -> str:
-        stop = parse_policy(self.policy)[1]
+        stop = DraftPolicy.parse(self.policy).confidence
         return f"{self.drafter} g={self.gamma}" + (f" p>={stop:g}" if stop is not None else "")
 
 
@@ -445,8 +445,8 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
         folders = {k: converted_folder(v) for k, v in (("target", pair.target), ("draft", pair.draft))
                    if v and str(v).endswith(".gguf")}
         pair = replace(pair, **{k: str(f) for k, f in folders.items() if f is not None})
-    p_min = parse_policy(best.get("policy") or "fixed")[1] if rec["speculate"] else None
-    return cls.library_command(pair, best["drafter"] if rec["speculate"] else None, best.get("gamma"), p_min)
+    p_min = DraftPolicy.parse(best.get("policy") or "fixed").confidence if rec["speculate"] else None
+    return cls.library_command(pair, DrafterSpec.parse(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min)
 
 
 # ---------------------------------------------------------------- the console
@@ -479,7 +479,7 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
         b, best = rec["base"], rec["best"]
         on = f" on the {_quant(b['pair'])} target" if multi_pair and _quant(b["pair"]) else ""
         if rec["speculate"]:
-            stop = parse_policy(best["policy"])[1]
+            stop = DraftPolicy.parse(best["policy"]).confidence
             quant = _quant(best["pair"]) if multi_pair else None
             head = (f"{rec['runtime']}{at}: speculate with {best['drafter']} at gamma {best['gamma']}"
                     f"{'' if stop is None else f', stopping below p {stop:g}'}"

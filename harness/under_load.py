@@ -22,11 +22,12 @@ from typing import Callable, NamedTuple, Optional
 
 import runtimes
 from core import metrics
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter
+from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from core.errors import HarnessError
 from core.results import write_run_json
 from harness.rows import Measuring, log, one_line
 from harness.run_config import RunConfig
+from runtimes.server import ServerSetting
 
 
 class Request(NamedTuple):
@@ -53,9 +54,9 @@ class LoadSetting:
         """The settings of its first request."""
         return self.cells[0][0].gen
 
-    def start(self, n: int):
-        """What start_setting is given for it: its settings, or N for the baseline's server."""
-        return self.first if self.speculative else n
+    def start(self, n: int) -> ServerSetting:
+        """What start_setting is given for it: its settings' server, or the baseline's for n sequences."""
+        return ServerSetting.of(self.first) if self.speculative else ServerSetting.baseline(n)
 
 
 @dataclass
@@ -131,7 +132,7 @@ class UnderLoad:
                 own.setdefault("target", {})[str(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
                 own.setdefault("step", {})[str(n)] = rt.decode_step_s(None, n, ids)
                 return
-            kind = parse_drafter(gen.drafter)[0]
+            kind = gen.drafter.kind
             t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
             k = str(gen.gamma_max + 1)
             if kind != "model" or base is None or k not in t:

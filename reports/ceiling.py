@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from core import theory
+from core.config import DrafterSpec
 from core.errors import HarnessError
 from models import shape
 
@@ -28,10 +29,11 @@ class CFlops:
         model), an EAGLE-3 head's (fc, its layer and its draft-vocabulary head, models/eagle3.py)."""
         if not refs:
             return None
-        kind = (drafter or "model").partition(":")[0]
+        d = DrafterSpec.parse(drafter or "model")  # a row's text, as make_row wrote it
+        kind = d.kind
         if kind == "ngram":
             return 0.0
-        head = (drafter.partition(":")[2] or refs.get("eagle3")) if kind == "eagle3" else None
+        head = (d.path or refs.get("eagle3")) if kind == "eagle3" else None
         key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf")) + (kind, head)
         if key not in self._cache:
             self._cache[key] = self._lookup(refs) if kind != "eagle3" else self._head(refs, head)

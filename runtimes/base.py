@@ -18,14 +18,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, RuntimeSettings, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
 from core import sampling
 from core.records import Generation
 from runtimes import evidence
 from runtimes.loop import DraftModel, Drafter, Loop, Model
 from runtimes.ngram import NgramDrafter
+
+if TYPE_CHECKING:
+    from runtimes.server import ServerSetting
 
 
 DRAFTER_NAMES = {"model": "draft model", "ngram": "prompt lookup", "eagle3": "EAGLE-3 drafting"}
@@ -44,7 +47,7 @@ class Runtime(ABC):
     # run and have it launch its first servers then (start_early), pausing them (hold) while any
     # other runtime measures and resuming them (release) while the others load.
     starts_early: bool = False
-    # What the runtime can run, by kind (core/config.py's parse_drafter, parse_policy): supports()
+    # What the runtime can run, by kind (core/config.py's DrafterSpec.kind, DraftPolicy.kind): supports()
     # refuses the rest, and runtimes.able() names the runtimes that can, for its texts, the command
     # line's `harness runtimes` and the bench's figures.
     drafters: tuple[str, ...] = ("model",)
@@ -95,13 +98,14 @@ class Runtime(ABC):
     @abstractmethod
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation: ...
 
-    def start_setting(self, gen: Optional[GenerationSettings], upcoming: Sequence[Optional[GenerationSettings]] = ()) -> None:
-        """Before the runner measures every generation of one setting (`gen`; None: the baseline),
-        when `one_setting_at_a_time`: have what it needs running, nothing else taking CPU;
-        `upcoming` are the settings it measures next, in order (a server may be started early)."""
+    def start_setting(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
+        """Before the runner measures every generation of one setting (runtimes/server.py's
+        ServerSetting: the baseline or a speculative one, at a concurrency), when
+        `one_setting_at_a_time`: have what it needs running, nothing else taking CPU; `upcoming`
+        are the settings it measures next, in order (a server may be started early)."""
 
-    def start_early(self, gen: Optional[GenerationSettings], upcoming: Sequence[Optional[GenerationSettings]] = ()) -> None:
-        """When `starts_early`: launch what start_setting(gen, upcoming) will need, without waiting for it."""
+    def start_early(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
+        """When `starts_early`: launch what start_setting(setting, upcoming) will need, without waiting for it."""
 
     def hold(self) -> None:
         """When `starts_early`: take no CPU until release() (another runtime measures)."""
@@ -122,11 +126,11 @@ class Runtime(ABC):
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         """None when this runtime can run the draft policy and drafter of `gen`
-        (core/config.DRAFT_POLICIES, parse_drafter), else why not: a "skipped" row says it. Here
+        (core/config.DRAFT_POLICIES, DRAFTERS), else why not: a "skipped" row says it. Here
         what the class declares (drafters, policies, forces); a runtime adds its own rules."""
         from runtimes import able, listed
 
-        kind, policy = parse_drafter(gen.drafter)[0], parse_policy(gen.draft_policy)[0]
+        kind, policy = gen.drafter.kind, gen.draft_policy.kind
         if gen.forced and not self.forces:
             return (f"{self.name} cannot force acceptance (its library decides each draft; forced acceptance runs in "
                     f"{listed(able('forces'))})")
@@ -144,7 +148,7 @@ class Runtime(ABC):
         return None
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+    def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
                         p_min: Optional[float] = None) -> Optional[str]:
         """The setting (drafter None: target-only; p_min: confidence stopping) as a user of this
         runtime's library writes it, ready to paste (harness tune prints it); None where the loop
@@ -204,12 +208,12 @@ class LoopRuntime(Runtime):
     head_threads: Optional[int] = None  # torch threads for an EAGLE-3 head's passes (None: the generation's own)
 
     def drafter(self, gen: GenerationSettings) -> Drafter:
-        kind, n, k = parse_drafter(gen.drafter)
-        if kind == "eagle3":
+        d = gen.drafter
+        if d.kind == "eagle3":
             from runtimes.eagle3 import Eagle3Drafter, loaded_head
 
-            return Eagle3Drafter(loaded_head(self, gen.drafter), self.target, gen.confidence, self.head_threads)
-        return NgramDrafter(self.target.vocab, n, k) if kind == "ngram" else DraftModel(self.draft, gen.confidence)
+            return Eagle3Drafter(loaded_head(self, d), self.target, gen.confidence, self.head_threads)
+        return NgramDrafter(self.target.vocab, d.max_ngram, d.k) if d.kind == "ngram" else DraftModel(self.draft, gen.confidence)
 
     drafters = ("model", "ngram", "eagle3")
     policies = ("fixed", "confidence", "heuristic")
@@ -219,7 +223,7 @@ class LoopRuntime(Runtime):
         why = super().supports(gen)
         if why:
             return why
-        kind = parse_drafter(gen.drafter)[0]
+        kind = gen.drafter.kind
         if gen.confidence is not None and kind == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"
         if kind == "eagle3":

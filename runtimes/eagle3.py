@@ -39,23 +39,23 @@ import torch
 import torch.nn.functional as F
 
 from core import sampling
-from core.config import PairSpec, eagle3_path
+from core.config import DrafterSpec, PairSpec
 from core.limits import torch_threads
 from models.eagle3 import Eagle3Head
 from runtimes import packed_matmul
 from runtimes.loop import Draft, Drafter, Model
 
 
-def head_folder(drafter: str, pair: Optional[PairSpec]) -> str:
+def head_folder(drafter: DrafterSpec, pair: Optional[PairSpec]) -> str:
     """The folder of the head `drafter` (`eagle3[:PATH]`) drafts with: PATH, else the pair's own
     (PairSpec.eagle3); ValueError, the line a runtime refuses the setting with, when there is neither."""
-    folder = eagle3_path(drafter) or (pair.eagle3 if pair else None)
+    folder = drafter.path or (pair.eagle3 if pair else None)
     if folder is None:
         raise ValueError(f"the pair {pair.name if pair else ''} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
     return folder
 
 
-def checked_folder(drafter: str, pair: Optional[PairSpec], target_folder) -> str:
+def checked_folder(drafter: DrafterSpec, pair: Optional[PairSpec], target_folder) -> str:
     """head_folder, its configuration checked against the target model folder's (models/eagle3.py's
     check_fits: HarnessError naming the mismatch), for a runtime whose library reads the head itself."""
     from models.eagle3 import check_fits, read_config
@@ -65,7 +65,7 @@ def checked_folder(drafter: str, pair: Optional[PairSpec], target_folder) -> str
     return folder
 
 
-def loaded_head(rt, drafter: str) -> Eagle3Head:
+def loaded_head(rt, drafter: DrafterSpec) -> Eagle3Head:
     """The head `drafter` names for a loop runtime `rt` (runtimes/base.py's LoopRuntime: its pair,
     head_embedding(), target_config()), loaded once per folder (models/eagle3.py's load_head,
     checked against the target's config) with its matrices packed for drafting; kept on `rt`."""
@@ -78,7 +78,7 @@ def loaded_head(rt, drafter: str) -> Eagle3Head:
     return heads[folder]
 
 
-def why_not(rt, drafter: str) -> Optional[str]:
+def why_not(rt, drafter: DrafterSpec) -> Optional[str]:
     """Why loop runtime `rt` cannot draft with the head `drafter` names (None: it can): no head, or a
     target that cannot hand out the layers it reads. A head that does not fit the target is bad
     input (HarnessError)."""

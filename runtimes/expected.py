@@ -27,7 +27,7 @@ import torch
 
 from core import sampling
 from core.acceptance import RULES, Likelihood, Tally, acceptance, tested_positions
-from core.config import PairSpec, SamplingParams, eagle3_path, parse_drafter
+from core.config import DrafterSpec, PairSpec, SamplingParams
 
 
 DRAFT_TOP_K = 10  # llama.cpp's speculative draft sampler keeps the top 10 (common/speculative.cpp)
@@ -107,14 +107,15 @@ class Checker:
         ids = list(row["token_ids"])
         seq = tuple(prompt + ids)
         L = len(prompt)
-        kind, n, k = parse_drafter(row.get("drafter") or "model")
+        drafter = DrafterSpec.parse(row.get("drafter") or "model")  # the row's text, as the results schema keeps it
+        kind, n = drafter.kind, drafter.max_ngram
         positions = [x for x in tested_positions(row["rounds"], len(ids)) if L + x[0] + x[2] >= 2]
         if not positions:
             return None
         if kind == "model":
             source = "the draft model"
         elif kind == "eagle3":
-            folder = eagle3_path(row["drafter"]) or self.pair.eagle3
+            folder = drafter.path or self.pair.eagle3
             steps = max(i for _, _, i, _ in positions)
             head = self._head_logits(folder, seq, steps)
             source = "the EAGLE-3 head"

@@ -64,7 +64,7 @@ from typing import Optional
 
 import torch
 
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases, RoundRecord
 from core.timing import NS, PhaseTimer, RoundTimes, device_sync
@@ -344,14 +344,13 @@ class HFRuntime(HFText, Runtime):
         return kw
 
     def _generate(self, prompt_ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
-        kind, n, k = parse_drafter(gen.drafter)
-        lookup = speculative and kind == "ngram"
-        policy, p_min = parse_policy(gen.draft_policy)
-        probe = _Probe(self.sync, speculative, None if lookup else ASSISTANT_CONFIG[policy](gen.gamma, p_min), lookup)
+        d, policy = gen.drafter, gen.draft_policy
+        lookup = speculative and d.kind == "ngram"
+        probe = _Probe(self.sync, speculative, None if lookup else ASSISTANT_CONFIG[policy.kind](gen.gamma, policy.p), lookup)
         x = torch.tensor([prompt_ids], dtype=torch.long, device=self.target.device)  # [1, S]
         kw = dict(attention_mask=torch.ones_like(x), **self.generate_kwargs(gen))
         if lookup:
-            kw.update(prompt_lookup_num_tokens=k or gen.gamma, max_matching_ngram_size=n)
+            kw.update(prompt_lookup_num_tokens=d.k or gen.gamma, max_matching_ngram_size=d.max_ngram)
         elif speculative:
             kw["assistant_model"] = self.draft
         else:  # the raw logits of every step, for target_entropy (generate copies each step's row anyway)
@@ -394,7 +393,7 @@ class HFRuntime(HFText, Runtime):
         why = super().supports(gen)
         if why:
             return why
-        if parse_drafter(gen.drafter)[0] == "ngram" and gen.draft_policy != "fixed":
+        if gen.drafter.kind == "ngram" and gen.draft_policy.kind != "fixed":
             return (f"transformers' prompt lookup drafts a fixed prompt_lookup_num_tokens (it has no default, no "
                     f"confidence and no schedule): --draft-policy {gen.draft_policy} does not apply")
         return None
@@ -403,16 +402,16 @@ class HFRuntime(HFText, Runtime):
         """Prompt lookup has no draft distribution: transformers then accepts while the target's
         own sample equals the draft. The draft model's rounds use the ratio test."""
         rule = super().verify_rule(gen)
-        return "sample-match" if rule == "leviathan" and parse_drafter(gen.drafter)[0] == "ngram" else rule
+        return "sample-match" if rule == "leviathan" and gen.drafter.kind == "ngram" else rule
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+    def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
                         p_min: Optional[float] = None) -> Optional[str]:
         if drafter is None:
             return "model.generate(**inputs, do_sample=False)"
-        kind, n, _ = parse_drafter(drafter)
-        if kind == "ngram":
-            return f"model.generate(**inputs, prompt_lookup_num_tokens={gamma}, max_matching_ngram_size={n})"
+        if drafter.kind == "ngram":
+            return (f"model.generate(**inputs, prompt_lookup_num_tokens={gamma}, "
+                    f"max_matching_ngram_size={drafter.max_ngram})")
         return (f"model.generate(**inputs, assistant_model=AutoModelForCausalLM.from_pretrained({pair.draft!r}), "
                 f"num_assistant_tokens={gamma}, num_assistant_tokens_schedule='constant', "
                 f"assistant_confidence_threshold={p_min or 0:g})")

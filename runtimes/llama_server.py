@@ -68,14 +68,14 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, GenerationSettings, PairSpec, parse_drafter, parse_policy
+from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec
 from core.records import Generation, Phases
 from models import llama_files
 from runtimes import evidence
 from runtimes import llama_common as lc
 from runtimes.base import Runtime
 from runtimes.process import ServerError, ServerProcess
-from runtimes.server import ServerPool, ServerRuntime, concurrency_of, is_baseline, server_rounds, setting, setting_name
+from runtimes.server import ServerPool, ServerRuntime, ServerSetting, server_rounds
 from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
@@ -128,50 +128,51 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         self.version = version_of([self.binary, "--version"], 30, lambda out, err: " ".join((out + err).split())[:200])
         # the baseline's server starts now, waited for at its first request (start_setting): a target
         # this server cannot load is then the runtime's skip, with the server's own reason
-        self.servers.launch([None], self._launch)
+        self.servers.launch([ServerSetting.baseline()], self._launch)
 
     # -- servers -------------------------------------------------------------------------------
 
-    def _argv(self, spec: Optional[tuple]) -> list[str]:
+    def _argv(self, setting: ServerSetting) -> list[str]:
         s = self.settings
         t, tb = lc.n_threads(s)
         nb = str(min(lc.N_BATCH, self.n_ctx))
         ngl = "all" if lc.gpu_layers(s) < 0 else str(lc.gpu_layers(s))  # our -1 = every layer
-        argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", str(concurrency_of(spec)), "-t", str(t),
+        argv = [self.binary, "-m", self.paths[0], "-c", str(self.n_ctx), "-np", str(setting.concurrency), "-t", str(t),
                 "-tb", str(tb), "-b", nb, "-ub", nb, "-fa", "off", "-ngl", ngl, "--metrics", "--no-webui",
                 "--cache-ram", "0", "-lv", "4"]
-        if is_baseline(spec):
+        if setting.is_baseline:
             return argv
-        policy, gamma, drafter, forced = spec[:4]
-        kind, n, k = parse_drafter(drafter)
-        if forced:  # the server takes P(position i accepted), unconditional: the products of ours
-            argv += ["--spec-synth-rates", ",".join(f"{r:.9g}" for r in synthetic_rates(forced, gamma))]
-        if kind == "ngram":
+        policy, gamma, drafter = setting.policy, setting.gamma_max, setting.drafter
+        if setting.forced:  # the server takes P(position i accepted), unconditional: the products of ours
+            argv += ["--spec-synth-rates", ",".join(f"{r:.9g}" for r in synthetic_rates(setting.forced, gamma))]
+        if drafter.kind == "ngram":
             argv += ["--spec-type", "ngram-simple"]
-            if policy != LIBRARY_DEFAULT:
-                argv += ["--spec-ngram-simple-size-n", str(n), "--spec-ngram-simple-size-m", str(k or gamma)]
+            if not policy.library_default:
+                argv += ["--spec-ngram-simple-size-n", str(drafter.max_ngram), "--spec-ngram-simple-size-m",
+                         str(drafter.k or gamma)]
             return argv
-        if kind == "eagle3":  # the head's GGUF (converted once) reads the target's layer inputs
+        if drafter.kind == "eagle3":  # the head's GGUF (converted once) reads the target's layer inputs
             argv += ["-md", str(self._eagle3_gguf(drafter)), "--spec-type", "draft-eagle3"]
             if os.environ.get("HARNESS_LLAMA_SERVER_AS_SHIPPED") != "1":
                 argv += BACKEND_SAMPLING_OFF
         else:
             argv += ["-md", self.paths[1], "--spec-type", "draft-simple"]
         argv += ["-td", str(t), "-tbd", str(tb), "-ngld", ngl]
-        if policy != LIBRARY_DEFAULT:
-            p_min = parse_policy(policy)[1] or 0.0
+        if not policy.library_default:
+            p_min = policy.confidence or 0.0
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min:g}"]
         return argv
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+    def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
                         p_min: Optional[float] = None) -> Optional[str]:
         argv = ["llama-server", "-m", str(pair.target_gguf)]
         if drafter is None:
             return " ".join(argv)
-        kind, n, _ = parse_drafter(drafter)
+        kind = drafter.kind
         if kind == "ngram":
-            argv += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(n), "--spec-ngram-simple-size-m", str(gamma)]
+            argv += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(drafter.max_ngram),
+                     "--spec-ngram-simple-size-m", str(gamma)]
         elif kind == "eagle3":
             argv += ["-md", "HEAD.gguf", "--spec-type", "draft-eagle3", *BACKEND_SAMPLING_OFF]
         else:
@@ -180,10 +181,10 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min or 0:g}"]
         return " ".join(argv)
 
-    def _launch(self, spec: Optional[tuple]) -> ServerProcess:
-        srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log",
+    def _launch(self, setting: ServerSetting) -> ServerProcess:
+        srv = ServerProcess(self._argv(setting), self.logs / f"{self.servers.started:02d}-{setting.name}.log",
                             "llama-server", env={"LLAMA_TRACE": "1"})
-        srv.info["setting"] = spec
+        srv.info["setting"] = setting
         return srv.launch()
 
     def _ready(self, srv: ServerProcess) -> None:
@@ -192,7 +193,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             srv.wait()
         except ServerError as e:
             raise ServerError(f"llama-server could not start with {Path(self.paths[0]).name}"
-                              f"{'' if srv.info['setting'] is None else ' + ' + Path(self.paths[1]).name}: {e}") from None
+                              f"{'' if srv.info['setting'].is_baseline else ' + ' + Path(self.paths[1]).name}: {e}") from None
         log = srv.log_text()
         found, ngram = DRAFT_SETTINGS.search(log), NGRAM_SETTINGS.search(log)
         srv.info["draft"] = {"n_max": int(found[1]), "n_min": int(found[2]), "p_min": float(found[3])} if found else \
@@ -233,7 +234,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         return resp, wall, log
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        srv = self._server(None)
+        srv = self._server(ServerSetting.baseline())
         resp, wall, _ = self._complete(srv, prompt_ids, gen)
         tm = resp["timings"]
         out = [int(t) for t in resp["tokens"]]
@@ -247,7 +248,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         return g
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        srv = self._server(setting(gen))
+        srv = self._server(ServerSetting.of(gen))
         before = spec_metrics(srv.request("/metrics"), "llamacpp")
         resp, wall, log = self._complete(srv, prompt_ids, gen)
         after = spec_metrics(srv.request("/metrics"), "llamacpp")
@@ -354,7 +355,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def verify_rule(self, gen) -> Optional[str]:
         return "greedy-match" if gen.sampling.greedy else "sample-match"
 
-    def _eagle3_gguf(self, drafter: str) -> Path:
+    def _eagle3_gguf(self, drafter: DrafterSpec) -> Path:
         """The EAGLE-3 head's GGUF through llama.cpp's own converter (models/eagle3.py's gguf_of,
         cached), checked against the target first; ValueError with the converter's reason."""
         from models.eagle3 import gguf_of
@@ -376,16 +377,16 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         why = super().supports(gen)
         if why:
             return why
-        if parse_drafter(gen.drafter)[0] == "eagle3":
-            if gen.draft_policy == LIBRARY_DEFAULT:
+        if gen.drafter.kind == "eagle3":
+            if gen.draft_policy.library_default:
                 return f"--draft-policy {gen.draft_policy} with an EAGLE-3 head: llama-server takes n-max and p-min (fixed, confidence:P)"
             try:
                 self._eagle3_gguf(gen.drafter)
             except ValueError as e:
                 return str(e)
-        if gen.forced and gen.draft_policy == LIBRARY_DEFAULT:
+        if gen.forced and gen.draft_policy.library_default:
             return "forced acceptance needs the server's number of draft positions: use a fixed gamma"
-        if gen.confidence is not None and parse_drafter(gen.drafter)[0] == "ngram":
+        if gen.confidence is not None and gen.drafter.kind == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; ngram-simple has none"
         return None  # fixed, confidence:P and library-default; the draft model or ngram-simple
 

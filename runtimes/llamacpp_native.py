@@ -47,7 +47,7 @@ import torch
 from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 
 from core import sampling
-from core.config import GenerationSettings, PairSpec, parse_drafter
+from core.config import GenerationSettings, PairSpec
 from core.errors import HarnessError
 from core.records import Generation, Phases, RoundRecord
 from core.timing import PhaseTimer
@@ -261,9 +261,9 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
         if not speculative:
             run.rows = RowStore(llm, gen.max_new_tokens)
         self.timed.run = run
-        kind, n, k = parse_drafter(gen.drafter)
-        lookup = speculative and kind == "ngram"
-        drafter = LookupDraft(n, k or gen.gamma) if lookup else self.drafter
+        d = gen.drafter
+        lookup = speculative and d.kind == "ngram"
+        drafter = LookupDraft(d.max_ngram, d.k or gen.gamma) if lookup else self.drafter
         llm.draft_model = drafter if speculative else None
         # Llama() forces logits_all when built with a draft model; without one (the plain loop a
         # user without a draft runs) it copies only the last row, as Llama(draft_model=None) would
@@ -305,7 +305,7 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
                         "into Llama.scores (logits_all is forced with a draft model); llama.cpp's decode ms in extra.llama_perf",
             "sampling_s": "the library's sampler chain (Llama.sample)" + (" plus the draft's token choice in Python" if speculative else ""),
         }
-        if speculative and run.gen.drafter != "model":
+        if speculative and run.gen.drafter.kind != "model":
             notes["draft_s"] = "the library's LlamaPromptLookupDecoding call"
             notes["sampling_s"] = "the library's sampler chain (Llama.sample)"
         if speculative:

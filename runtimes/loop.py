@@ -16,7 +16,7 @@ One round, beside Leviathan et al. 2023, Algorithm 1:
 Target-only decoding (the baseline) is the same loop with no drafter: every round is one target
 step (k = 0). A round never drafts past max_new_tokens (g = tokens left - 1, as transformers).
 
-How many tokens a round may draft is the draft policy's (parse_policy in core/config.py): g is gamma,
+How many tokens a round may draft is the draft policy's (DraftPolicy in core/config.py): g is gamma,
 or DraftLength's heuristic schedule; a DraftModel with a confidence threshold stops before the
 first position whose distribution has top-1 probability under it. Both depend only on the
 sequence so far (accepted tokens), so Algorithm 1's guarantee holds for every position drafted.
@@ -191,7 +191,7 @@ class DraftLength:
 
     def __init__(self, gen: GenerationSettings):
         self.gamma, self.n = gen.gamma, gen.gamma
-        self.heuristic = gen.draft_policy == "heuristic"
+        self.heuristic = gen.draft_policy.kind == "heuristic"
 
     def next(self, left: int) -> int:
         """left: tokens max_new_tokens still allows after this round's new token."""

@@ -76,7 +76,7 @@ import numpy as np
 import torch
 
 from core import timing
-from core.config import LIBRARY_DEFAULT, GenerationSettings, PairSpec
+from core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
 from core.errors import RuntimeUnavailable
 from core.records import Generation, Phases, RoundRecord
 from core.timing import PhaseTimer, RoundTimes
@@ -346,7 +346,7 @@ class MlxRuntime(TokenizerText, Runtime):
         draft_max = None
         if speculative:
             kw["draft_model"] = _Pass(self.draft, "draft", probe)
-            if gen.draft_policy == LIBRARY_DEFAULT:
+            if gen.draft_policy.library_default:
                 draft_max = library_gamma()
             else:
                 kw["num_draft_tokens"] = draft_max = gen.gamma
@@ -402,7 +402,7 @@ class MlxRuntime(TokenizerText, Runtime):
         return self._reference
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+    def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
                         p_min: Optional[float] = None) -> Optional[str]:
         cmd = f"mlx_lm.generate --model {pair.target} --prompt PROMPT"
         return cmd if drafter is None else f"{cmd} --draft-model {pair.draft} --num-draft-tokens {gamma}"

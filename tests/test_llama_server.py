@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
 from runtimes import llama_common as lc
 from runtimes import process as process_mod
 from runtimes.llama_server import LlamaServerRuntime
 from runtimes.process import ServerError, ServerProcess
-from runtimes.server import setting
+from runtimes.server import ServerSetting
 from tests.procs import session_processes
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
@@ -58,6 +58,23 @@ def server(pairs, tmp_path_factory):
 @pytest.fixture(scope="module")
 def ids(server):
     return server.encode(PROMPT)
+
+
+def test_a_server_setting_is_what_the_server_takes_by_name():
+    """The key of a server in the pool: its policy, most drafts, drafter, forced rates and streams,
+    not the length, seed or sampling of a request; its log name says it."""
+    s = ServerSetting.of(gen(40, 6, policy="confidence:0.5", drafter="ngram:1,3"))
+    assert (s.policy, s.gamma_max, s.drafter, s.forced, s.concurrency) == (
+        DraftPolicy("confidence", 0.5), 6, DrafterSpec("ngram", 1, 3), None, 1)
+    assert not s.is_baseline and s.name == "confidence0.5-gamma6-ngram1-3"
+    assert {s: "server"}[ServerSetting.of(gen(8, 6, SamplingParams(0.7), seed=3, policy="confidence:0.5",
+                                               drafter="ngram:1,3"))] == "server"
+    assert ServerSetting.of(gen(40, 6)) != ServerSetting.of(gen(40, 5)) != ServerSetting.baseline()
+    assert ServerSetting.baseline().is_baseline and ServerSetting.baseline().name == "baseline"
+    assert ServerSetting.baseline(4) != ServerSetting.baseline() and ServerSetting.baseline(4).name == "baseline-np4"
+    assert ServerSetting.of(gen(policy="library-default")).name == "library-default"
+    head = GenerationSettings(drafter="eagle3:/heads/smol/head", forced=(0.5, 0.25), concurrency=2)
+    assert ServerSetting.of(head).name == "fixed-gamma4-eagle3-smol-forced0.5_0.25-np2"
 
 
 def test_binary_is_the_setup_build():
@@ -126,7 +143,7 @@ def test_sampling_runs_at_every_length_and_names_its_rule(server, ids):
 
 def test_library_default_leaves_the_servers_draft_settings(server, ids):
     g = server.generate_speculative(ids, gen(40, 8, policy="library-default"))
-    srv = server.servers[("library-default", None, "model", None)]
+    srv = server.servers[ServerSetting.of(gen(policy="library-default"))]
     assert "--spec-draft-n-max" not in srv.argv and "--spec-draft-p-min" not in srv.argv
     assert g.draft_max == g.extra["server_draft"]["n_max"] == 3  # this build's own default n-max, not our gamma 8
     assert max(r.drafted for r in g.rounds) == 3
@@ -139,7 +156,7 @@ def test_confidence_maps_to_p_min(server, ids):
     the whole vocabulary as in the shared loop, so the two stop at different rounds; greedy output
     stays the target's."""
     g = server.generate_speculative(ids, gen(40, 6, policy="confidence:0.9"))
-    srv = server.servers[("confidence:0.9", 6, "model", None)]
+    srv = server.servers[ServerSetting.of(gen(40, 6, policy="confidence:0.9"))]
     assert srv.argv[srv.argv.index("--spec-draft-p-min") + 1] == "0.9" and g.extra["server_draft"]["p_min"] == 0.9
     assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
     fixed = server.generate_speculative(ids, gen(40, 6))
@@ -152,7 +169,7 @@ def test_confidence_maps_to_p_min(server, ids):
 def test_ngram_simple_is_the_servers_own_lookup(server, drafter, size_n, size_m):
     ids = server.encode("one two three four, one two three four, one two three")
     g = server.generate_speculative(ids, gen(40, 4, drafter=drafter))
-    srv = server.servers[("fixed", 4, drafter, None)]
+    srv = server.servers[ServerSetting.of(gen(40, 4, drafter=drafter))]
     assert "-md" not in srv.argv and srv.argv[srv.argv.index("--spec-type") + 1] == "ngram-simple"
     assert g.extra["server_draft"] == {"size_n": size_n, "n_max": size_m, "min_hits": 1} and g.draft_max == size_m
     assert g.token_ids == server.generate_baseline(ids, gen(40)).token_ids
@@ -163,7 +180,7 @@ def test_ngram_simple_is_the_servers_own_lookup(server, drafter, size_n, size_m)
 
 def test_ngram_simple_untuned_is_the_servers_own_defaults(server, ids):
     g = server.generate_speculative(ids, gen(24, 4, policy="library-default", drafter="ngram"))
-    srv = server.servers[("library-default", None, "ngram", None)]
+    srv = server.servers[ServerSetting.of(gen(policy="library-default", drafter="ngram"))]
     assert "--spec-ngram-simple-size-n" not in srv.argv and "-md" not in srv.argv
     assert g.extra["server_draft"] == {"size_n": 12, "n_max": 48, "min_hits": 1} and g.draft_max == 48
     assert g.token_ids == server.generate_baseline(ids, gen(24)).token_ids
@@ -204,7 +221,7 @@ def test_only_the_server_in_use_runs_the_others_are_paused(pairs, ids, tmp_path)
     try:
         base = rt.generate_baseline(ids, gen(8))
         spec = rt.generate_speculative(ids, gen(8, 2))
-        b, s = rt.servers[None], rt.servers[("fixed", 2, "model", None)]
+        b, s = rt.servers[ServerSetting.baseline()], rt.servers[ServerSetting.of(gen(8, 2))]
         assert (_state(b.proc.pid), b.paused) == ("T", True) and _state(s.proc.pid) != "T"
         assert rt.generate_baseline(ids, gen(8)).token_ids == base.token_ids == spec.token_ids  # resumed, answers
         assert _state(s.proc.pid) == "T" and _state(b.proc.pid) != "T"
@@ -271,13 +288,13 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
 
 def test_a_dead_server_is_started_again(server, ids):
     server.generate_speculative(ids, gen(8, 4))
-    srv = server.servers[("fixed", 4, "model", None)]
+    srv = server.servers[ServerSetting.of(gen(8, 4))]
     os.kill(srv.proc.pid, signal.SIGKILL)
     srv.proc.wait()
     with pytest.raises(ServerError, match="died during a request"):
         srv.request("/completion", {"prompt": ids, "n_predict": 1})
     g = server.generate_speculative(ids, gen(8, 4))  # a new server for the same setting
-    assert len(g.token_ids) == 8 and server.servers[("fixed", 4, "model", None)] is not srv
+    assert len(g.token_ids) == 8 and server.servers[ServerSetting.of(gen(8, 4))] is not srv
 
 
 def _harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
@@ -425,7 +442,7 @@ class DyingServer(LlamaServerRuntime):
     def generate_speculative(self, prompt_ids, gen):
         DyingServer.n += 1
         if DyingServer.n == 2:
-            srv = self._server(setting(gen))
+            srv = self._server(ServerSetting.of(gen))
             threading.Timer(0.3, lambda: os.kill(srv.proc.pid, signal.SIGKILL)).start()
             gen = GenerationSettings(gen.sampling, gen.gamma, 100_000, gen.seed, True, gen.draft_policy)
         return super().generate_speculative(prompt_ids, gen)

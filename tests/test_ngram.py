@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams, parse_drafter
+from core.config import NGRAM_MAX, DrafterSpec, GenerationSettings, RuntimeSettings, SamplingParams
 from core.errors import HarnessError
 from runtimes.ngram import lookup
 
@@ -45,11 +45,18 @@ def test_lookup_examples():
 
 
 def test_drafter_spec():
-    assert parse_drafter("model") == ("model", 0, None)
-    assert parse_drafter("ngram") == ("ngram", 2, None) and parse_drafter("ngram:3,5") == ("ngram", 3, 5)
+    assert DrafterSpec.parse("model") == DrafterSpec() and DrafterSpec.parse("ngram:3,5") == DrafterSpec("ngram", 3, 5)
+    assert DrafterSpec.parse("ngram").max_ngram == NGRAM_MAX and DrafterSpec.parse("ngram").k is None
+    assert DrafterSpec.parse("ngram:3").max_ngram == 3 and DrafterSpec.parse("eagle3").path is None
+    assert DrafterSpec.parse("eagle3:/heads/h:1").path == "/heads/h:1"
+    for text in ("model", "ngram", "ngram:3", "ngram:3,5", "eagle3", "eagle3:/heads/h"):
+        assert str(DrafterSpec.parse(text)) == text  # rows and run.json carry the flag's text
+        assert str(GenerationSettings(drafter=text).drafter) == text
     for bad in ("ngram:0", "ngram:a", "ngram:1,2,3", "lookup", "model:2"):
         with pytest.raises(HarnessError, match="--drafter"):
-            parse_drafter(bad)
+            DrafterSpec.parse(bad)
+        with pytest.raises(HarnessError, match="--drafter"):
+            GenerationSettings(drafter=bad)
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,7 @@ def _items(value) -> list[str]:
 def _cheap_checks(path: list[str], o: dict) -> None:
     """The checks each command applies to its options before any model loads (harness/cli.py)."""
     import runtimes
-    from core.config import GenerationSettings, RuntimeSettings, SamplingParams, parse_drafter, parse_policy
+    from core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
     from harness import cli
     from harness.prompts import load_prompts
     from models.presets import PRESETS, hub_pair, split_pair_name
@@ -118,10 +118,8 @@ def _cheap_checks(path: list[str], o: dict) -> None:
         runtimes.parse_names(o["runtime_spec"])
     policies = _items(o["policy_list"]) if o.get("policy_list") is not None else ["fixed"]
     for p in policies:
-        parse_policy(p)
+        DraftPolicy.parse(p)
     drafters = cli._drafters(o["drafter_list"]) if o.get("drafter_list") is not None else ["model"]
-    for d in drafters:
-        parse_drafter(d)
     axes = {"gamma_list": (int, "--gamma"), "temp_list": (float, "--temperature"), "top_p_list": (float, "--top-p"),
             "max_new_list": (int, "--max-new-tokens"), "concurrency_list": (int, "--concurrency"),
             "alpha_list": (float, "--alpha")}

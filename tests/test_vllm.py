@@ -18,6 +18,7 @@ from core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from harness.cli import main
 from tests.procs import session_processes
 from runtimes.process import group_states
+from runtimes.server import ServerSetting
 
 pytestmark = pytest.mark.slow
 ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--threads", "1", "--n-ctx", "512",
@@ -44,7 +45,7 @@ def vllm_rt():
     rt = runtimes.get("vllm")(RuntimeSettings(device="cpu", n_threads=1, n_ctx=512))
     rt.load(resolve_pair("tiny-hd32"))
     try:
-        rt.start_setting(None, [GenerationSettings(gamma=3)])
+        rt.start_setting(ServerSetting.baseline(), [ServerSetting.of(GenerationSettings(gamma=3))])
         yield rt
     finally:
         rt.close()
@@ -78,9 +79,9 @@ class TestTwoEngines:
             assert spec.phases.draft_s is None and "no draft/verify split" in spec.notes["draft_s"]
             assert base.phases.draft_s == 0.0 and all(r.drafted == 0 for r in base.rounds)
         assert vllm_rt.verify_rule(gen) == "greedy-match"
-        idle = vllm_rt.servers[None]  # the baseline's engine waits, paused, while gamma 3's answers
+        idle = vllm_rt.servers[ServerSetting.baseline()]  # the baseline's engine waits, paused, while gamma 3's answers
         assert idle.paused and group_states(idle.proc.pid) == {"T"} and "T" not in group_states(
-            vllm_rt.servers[("fixed", 3, "model", None)].proc.pid)
+            vllm_rt.servers[ServerSetting.of(GenerationSettings(gamma=3))].proc.pid)
 
     def test_each_engines_server_is_forked_from_the_one_fork_server(self, vllm_rt):
         """vLLM's API server is imported once per run: each engine's server is a child of the fork
@@ -132,15 +133,15 @@ def test_an_eagle3_head_drafts_in_vllm_as_in_our_loop(tmp_path):
     rt.load(pair)
     try:
         assert rt.supports(gen) is None
-        rt.start_setting(None, [gen])
+        rt.start_setting(ServerSetting.baseline(), [ServerSetting.of(gen)])
         bases = [rt.generate_baseline(rt.encode(p), gen).token_ids for p in prompts]
-        rt.start_setting(gen, [])
+        rt.start_setting(ServerSetting.of(gen), [])
         specs = [rt.generate_speculative(rt.encode(p), gen) for p in prompts]
         for b, s in zip(bases, specs):
             assert s.token_ids == b
             _check_counts(s, 3)
         accepted["vllm"] = sum(r.accepted for s in specs for r in s.rounds) / sum(r.drafted for s in specs for r in s.rounds)
-        cfg = json.loads(rt.servers[("fixed", 3, "eagle3", None)].argv[-3])
+        cfg = json.loads(rt.servers[ServerSetting.of(gen)].argv[-3])
         assert cfg["method"] == "eagle3" and cfg["model"] == pair.eagle3
     finally:
         rt.close()
@@ -169,6 +170,22 @@ def test_a_run_with_the_draft_model_and_prompt_lookup_leaves_no_engine(tmp_path)
     assert json.loads((out / "run.json").read_text())["runtimes"]["vllm"]["server_starts"] == dict.fromkeys(settings, 1)
     assert sorted(p.name for p in (out / "vllm").iterdir()) == [f"{i:02d}-{n}.log" for i, n in enumerate(settings, 1)] + [
         "fork-server.log"]
+
+
+def test_vllms_environment_is_found_beside_the_checkout_else_in_the_current_folder(tmp_path, monkeypatch):
+    """An installed harness has no checkout around it: a .venv-vllm in the folder it runs from does."""
+    from runtimes import vllm
+
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / ".venv-vllm").symlink_to(Path(vllm.find_vllm()).parent.parent)  # this machine's environment
+    monkeypatch.delenv("HARNESS_VLLM_PYTHON", raising=False)
+    monkeypatch.chdir(tmp_path / "here")
+    checkout = tmp_path / "checkout" / ".venv-vllm"
+    monkeypatch.setattr(vllm, "DEFAULT_ENVS", (checkout, Path(".venv-vllm")))
+    assert vllm.find_vllm() == str(tmp_path / "here" / ".venv-vllm" / "bin" / "python")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(vllm.RuntimeUnavailable, match=f"{checkout}/bin/python not found.*HARNESS_VLLM_PYTHON"):
+        vllm.find_vllm()
 
 
 def test_a_missing_vllm_is_a_skipped_row_that_says_how_to_install(tmp_path, monkeypatch):
