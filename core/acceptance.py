@@ -29,8 +29,8 @@ from typing import Optional
 
 import torch
 
-from core import sampling
-from core.config import SamplingParams
+from spec_harness.core import sampling
+from spec_harness.core.config import SamplingParams
 
 Z = 3.3  # standard deviations: two-sided, about 1e-3 of honest rows flagged
 TIE = 0.25  # logits: a greedy test this close to a tie may go either way in another runtime's numerics

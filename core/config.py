@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import ClassVar, Optional
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # How many tokens a round drafts, with gamma as the most (DraftPolicy below):
@@ -28,8 +28,17 @@ DRAFT_POLICIES = ("fixed", "confidence:P", "heuristic", "library-default")
 LIBRARY_DEFAULT = "library-default"
 
 
+class FromText:
+    """A setting parsed once from its flag's text: `parse(text)`, and `of(value)` for a value that
+    may be typed already (a caller's) or text (a test's, harness tune's stored settings)."""
+
+    @classmethod
+    def of(cls, value):
+        return cls.parse(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True)
-class DraftPolicy:
+class DraftPolicy(FromText):
     """A --draft-policy parsed: `kind` (fixed, confidence, heuristic, library-default) and, for
     confidence, its P; str() is the flag's text, which rows and run.json carry."""
 
@@ -52,11 +61,6 @@ class DraftPolicy:
             return cls(text)
         raise HarnessError(f"--draft-policy must be one of {', '.join(DRAFT_POLICIES)}, got {text!r}")
 
-    @classmethod
-    def of(cls, value) -> DraftPolicy:
-        """A DraftPolicy as it is, or parsed from the flag's text."""
-        return cls.parse(value) if isinstance(value, str) else value
-
     @property
     def library_default(self) -> bool:
         return self.kind == LIBRARY_DEFAULT
@@ -78,7 +82,7 @@ DRAFTERS = ("model", "ngram[:N,K]", "eagle3[:PATH]")
 
 
 @dataclass(frozen=True)
-class DrafterSpec:
+class DrafterSpec(FromText):
     """A --drafter parsed: `kind` (model, ngram, eagle3) with prompt lookup's n-gram sizes or the
     head's folder; str() is the flag's text, which rows and run.json carry."""
 
@@ -104,11 +108,6 @@ class DrafterSpec:
                 return cls(kind, *nums)
         raise HarnessError(f"--drafter must be model, ngram, ngram:N, ngram:N,K (N, K >= 1), eagle3 or eagle3:PATH, got {text!r}")
 
-    @classmethod
-    def of(cls, value) -> DrafterSpec:
-        """A DrafterSpec as it is, or parsed from the flag's text."""
-        return cls.parse(value) if isinstance(value, str) else value
-
     @property
     def max_ngram(self) -> int:
         """Prompt lookup's longest n-gram: N, else NGRAM_MAX."""
@@ -123,7 +122,7 @@ class DrafterSpec:
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
-class TorchForward(StrEnum):
+class TorchForward(str, Enum):
     """The torch runtime's forward (--torch-forward): kernels (its C++ kernels,
     runtimes/llama_step.py), eager (PyTorch's own ops throughout) or auto (kernels on a CPU in
     float32 where they build, else eager). A str: rows carry it as it is."""
@@ -132,13 +131,16 @@ class TorchForward(StrEnum):
     KERNELS = "kernels"
     EAGER = "eager"
 
+    def __str__(self) -> str:  # the flag's text, also in f-strings (enum.StrEnum is Python 3.11+)
+        return self.value
+
     @classmethod
     def parse(cls, text: str) -> TorchForward:
         """The flag's text (or a TorchForward) as a TorchForward; HarnessError otherwise."""
         try:
             return cls(text)
         except ValueError:
-            raise HarnessError(f"--torch-forward must be one of {', '.join(cls)}, got {text!r}") from None
+            raise HarnessError(f"--torch-forward must be one of {', '.join(f.value for f in cls)}, got {text!r}") from None
 
 
 def at_least(flag: str, value, low, why: str = "") -> None:

@@ -35,8 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-from core.config import at_least
-from core.machine import cpu_flags, cpu_name, hugepage_empty, physical_cores
+from spec_harness.core.config import at_least
+from spec_harness.core.machine import cpu_flags, cpu_name, hugepage_empty, physical_cores
 
 READ_BUFFER_MIB = 256  # well above any last-level cache, so the sweep reads memory
 GEMM_M, GEMM_K, GEMM_N = 256, 2048, 2048  # a verify-sized batch of rows against a layer-sized matrix

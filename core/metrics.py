@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional, Sequence
 
-from core.timing import PHASE_FIELDS
+from spec_harness.core.timing import PHASE_FIELDS
 
 TIME_FIELDS = ("wall_s",) + PHASE_FIELDS  # a generation's wall and its five parts
 SPEC_ONLY = (

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from core import metrics
-from core.timing import NS, RoundTimes
+from spec_harness.core import metrics
+from spec_harness.core.timing import NS, RoundTimes
 
 
 @dataclass

@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Optional
 
-from core import metrics
-from core.config import LIBRARY_DEFAULT, GenerationSettings
-from core.errors import HarnessError
-from core.records import Generation
+from spec_harness.core import metrics
+from spec_harness.core.config import LIBRARY_DEFAULT, GenerationSettings
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.records import Generation
 
 RESULTS = "results.jsonl"
 RUN = "run.json"

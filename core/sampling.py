@@ -44,8 +44,8 @@ from typing import Optional
 
 import torch
 
-from core.config import SamplingParams
-from core.limits import torch_threads
+from spec_harness.core.config import SamplingParams
+from spec_harness.core.limits import torch_threads
 
 CANDIDATES = 64  # top-p without top-k: the first candidate set per row
 WIDEN = 8  # each retry takes this many times more candidates (64, 512, 4096, then the reference)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 MAX_GAMMA = 32  # search range of optimal_gamma
 

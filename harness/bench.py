@@ -65,20 +65,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-import runtimes
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, default_of
-from core.errors import HarnessError, RuntimeUnavailable
-from core.machine import environment
-from harness.bench_common import PROMPT, Figure, alternate  # noqa: F401 - tests take alternate from here
-from harness.bench_runs import RunFigures
-from harness.bench_sampling import SamplingFigures
-from harness.bench_spec import (  # noqa: F401
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings, default_of
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.core.machine import environment
+from spec_harness.harness.bench_common import PROMPT, Figure, alternate  # noqa: F401 - tests take alternate from here
+from spec_harness.harness.bench_runs import RunFigures
+from spec_harness.harness.bench_sampling import SamplingFigures
+from spec_harness.harness.bench_spec import (  # noqa: F401
     SpecFigures,
     pooled_self_draft_costs,
     run_shares,
     self_draft_costs,
 )
-from harness.bench_speed import SpeedFigures, matrices_ms  # noqa: F401
+from spec_harness.harness.bench_speed import SpeedFigures, matrices_ms  # noqa: F401
 
 FIGURES = range(1, 14)
 
@@ -177,8 +177,8 @@ def write_json(figs: list[Figure], path: Path, meta: dict) -> None:
 
 def run_bench(b: BenchSettings, log=print) -> list[Figure]:
     """Every wanted figure, printed as it is measured; all of them written to b.out as JSON."""
-    from models.presets import resolve_pair
-    from models.smollm2 import smollm2_gguf
+    from spec_harness.models.presets import resolve_pair
+    from spec_harness.models.smollm2 import smollm2_gguf
 
     wanted = b.wanted()
     if b.n_threads:

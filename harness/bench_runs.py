@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from core.config import GenerationSettings, PairSpec
-from core.results import read_run_json
-from runtimes.server import ServerSetting
-from harness.bench_common import (
+from spec_harness.core.config import GenerationSettings, PairSpec
+from spec_harness.core.results import read_run_json
+from spec_harness.runtimes.server import ServerSetting
+from spec_harness.harness.bench_common import (
     DEFAULT_RUN_GOAL_S,
     LOAD_GOAL,
     LOAD_NS,
@@ -40,7 +40,7 @@ class RunFigures:
             for name in ("first", "cached"):
                 out = Path(tmp) / name
                 t = time.perf_counter()
-                r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", "all", "--out", str(out)],
+                r = subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", "run", "--runtime", "all", "--out", str(out)],
                                    capture_output=True, text=True, env=env)
                 walls[name] = round(time.perf_counter() - t, 1)
                 if r.returncode != 0:
@@ -56,7 +56,7 @@ class RunFigures:
         baseline engine at each N, alternated (ours, theirs, ours, theirs)."""
         import tempfile
 
-        from harness.prompts import DEFAULT_PROMPTS, load_prompts
+        from spec_harness.harness.prompts import DEFAULT_PROMPTS, load_prompts
 
         rt = self.runtime_for("vllm", pair)
         if rt is None:
@@ -118,9 +118,9 @@ class RunFigures:
         least as fast as its baseline."""
         import contextlib
 
-        from harness import tune
-        from core.results import read_results
-        from reports.load import results_files
+        from spec_harness.harness import tune
+        from spec_harness.core.results import read_results
+        from spec_harness.reports.load import results_files
 
         gammas = ",".join(str(g) for g in range(1, tune.DEFAULT_MAX_GAMMA + 1))
         confident = ",".join(f"confidence:{p:g}" for p in tune.CONFIDENCE_P)
@@ -137,7 +137,7 @@ class RunFigures:
                 t = time.perf_counter()
                 for args in commands:
                     self.log(f"  harness {' '.join(args)}")
-                    r = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True)
+                    r = subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", *args], capture_output=True, text=True)
                     if r.returncode != 0:
                         notes.append(f"{name}: " + (r.stderr.strip().splitlines() or ["failed"])[-1])
                 walls[name] = round(time.perf_counter() - t, 1)

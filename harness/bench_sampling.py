@@ -11,9 +11,9 @@ from typing import Callable
 
 import torch
 
-from core import metrics, sampling
-from core.config import GenerationSettings, PairSpec, SamplingParams
-from harness.bench_common import Figure
+from spec_harness.core import metrics, sampling
+from spec_harness.core.config import GenerationSettings, PairSpec, SamplingParams
+from spec_harness.harness.bench_common import Figure
 
 SAMPLED = SamplingParams(temperature=0.7, top_p=0.9)  # figure 12's sampled setting (the issue's)
 SAMPLING_GOAL = 0.10  # figure 12: the sampler's share of the speculative wall at SAMPLED, at most
@@ -65,7 +65,7 @@ def micro_ms(vocab: int = MICRO_VOCAB, calls: int = 20, s: SamplingParams = SAMP
     llamacpp runtime's; the torch runtime samples on its own threads), alternated: the
     distribution of [1, V] rows of each Zipf shape and of a verify pass's [5, V] (both shapes),
     and one draft position (distribution and token)."""
-    from core.limits import torch_threads
+    from spec_harness.core.limits import torch_threads
 
     out: dict = {"vocab": vocab, "threads": threads, "setting": f"temperature {s.temperature}, top-p {s.top_p}"}
     g = torch.Generator().manual_seed(0)
@@ -97,8 +97,8 @@ class SamplingFigures:
         (pooled over the prompts, the median over repeats), alpha_hat and tau, and sampled / greedy
         speedup, raw and per tau (tau = tokens per round: the speedup is tau x a baseline step over
         a round, so per tau compares what a round costs, whatever the acceptance)."""
-        from harness.bench_common import alternate_samples
-        from harness.prompts import DEFAULT_PROMPTS, load_prompts
+        from spec_harness.harness.bench_common import alternate_samples
+        from spec_harness.harness.prompts import DEFAULT_PROMPTS, load_prompts
 
         prompts = load_prompts(DEFAULT_PROMPTS)
         settings = {"greedy": SamplingParams(), "sampled": SAMPLED}

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import runtimes
-from core import theory, timing
-from core.config import PairSpec
-from harness.bench_common import CALIBRATION_GRID, HEAD_GOALS, PROMPT, Figure, alternate
-from harness.bench_speed import matrices_ms
+from spec_harness import runtimes
+from spec_harness.core import theory, timing
+from spec_harness.core.config import PairSpec
+from spec_harness.harness.bench_common import CALIBRATION_GRID, HEAD_GOALS, PROMPT, Figure, alternate
+from spec_harness.harness.bench_speed import matrices_ms
 
 
 class SpecFigures:
@@ -92,12 +92,12 @@ class SpecFigures:
         """The calibration's goal: measured within 10 % of the cost model at every alpha."""
         import tempfile
 
-        from harness.prompts import DEFAULT_PROMPTS, load_prompts
-        from harness.run_config import RunConfig
-        from harness.runner import run
-        from reports import calibration
-        from reports.ceiling import CFlops
-        from reports.load import load
+        from spec_harness.harness.prompts import DEFAULT_PROMPTS, load_prompts
+        from spec_harness.harness.run_config import RunConfig
+        from spec_harness.harness.runner import run
+        from spec_harness.reports import calibration
+        from spec_harness.reports.ceiling import CFlops
+        from spec_harness.reports.load import load
 
         gammas, alphas = CALIBRATION_GRID
         with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as out:
@@ -120,13 +120,13 @@ class SpecFigures:
         (one `harness run` in a process of its own, greedy, the default prompts)."""
         import tempfile
 
-        from core import metrics
-        from reports.load import load as load_rows
+        from spec_harness.core import metrics
+        from spec_harness.reports.load import load as load_rows
 
         with tempfile.TemporaryDirectory(prefix="bench-eagle3-") as tmp:
             out = Path(tmp) / "run"
             heads = runtimes.able("drafters", "eagle3")  # the runtimes that run an EAGLE-3 head
-            r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", ",".join(heads),
+            r = subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", "run", "--runtime", ",".join(heads),
                                 "--drafter", "model,eagle3", "--out", str(out)], capture_output=True, text=True)
             if not (out / "results.jsonl").exists():
                 return Figure(10, "EAGLE-3 head: alpha_hat in torch", None, "", {},
@@ -160,7 +160,7 @@ def self_draft_costs(spec_rounds: list[dict], base_rounds: list[dict], gamma: in
     theory; above it when a fully accepted round makes the next round's first draft pass two
     tokens long); the verify-cost ceiling (g+1)/(g+v) the issue's goal uses, and the ceiling
     with the draft's measured cost too, (g+1)/(g c + v)."""
-    from core import metrics
+    from spec_harness.core import metrics
 
     return ceilings(metrics.verify_cost_ratio(spec_rounds, base_rounds), metrics.c_measured(spec_rounds, base_rounds),
                     gamma, speedup)
@@ -208,7 +208,7 @@ def run_shares(spec: list, base: list) -> dict:
 def pooled_self_draft_costs(spec: list, base: list, gamma: int, speedup: float) -> dict:
     """self_draft_costs from pooled phases, for a runtime that times no round (llama-server): v and c
     from core.metrics.step_costs; empty when its phases do not show draft and verify."""
-    from core import metrics
+    from spec_harness.core import metrics
 
     def rows(gs):
         return [{**g.phases.to_dict(), "new_tokens": len(g.token_ids), "n_rounds": len(g.rounds),

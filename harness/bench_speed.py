@@ -10,11 +10,11 @@ import subprocess
 import time
 from typing import Callable
 
-import runtimes
-from core import timing
-from core.config import RuntimeSettings
-from core.errors import HarnessError, RuntimeUnavailable
-from harness.bench_common import (
+from spec_harness import runtimes
+from spec_harness.core import timing
+from spec_harness.core.config import RuntimeSettings
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.harness.bench_common import (
     ROOFLINE_GOAL,
     ROOFLINE_LEAVES_OUT,
     Figure,
@@ -29,8 +29,8 @@ class SpeedFigures:
     def fig1_torch_vs_hf(self) -> Figure:
         import torch
 
-        from runtimes.loop import Loop
-        from runtimes.pytorch import TorchKV
+        from spec_harness.runtimes.loop import Loop
+        from spec_harness.runtimes.pytorch import TorchKV
 
         rt = self.runtime("torch")
         model = rt.target.model  # the model's own modules keep the usual [out, in] layout
@@ -112,10 +112,10 @@ class SpeedFigures:
         read bandwidth measured between the steps (A B C read A B C read ...): each repeat's
         fraction is its step against the bandwidth of the same repeat, the figure their median.
         `torch (eager step)` is the same weights with the one-token step eager, not the step kernel."""
-        from core.limits import read_gb_s, threads_of, torch_threads
-        from reports.roofline import step_bound
-        from runtimes.loop import Loop
-        from runtimes.pytorch import TorchKV
+        from spec_harness.core.limits import read_gb_s, threads_of, torch_threads
+        from spec_harness.reports.roofline import step_bound
+        from spec_harness.runtimes.loop import Loop
+        from spec_harness.runtimes.pytorch import TorchKV
 
         threads = threads_of(self.settings.n_threads)
         fns, sizes, depth = {}, {}, {}
@@ -160,7 +160,7 @@ def matrices_ms(weights, tokens: list[int], repeats: int) -> dict:
     and the largest difference between their products."""
     import torch
 
-    from runtimes.torch_llama import Linear
+    from spec_harness.runtimes.torch_llama import Linear
 
     linears = [m for layer in weights.layers for m in layer if isinstance(m, Linear)] + [weights.head]
     onednn = hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and torch.backends.mkldnn.is_available()
@@ -199,7 +199,7 @@ def baseline_step_s(g) -> float:
 def llama_bench_tg(model: str, depth: int, n: int, settings: RuntimeSettings) -> Callable[[], float]:
     """`llama-bench` text generation of n tokens at depth `depth` (the prompt's length), one
     repetition per call, with our llamacpp runtime's threads, batch size and attention: tokens/s."""
-    from runtimes import llama_common as lc
+    from spec_harness.runtimes import llama_common as lc
 
     binary = lc.find_binary("llama-bench")
     t, _ = lc.n_threads(settings)
@@ -221,8 +221,8 @@ def plain_paths(model: str, ids: list[int], n: int, settings: RuntimeSettings) -
     import llama_cpp
     import numpy as np
 
-    from models import llama_files
-    from runtimes import llama_common as lc
+    from spec_harness.models import llama_files
+    from spec_harness.runtimes import llama_common as lc
 
     t, tb = lc.n_threads(settings)  # the threads our llamacpp runtime uses, so only the loop differs
     llm = llama_cpp.Llama(model_path=model, n_ctx=max(512, len(ids) + n + 8), n_threads=t, n_threads_batch=tb,

@@ -18,11 +18,11 @@ from typing import Optional
 
 import click
 
-from core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
-from core.errors import HarnessError
-from core.results import check_out_dir
-from harness.bench import BenchSettings
-from harness.options import (
+from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import check_out_dir
+from spec_harness.harness.bench import BenchSettings
+from spec_harness.harness.options import (
     DEFAULT_DRAFTERS,
     DRAFTER_HELP,
     EOS,
@@ -43,11 +43,11 @@ from harness.options import (
     options,
     runtime_option,
 )
-from harness.prompts import DEFAULT_PROMPTS
-from harness.run_config import RunConfig
-from harness.theory_cli import CONTEXT, MAX_GAMMA
-from harness.tune import TuneConfig
-from models.synthetic import shipped as shipped_shapes
+from spec_harness.harness.prompts import DEFAULT_PROMPTS
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.theory_cli import CONTEXT, MAX_GAMMA
+from spec_harness.harness.tune import TuneConfig
+from spec_harness.models.synthetic import shipped as shipped_shapes
 
 RUN_RUNTIMES = "torch"  # run's and sweep's --runtime
 TUNE_RUNTIMES = "all"
@@ -100,7 +100,7 @@ def _torch_forwards(o: dict) -> list[TorchForward]:
 def _target_quants(value: Optional[str]) -> list[str]:
     """--target-quant 'f16,Q8_0' -> ['F16', 'Q8_0'] (RunConfig.target_quants), each a type
     models/quantize.py knows (one line listing them otherwise); None or '' -> [] (the pair as given)."""
-    from models.quantize import parse_types
+    from spec_harness.models.quantize import parse_types
 
     return parse_types(value) if value else []
 
@@ -109,8 +109,8 @@ def _check_quants(pairs, quants: list[str], names: list[str]) -> None:
     """Each pair's target can be made in every type asked (its source's precision, llama-quantize,
     free disk: models/quantize.py), before anything loads; nothing to check where no runtime of the
     run reads the target's GGUF."""
-    from harness.run_config import runs_variants
-    from models.quantize import check_pair
+    from spec_harness.harness.run_config import runs_variants
+    from spec_harness.models.quantize import check_pair
 
     if quants and any(runs_variants(n) for n in names):
         for p in pairs:
@@ -149,7 +149,7 @@ def _drafters(value: str) -> list[DrafterSpec]:
 def _check_heads(pairs, drafters) -> None:
     """Every EAGLE-3 head a run names is read and set against each pair's target before any work
     (models/eagle3.py: a missing folder, a head for another target: one line, exit 2)."""
-    from models.eagle3 import check_fits, read_config
+    from spec_harness.models.eagle3 import check_fits, read_config
 
     for d in drafters:
         if d.kind != "eagle3":
@@ -162,11 +162,11 @@ def _check_heads(pairs, drafters) -> None:
 
 def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafters: Optional[str] = None) -> RunConfig:
     """A run's settings from its options, every one checked before a model loads."""
-    import runtimes
-    from harness.console import library_output
-    from harness.prompts import load_prompts
-    from models.presets import resolve_pair
-    from models.synthetic import is_synthetic
+    from spec_harness import runtimes
+    from spec_harness.harness.console import library_output
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.models.presets import resolve_pair
+    from spec_harness.models.synthetic import is_synthetic
 
     names = runtimes.parse_names(o["runtime_spec"])
     library_output(o["verbose"])
@@ -195,8 +195,8 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafte
 
 
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
-    from harness.runner import run as run_all
-    from harness.summary import print_summary
+    from spec_harness.harness.runner import run as run_all
+    from spec_harness.harness.summary import print_summary
 
     cfg = _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o)
     out = cfg.out
@@ -248,7 +248,7 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
-    from harness import tune as tuning
+    from spec_harness.harness import tune as tuning
 
     o["policy_list"] = "fixed"
     if o["out"] is None:
@@ -261,7 +261,7 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
     text = tuning.lines(result, {p.name: p for p in cfg.pairs}, pair)
     tuning.save(tc.out, {**result, "console": text})
     try:
-        from reports import write_report
+        from spec_harness.reports import write_report
 
         md = write_report([tc.out])
         click.echo(f"\nwritten to {tc.out}/: tune.json, probe/ and confirm/ (runs), {md.relative_to(tc.out).with_suffix('.html')}\n")
@@ -280,7 +280,7 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
 @click.option("--max-gamma", default=MAX_GAMMA, show_default=True, type=int, help="Last gamma of the table.")
 def theory(alpha, gamma, c, target, draft, context, max_gamma):
     """Leviathan's expected speedup, breakeven alpha and best gamma; c given or from model configs."""
-    from harness import theory_cli
+    from spec_harness.harness import theory_cli
 
     c, lines = theory_cli.resolve_c(c, target, draft, context)
     click.echo("\n".join(lines + theory_cli.summary_lines(alpha, gamma, c, max_gamma)))
@@ -292,10 +292,10 @@ def theory(alpha, gamma, c, target, draft, context, max_gamma):
 def report(dirs, out):
     """The verdict, and report.html, report.md, CSV, JSON, PNG plots and trace.json from the
     results.jsonl under each DIR."""
-    from core.results import read_results
-    from harness.summary import print_summary
-    from reports import write_report
-    from reports.load import results_files
+    from spec_harness.core.results import read_results
+    from spec_harness.harness.summary import print_summary
+    from spec_harness.reports import write_report
+    from spec_harness.reports.load import results_files
 
     md = write_report(list(dirs), out)
     click.echo(f"report: {md.with_suffix('.html')}  (also {md.name}, trace.json, CSVs, figures)")
@@ -320,8 +320,8 @@ def _bs(name: str):
 @VERBOSE
 def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
     """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
-    from harness.bench import run_bench
-    from harness.console import library_output
+    from spec_harness.harness.bench import run_bench
+    from spec_harness.harness.console import library_output
 
     library_output(verbose)
     run_bench(BenchSettings(figures, model, tokens, repeats, gamma, device, n_threads, out), log=click.echo)
@@ -347,13 +347,13 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, drafter_list, **o):
     """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
     beside Leviathan's curves and the cost model; resumable like a sweep."""
-    import runtimes
-    from harness.console import library_output
-    from harness.prompts import load_prompts
-    from harness.runner import run as run_all
-    from models.presets import resolve_pair
-    from reports.build import write_calibration
-    from reports.load import load as load_rows
+    from spec_harness import runtimes
+    from spec_harness.harness.console import library_output
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.harness.runner import run as run_all
+    from spec_harness.models.presets import resolve_pair
+    from spec_harness.reports.build import write_calibration
+    from spec_harness.reports.load import load as load_rows
 
     library_output(o["verbose"])
     if o["resume"] and not o["out"]:
@@ -385,7 +385,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
 def runtimes_command():
     """Every registered runtime and what it runs: drafters, draft policies, forced acceptance,
     concurrency (from each runtime's own declaration, runtimes/base.py)."""
-    import runtimes
+    from spec_harness import runtimes
 
     click.echo("\n".join(runtimes.capability_lines()))
 
@@ -395,7 +395,7 @@ def runtimes_command():
 @click.option("--out", default=None, type=click.Path(path_type=Path), help="Folder for waterfall.png, explain.csv/json (default: DIR/report).")
 def explain(dirs, out):
     """Decompose each measured speedup into factors: acceptance, draft, verify, overhead, prefill."""
-    from reports.build import write_explain
+    from spec_harness.reports.build import write_explain
 
     text, png = write_explain(list(dirs), out)
     click.echo(text)
@@ -408,8 +408,8 @@ def explain(dirs, out):
 @click.option("--remeasure", is_flag=True, help="Measure again, whatever is cached for this machine.")
 def limits(n_threads, remeasure):
     """This machine's memory read bandwidth and matmul throughput (measured once per machine, cached)."""
-    from core.limits import describe
-    from harness.run_config import machine_limits
+    from spec_harness.core.limits import describe
+    from spec_harness.harness.run_config import machine_limits
 
     RuntimeSettings(n_threads=n_threads)  # the same check as every other command's --threads
     click.echo("\n".join(describe(machine_limits(n_threads, remeasure))))
@@ -418,8 +418,8 @@ def limits(n_threads, remeasure):
 def _report_of_run(out: Path) -> None:
     """The end of `harness run` before its verdict: the timeline and the report, and where
     everything is; a failure here must not cost the measured rows."""
-    from reports import write_report
-    from reports.trace import write_trace
+    from spec_harness.reports import write_report
+    from spec_harness.reports.trace import write_trace
 
     click.echo(f"\nwritten to {out}/:\n  results.jsonl (a row per generation), run.json (settings, machine, models)")
     try:
@@ -433,9 +433,9 @@ def _report_of_run(out: Path) -> None:
         click.echo(f"  report not written ({type(e).__name__}: {e}); retry with `harness report {out}`", err=True)
 
 
-from harness.distill_cli import distill as _distill, teacher_data as _teacher_data  # noqa: E402
-from harness.eagle3_cli import eagle3 as _eagle3  # noqa: E402
-from harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info|agreement`
+from spec_harness.harness.distill_cli import distill as _distill, teacher_data as _teacher_data  # noqa: E402
+from spec_harness.harness.eagle3_cli import eagle3 as _eagle3  # noqa: E402
+from spec_harness.harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info|agreement`
 
 _models.add_command(_distill)
 _models.add_command(_teacher_data)

@@ -21,7 +21,7 @@ def main() -> None:
         os._exit(code)
 
     atexit.register(leave)
-    from harness.cli import main as cli
+    from spec_harness.harness.cli import main as cli
 
     try:
         cli()

@@ -15,14 +15,14 @@ from typing import Optional
 
 import click
 
-from core.config import default_of
-from core.errors import HarnessError
-from harness.options import options
-from harness.training_options import TEACHER_TOP_K_HELP, default_target, generated, training_options
-from models import teacher_data as td
-from models.distill_config import DRAFT_LAYERS, INITS, DistillConfig
-from models.gguf_writer import EMBED_QTYPES, QTYPES
-from models.presets import DRAFT_GGUF
+from spec_harness.core.config import default_of
+from spec_harness.core.errors import HarnessError
+from spec_harness.harness.options import options
+from spec_harness.harness.training_options import TEACHER_TOP_K_HELP, default_target, generated, training_options
+from spec_harness.models import teacher_data as td
+from spec_harness.models.distill_config import DRAFT_LAYERS, INITS, DistillConfig
+from spec_harness.models.gguf_writer import EMBED_QTYPES, QTYPES
+from spec_harness.models.presets import DRAFT_GGUF
 
 MAX_BYTES = 16 * 1024 * 1024  # what the repository allows the shipped draft to weigh
 QUANT = "q8_0"  # the draft's weight type unless --quant says otherwise
@@ -58,7 +58,7 @@ def distill(target, out_path, work, teacher_jsonl, generate, max_new_tokens, tem
             threads, ckpt_every, eval_every, resume, no_progress, seq_len, width, layers, kv_heads, intermediate,
             init, init_from, device, max_chunks, text, quant, embed_quant, early_exit):
     """Train a narrow draft to imitate TARGET (knowledge distillation), export it as one GGUF."""
-    from models.distill import train
+    from spec_harness.models.distill import train
 
     target = target or default_target()
     out = Path(out_path)
@@ -115,20 +115,20 @@ def export_trained(draft_dir: str, target: str, out: Path, quant: str = QUANT, e
 def _export_early_exit(target: str, layers: int, out: Path, quant: str, embed_quant: Optional[str] = None) -> Path:
     import torch
 
-    from models.distill import early_exit_model
-    from models.loading import load_hf_model
+    from spec_harness.models.distill import early_exit_model
+    from spec_harness.models.loading import load_hf_model
 
     t = load_hf_model(target, "target", torch.float32, "cpu")
     return _write(early_exit_model(t, layers), target, out, quant, f"early exit {layers}", embed_quant)
 
 
 def _write(model, target: str, out: Path, quant: str, name: str, embed_quant: Optional[str] = None) -> Path:
-    from models.gguf_writer import write_gguf
+    from spec_harness.models.gguf_writer import write_gguf
 
     if str(target).endswith(".gguf"):  # tokenizer metadata: copied from the target GGUF, else built from its tokenizer
         ref = {"reference_gguf": target}
     else:
-        from models.loading import load_hf_tokenizer
+        from spec_harness.models.loading import load_hf_tokenizer
 
         ref = {"tokenizer": load_hf_tokenizer(target, "target"), "reader": "transformers"}
     path = write_gguf(model, out, qtype=quant, name=name, embed_qtype=embed_quant, **ref)

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import click
 
-from core.config import default_of
-from core.errors import HarnessError
-from harness.options import options
-from harness.training_options import default_target, generated, training_options
-from models.eagle3_config import PRECISIONS, Eagle3Config
-from models.presets import EAGLE3_HEAD
+from spec_harness.core.config import default_of
+from spec_harness.core.errors import HarnessError
+from spec_harness.harness.options import options
+from spec_harness.harness.training_options import default_target, generated, training_options
+from spec_harness.models.eagle3_config import PRECISIONS, Eagle3Config
+from spec_harness.models.presets import EAGLE3_HEAD
 
 MAX_BYTES = 32 * 1024 * 1024  # what the repository allows the shipped head to weigh
 LAYERS = ""  # --layers: the head reads the default layers (2, n/2, n-3)
@@ -49,7 +49,7 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, max_new_tokens, temp
            threads, ckpt_every, eval_every, resume, no_progress, draft_vocab, ttt_steps, layers, max_len, precision, init_from,
            no_gguf):
     """Train an EAGLE-3 head for TARGET on its own answers and hidden states (CPU), write its folder."""
-    from models.eagle3_train import train
+    from spec_harness.models.eagle3_train import train
 
     target = target or default_target()
     out = Path(out_path)
@@ -63,7 +63,7 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, max_new_tokens, temp
                        eval_every=eval_every, layer_ids=ids, teacher_jsonl=tuple(teacher_jsonl), max_len=max_len,
                        precision=precision, init_from=init_from)
     if init_from:
-        from models.eagle3 import is_head_folder
+        from spec_harness.models.eagle3 import is_head_folder
 
         if not is_head_folder(init_from):
             raise HarnessError(f"--init-from {init_from}: not an EAGLE-3 head's folder (config.json and model.safetensors, "
@@ -93,8 +93,8 @@ def eagle3(target, out_path, work, teacher_jsonl, generate, max_new_tokens, temp
         trend += "held-out top-1 agreement by position " + " ".join(f"{x:.3f}" for x in e["top1"]) + "; "
     click.echo(f"step {result['step']}: {trend}wrote {out} ({size / 2**20:.1f} MiB)")
     if not no_gguf:
-        from models.eagle3 import gguf_of
-        from models.loading import model_folder
+        from spec_harness.models.eagle3 import gguf_of
+        from spec_harness.models.loading import model_folder
 
         click.echo(f"GGUF for llama.cpp: {gguf_of(out, model_folder(target, 'target'))}")
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import click
 
-from core.errors import HarnessError
-from harness.prompts import DEFAULT_PROMPTS
-from models.download import DEFAULT_FORMAT, FORMATS
-from models.presets import DRAFT_GGUF
-from models.quantize import DEFAULT_TYPES, TYPES
+from spec_harness.core.errors import HarnessError
+from spec_harness.harness.prompts import DEFAULT_PROMPTS
+from spec_harness.models.download import DEFAULT_FORMAT, FORMATS
+from spec_harness.models.presets import DRAFT_GGUF
+from spec_harness.models.quantize import DEFAULT_TYPES, TYPES
 
 # `models agreement`: the target's sampled continuations a pair is scored on, and a head's positions
 AGREEMENT_TEMPERATURE = 0.7
@@ -35,7 +35,7 @@ def models():
 @models.command("list")
 def list_():
     """Presets, and which of their files are already in the local Hugging Face cache."""
-    from models.hub import CacheIndex
+    from spec_harness.models.hub import CacheIndex
 
     click.echo("\n".join(list_lines(CacheIndex())))
 
@@ -47,8 +47,8 @@ def list_():
               help="gguf: llama.cpp files; hf: transformers files; both.")
 def download(pair, quant, fmt):
     """Download PAIR's target and draft into the Hugging Face cache (HF_HOME; HF_TOKEN for gated repos)."""
-    from models.download import download as run_download
-    from models.presets import split_pair_name
+    from spec_harness.models.download import download as run_download
+    from spec_harness.models.presets import split_pair_name
 
     name, q = split_pair_name(pair)
     run_download(name, quant or q, fmt, echo=click.echo)
@@ -58,8 +58,8 @@ def download(pair, quant, fmt):
 @click.argument("ref")
 def info(ref):
     """Describe a model: a .gguf file, an HF folder, an HF id, or a downloaded preset's pair."""
-    from models import info as model_info
-    from models.presets import PRESETS
+    from spec_harness.models import info as model_info
+    from spec_harness.models.presets import PRESETS
 
     if ref.partition(":")[0] in PRESETS:
         click.echo(pair_info(ref))
@@ -86,11 +86,11 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
     """Teacher-forced agreement of a pair (or of an EAGLE-3 head): alpha(T) and top-1 per prompt and per position."""
     import torch
 
-    from harness.console import library_output
+    from spec_harness.harness.console import library_output
 
-    from harness.prompts import load_prompts
-    from models import agreement as ag
-    from models.loading import load_hf_model, load_hf_tokenizer
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.models import agreement as ag
+    from spec_harness.models.loading import load_hf_model, load_hf_tokenizer
 
     ag.check_temperature(temperature)
     if answers:
@@ -98,13 +98,13 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
     library_output(verbose)
     prompts = [] if answers else load_prompts(prompt_spec)
     if target is None:
-        from models.smollm2 import smollm2_gguf
+        from spec_harness.models.smollm2 import smollm2_gguf
 
         target = str(smollm2_gguf())
     if head:
         if answers:
             raise HarnessError("--head scores sampled continuations: drop --answers")
-        from models.eagle3 import load_head, read_config
+        from spec_harness.models.eagle3 import load_head, read_config
 
         read_config(head)  # a missing or foreign folder: one line, before the target loads
         t = load_hf_model(target, "target", torch.float32, "cpu")
@@ -141,8 +141,8 @@ def quantize(pair, target, target_gguf, type_list, verbose):
     """The target in other llama.cpp quantizations, made by llama.cpp's own quantizer from the
     highest-precision source the harness has and cached: each variant's file, size and bits per
     weight. `harness run --target-quant TYPES` runs them."""
-    from harness.console import library_output
-    from models import quantize as q
+    from spec_harness.harness.console import library_output
+    from spec_harness.models import quantize as q
 
     types = q.parse_types(type_list)
     if pair and (target or target_gguf):
@@ -151,7 +151,7 @@ def quantize(pair, target, target_gguf, type_list, verbose):
     if target or target_gguf:
         src = q.source_of(target, target_gguf)
     else:
-        from models.presets import resolve_pair
+        from spec_harness.models.presets import resolve_pair
 
         src = q.source_of_pair(resolve_pair(pair))
     click.echo(source_line(src))
@@ -190,8 +190,8 @@ def copy_split(a) -> str:
 
 def pair_info(ref: str) -> str:
     """Both models of a preset's cached files, and whether target and draft tokenizers agree."""
-    from models import info as model_info
-    from models.presets import resolve_pair
+    from spec_harness.models import info as model_info
+    from spec_harness.models.presets import resolve_pair
 
     spec = resolve_pair(ref)
     blocks, prints = [], {}
@@ -211,7 +211,7 @@ def pair_info(ref: str) -> str:
 
 
 def _side_lines(role: str, model, index) -> list[str]:
-    from models.download import human_size
+    from spec_harness.models.download import human_size
 
     out = []
     if model.hf:
@@ -227,7 +227,7 @@ def _side_lines(role: str, model, index) -> list[str]:
 
 
 def list_lines(index) -> list[str]:
-    from models.presets import DEFAULT_PAIR, PRESETS, hub_pair
+    from spec_harness.models.presets import DEFAULT_PAIR, PRESETS, hub_pair
 
     lines = []
     for name, p in PRESETS.items():

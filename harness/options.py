@@ -16,9 +16,9 @@ from typing import Callable, Union
 
 import click
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
-from harness.prompts import DEFAULT_PROMPTS
-from harness.run_config import RunConfig
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
+from spec_harness.harness.prompts import DEFAULT_PROMPTS
+from spec_harness.harness.run_config import RunConfig
 
 SWEEP_GAMMAS = "1,2,4,6,8"  # sweep's --gamma
 DEFAULT_DRAFTERS = "model,eagle3"  # --drafter when every pair has an EAGLE-3 head of its own (the default pair)
@@ -39,7 +39,7 @@ class RegistryHelp(click.Option):
 
 
 def _runtimes_help() -> str:
-    import runtimes
+    from spec_harness import runtimes
 
     left_out = runtimes.not_in_all()
     but = f" but {runtimes.listed(list(left_out))} on this machine" if left_out else ""
@@ -47,13 +47,13 @@ def _runtimes_help() -> str:
 
 
 def _forcing_help() -> str:
-    import runtimes
+    from spec_harness import runtimes
 
     return f"Comma list of runtimes that can force acceptance ({runtimes.listed(runtimes.able('forces'))}), or 'all'."
 
 
 def _quant_help() -> str:
-    import runtimes
+    from spec_harness import runtimes
 
     return ("Comma list of llama.cpp quantization types of the target (an axis: F16, Q8_0, Q4_K_M, ...; `harness models "
             "quantize` makes and lists them): the runtimes that run the target's GGUF "

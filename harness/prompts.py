@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 
 @dataclass(frozen=True)

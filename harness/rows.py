@@ -14,16 +14,16 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from core import metrics
-from core.config import GenerationSettings, PairSpec, RuntimeSettings
-from core.errors import HarnessError
-from core.metrics import SUSPECTED_BUG
-from core.records import Generation
-from core.results import make_row
-from harness.prompts import Prompt
+from spec_harness.core import metrics
+from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.metrics import SUSPECTED_BUG
+from spec_harness.core.records import Generation
+from spec_harness.core.results import make_row
+from spec_harness.harness.prompts import Prompt
 
 if TYPE_CHECKING:  # runtimes.base imports torch
-    from runtimes.base import Runtime
+    from spec_harness.runtimes.base import Runtime
 
 
 def log(msg: str) -> None:
@@ -56,7 +56,7 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
 def label_of(pair: PairSpec) -> str:
     """The pair as a person names it, from the files the llama.cpp runtimes load, else the HF ones;
     a target variant (--target-quant) ends in "@TYPE"."""
-    from models.info import pair_label
+    from spec_harness.models.info import pair_label
 
     label = pair_label(pair.target_gguf or pair.target, pair.draft_gguf or pair.draft)
     return f"{label} @{pair.target_quant}" if pair.target_quant else label

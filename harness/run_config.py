@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-import runtimes
-from core.config import (DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
+from spec_harness import runtimes
+from spec_harness.core.config import (DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
                          TorchForward, at_least, default_of)
-from core.errors import HarnessError, RuntimeUnavailable
-from harness.prompts import Prompt
-from harness.rows import one_line
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.harness.prompts import Prompt
+from spec_harness.harness.rows import one_line
 
 LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
 
@@ -28,8 +28,8 @@ LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine
 def machine_limits(n_threads: Optional[int], remeasure: bool = False) -> dict:
     """core.limits.machine_limits at the threads a run with --threads `n_threads` uses, cached
     under $HARNESS_CACHE/limits (so every run folder on this machine shares one measurement)."""
-    from core import limits
-    from models.loading import cache_root
+    from spec_harness.core import limits
+    from spec_harness.models.loading import cache_root
 
     return limits.machine_limits(limits.threads_of(n_threads), cache_root() / LIMITS_DIR, remeasure)
 
@@ -92,7 +92,7 @@ class RunConfig:
             GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
         self._check_loads_fit()
         if self.target_quants:
-            from models.quantize import parse_types
+            from spec_harness.models.quantize import parse_types
 
             self.target_quants = parse_types(self.target_quants)
 
@@ -140,8 +140,8 @@ class RunConfig:
         """run.json's first content: these settings with every pair measured (`pairs`, the variants
         too) and its label, the machine's environment and every model file ("runtimes" filled as
         each runtime loads)."""
-        from core.machine import environment
-        from core.results import model_files
+        from spec_harness.core.machine import environment
+        from spec_harness.core.results import model_files
 
         config = {
             "runtimes": self.runtimes, "pair": asdict(self.pairs[0]),

@@ -28,18 +28,18 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional
 
-import runtimes
-from core.config import WARMUP_TOKENS, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
-from core.errors import HarnessError, RuntimeUnavailable
-from core.records import Generation
-from core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
-from harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
-from harness.run_config import RunConfig, limits_or_why, runs_forwards, runs_variants
-from harness.under_load import LoadSetting, Request, UnderLoad, batched_costs
-from runtimes.server import ServerSetting
+from spec_harness import runtimes
+from spec_harness.core.config import WARMUP_TOKENS, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.core.records import Generation
+from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
+from spec_harness.harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
+from spec_harness.harness.run_config import RunConfig, limits_or_why, runs_forwards, runs_variants
+from spec_harness.harness.under_load import LoadSetting, Request, UnderLoad, batched_costs
+from spec_harness.runtimes.server import ServerSetting
 
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
-    from runtimes.base import Runtime
+    from spec_harness.runtimes.base import Runtime
 
 BASELINE = (DraftPolicy(), None, DrafterSpec(), None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
 
@@ -106,7 +106,7 @@ class Runner:
             log(f"--target-quant: no runtime of this run reads the target's GGUF "
                 f"({runtimes.listed(runtimes.able('reads_target_gguf'))}); every pair runs as given")
             return {}
-        from models.quantize import variants
+        from spec_harness.models.quantize import variants
 
         out = {}
         for p in c.pairs:
@@ -131,7 +131,7 @@ class Runner:
         forwards (torch), [None] for the others."""
         if not runs_forwards(name):  # or not installed here: its turn says so
             return [None]
-        from runtimes.pytorch import resolve_forward
+        from spec_harness.runtimes.pytorch import resolve_forward
 
         return list(dict.fromkeys(resolve_forward(replace(self.cfg.runtime, torch_forward=f))[0]
                                   for f in self.cfg.torch_forwards))
@@ -447,8 +447,8 @@ class Runner:
         have accepted with these models, and whether a sampled row's tokens are the target's samples
         (the pair loaded in torch once per run); a check that cannot run is noted in the row, never
         a lost row. Its time is run.json's `acceptance_check_s`."""
-        from core.limits import threads_of
-        from runtimes.expected import Checker
+        from spec_harness.core.limits import threads_of
+        from spec_harness.runtimes.expected import Checker
 
         if row.get("error") or self.cfg.forced or (row["mode"] != "speculative" and not row.get("temperature")):
             return

@@ -11,9 +11,9 @@ import textwrap
 
 import click
 
-from core import metrics
-from core.timing import PHASE_FIELDS as PHASES
-from reports import mismatch, tables
+from spec_harness.core import metrics
+from spec_harness.core.timing import PHASE_FIELDS as PHASES
+from spec_harness.reports import mismatch, tables
 VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
            ("max_new_tokens", "max_new", 9), ("concurrency", "N", 4))
 
@@ -23,7 +23,7 @@ def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
-    from reports.load import by_drafting
+    from spec_harness.reports.load import by_drafting
 
     measured = rows = [r for r in rows if not r.get("synthetic")]  # forced acceptance: not a speedup of the pair
     rows = by_drafting(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
@@ -63,8 +63,8 @@ def summary_lines(rows: list[dict]) -> list[str]:
 
 def verdict_lines(rows: list[dict]) -> list[str]:
     """The verdict of the run's rows: a heading naming the pair and settings, then reports.verdict.text."""
-    from reports import verdict
-    from reports.load import by_drafting
+    from spec_harness.reports import verdict
+    from spec_harness.reports.load import by_drafting
 
     measured = [r for r in rows if not r.get("synthetic")]
     v = verdict.build(by_drafting(measured))

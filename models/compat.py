@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Iterable, Optional
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 SPECIAL_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id")
 GGUF_SPECIAL_KEYS = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id",
@@ -120,7 +120,7 @@ def hf_tokenizer_vocab(tok) -> tuple[dict[str, int], dict]:
 def gguf_tokenizer_vocab(reader) -> tuple[dict[str, int], dict]:
     """(token -> id, special ids) from a GGUF file's tokenizer.ggml.* keys, given a path or an open
     gguf.GGUFReader; trailing unused tokens (a padded embedding's rows) are dropped."""
-    from models.shape import gguf_value, open_gguf
+    from spec_harness.models.shape import gguf_value, open_gguf
 
     if isinstance(reader, (str, Path)):
         reader = open_gguf(reader)

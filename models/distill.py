@@ -31,9 +31,9 @@ from typing import Optional
 
 import torch
 
-from core.errors import HarnessError
-from models.distill_config import DRAFT_LAYERS, DistillConfig
-from models.shape import shape_from_config
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.distill_config import DRAFT_LAYERS, DistillConfig
+from spec_harness.models.shape import shape_from_config
 
 
 # ---------------------------------------------------------------- model
@@ -336,7 +336,7 @@ def pad_id(tok, target) -> int:
 
 def starting_draft(cfg: DistillConfig, target):
     """The draft training starts from: the `init_from` draft grown to --layers, or a new one from the target."""
-    from models.loading import load_hf_model
+    from spec_harness.models.loading import load_hf_model
 
     if cfg.init_from:
         torch.manual_seed(cfg.seed)
@@ -361,7 +361,7 @@ def train(cfg: DistillConfig, resume: bool = False, progress: bool = True, log=p
     `stop_after`: checkpoint and return at that step (as an interruption would; tests use it)."""
     from tqdm import tqdm
 
-    from models.loading import load_hf_model, load_hf_tokenizer
+    from spec_harness.models.loading import load_hf_model, load_hf_tokenizer
 
     torch.set_num_threads(cfg.threads)
     folder = Path(cfg.out)

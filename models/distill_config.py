@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.config import at_least
-from core.errors import HarnessError
+from spec_harness.core.config import at_least
+from spec_harness.core.errors import HarnessError
 
 DRAFT_LAYERS = 2  # layers of a draft built from the target when --layers is not given
 INITS = ("project", "random")

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from core.errors import HarnessError
-from models.hub import CacheIndex, cache_dir, hub_reachable, weight_files
-from models.presets import HubModel, HubPair, hub_pair
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.hub import CacheIndex, cache_dir, hub_reachable, weight_files
+from spec_harness.models.presets import HubModel, HubPair, hub_pair
 
 FORMATS = ("gguf", "hf", "both")
 DEFAULT_FORMAT = "both"  # gguf and hf files

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 FORMAT = "eagle3"  # speculators_model_type
 WEIGHTS = "model.safetensors"
@@ -80,7 +80,7 @@ class HeadConfig:
     def for_target(cls, tcfg, draft_vocab: int, layer_ids: Optional[tuple[int, ...]] = None, verifier: str = "",
                    intermediate: int = 0) -> "HeadConfig":
         """A head in the target's shape (one decoder layer of its width, heads and MLP)."""
-        from models.shape import shape_from_config
+        from spec_harness.models.shape import shape_from_config
 
         t = shape_from_config(tcfg)
         rope = dict(getattr(tcfg, "rope_parameters", None) or {"rope_type": "default", "rope_theta": t.rope_theta})
@@ -156,7 +156,7 @@ class HeadConfig:
 def target_dims(tcfg_or_ref) -> tuple[int, int, int]:
     """(hidden, vocabulary, layers) of a target: a transformers config, a model folder or id, or a
     .gguf file (its header alone)."""
-    from models.shape import gguf_arch_value, load_config, open_gguf, shape_from_config
+    from spec_harness.models.shape import gguf_arch_value, load_config, open_gguf, shape_from_config
 
     if isinstance(tcfg_or_ref, (str, Path)):
         if str(tcfg_or_ref).endswith(".gguf"):
@@ -443,7 +443,7 @@ def gguf_of(head_folder, target_folder, cache: Optional[Path] = None, target_ggu
     import subprocess
     import sys
 
-    from models.loading import cache_root
+    from spec_harness.models.loading import cache_root
 
     script = converter()
     if script is None or not script.is_file():
@@ -467,7 +467,7 @@ def gguf_of(head_folder, target_folder, cache: Optional[Path] = None, target_ggu
         why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "no output")
         raise ValueError(f"llama.cpp's converter refused the EAGLE-3 head {head}: {why[:300]}")
     if target_gguf:
-        from models.gguf_writer import with_tokenizer_of
+        from spec_harness.models.gguf_writer import with_tokenizer_of
 
         with_tokenizer_of(tmp, str(target_gguf))
     tmp.replace(out)

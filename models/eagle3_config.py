@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.config import at_least
-from core.errors import HarnessError
+from spec_harness.core.config import at_least
+from spec_harness.core.errors import HarnessError
 
 
 PRECISIONS = ("float32", "bfloat16")

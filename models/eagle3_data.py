@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from core.errors import HarnessError
-from models.eagle3 import Eagle3Head
-from models.eagle3_config import Eagle3Config
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.eagle3 import Eagle3Head
+from spec_harness.models.eagle3_config import Eagle3Config
 
 PART = 64  # sequences per file of features
 

@@ -46,10 +46,10 @@ from typing import Optional
 
 import torch
 
-from core.errors import HarnessError
-from models.eagle3 import Eagle3Head, HeadConfig, check_fits, default_layer_ids, load_head, read_config
-from models.eagle3_config import Eagle3Config
-from models.eagle3_data import choose_vocab, grow_vocab, training_features
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.eagle3 import Eagle3Head, HeadConfig, check_fits, default_layer_ids, load_head, read_config
+from spec_harness.models.eagle3_config import Eagle3Config
+from spec_harness.models.eagle3_data import choose_vocab, grow_vocab, training_features
 
 
 # ---------------------------------------------------------------- the head
@@ -203,8 +203,8 @@ def lr_at(step: int, cfg: Eagle3Config) -> float:
 
 def train(cfg: Eagle3Config, resume: bool = False, progress: bool = True, log=print) -> dict:
     """-> {step, losses, evals, head_dir}: the head (float16) written to WORK/head."""
-    from core.limits import threads_of
-    from models.loading import load_hf_model
+    from spec_harness.core.limits import threads_of
+    from spec_harness.models.loading import load_hf_model
 
     torch.set_num_threads(threads_of(cfg.threads or None))
     Path(cfg.work).mkdir(parents=True, exist_ok=True)
@@ -354,13 +354,13 @@ def ensure_tiny_head(name: str = "tiny", steps: int = 80) -> Path:
     tiny target samples itself, kept beside the pair and reused -> its folder."""
     import json as _json
 
-    from models.tiny import ensure_pair
+    from spec_harness.models.tiny import ensure_pair
 
     t, _ = ensure_pair(name)
     folder = Path(t).parent / f"eagle3-v2-{steps}"  # v2: trained on the answers' positions only
     if (folder / "head" / "config.json").is_file():
         return folder / "head"
-    from models.loading import load_hf_model
+    from spec_harness.models.loading import load_hf_model
 
     target = load_hf_model(str(t), "target", torch.float32, "cpu")
     g = torch.Generator().manual_seed(0)

@@ -33,8 +33,8 @@ from typing import Optional
 
 import numpy as np
 
-from core.errors import HarnessError
-from models.shape import shape_from_config
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.shape import shape_from_config
 
 QTYPES = ("f32", "f16", "q8_0")
 EMBED_QTYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
@@ -231,7 +231,7 @@ def ensure_tiny_gguf(name: str = "tiny", qtype: str = "f32") -> tuple[Path, Path
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from models.tiny import ensure_pair
+    from spec_harness.models.tiny import ensure_pair
 
     paths = []
     for folder in ensure_pair(name):
@@ -247,7 +247,7 @@ def roundtrip_error(model, path, ids: list[int]) -> float:
     """Max |logit difference| between `model` and the GGUF reloaded by transformers, on `ids`."""
     import torch
 
-    from models.loading import load_hf_model
+    from spec_harness.models.loading import load_hf_model
 
     back = load_hf_model(str(path), "draft", torch.float32, "cpu")
     x = torch.tensor([ids])

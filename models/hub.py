@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import urlparse
 
-from core.config import PairSpec
-from core.errors import HarnessError
+from spec_harness.core.config import PairSpec
+from spec_harness.core.errors import HarnessError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 

@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from core.errors import HarnessError
-from models import compat, shape
-from models.loading import looks_like_path
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import compat, shape
+from spec_harness.models.loading import looks_like_path
 
 
 def _flops_line(get) -> str:
@@ -60,14 +60,14 @@ def _local_ref(ref: str) -> str:
     """An HF id with a complete cached snapshot -> that folder (so nothing asks the network)."""
     if Path(ref).expanduser().exists():
         return ref
-    from models.hub import CacheIndex
+    from spec_harness.models.hub import CacheIndex
 
     found = CacheIndex().hf_snapshot(ref)
     return str(found[0]) if found else ref
 
 
 def hf_info(ref: str) -> list[tuple[str, str]]:
-    from models.loading import load_hf_tokenizer
+    from spec_harness.models.loading import load_hf_tokenizer
 
     local = _local_ref(ref)
     cfg = shape.load_config(local, "model")
@@ -132,13 +132,13 @@ def _quantization(file_type) -> str:
 
 def gguf_quantization(path) -> str:
     """A GGUF file's quantization, from llama.cpp's reading of its header."""
-    from models.llama_files import facts
+    from spec_harness.models.llama_files import facts
 
     return _quantization(facts(str(path))["file_type"])
 
 
 def _gguf_label(path: Path) -> str:
-    from models.llama_files import facts
+    from spec_harness.models.llama_files import facts
 
     f = facts(str(path))
     base = QUANT_SUFFIX.sub("", path.stem)

@@ -18,7 +18,7 @@ from typing import Optional
 
 import llama_cpp
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 
 LOGGER = "llama-cpp-python"  # llama-cpp-python prints llama.cpp's log lines at or above this logger's level
@@ -185,7 +185,7 @@ def find_binary(name: str) -> str:
     import os
     import shutil
 
-    from core.errors import RuntimeUnavailable
+    from spec_harness.core.errors import RuntimeUnavailable
 
     env = f"HARNESS_{name.upper().replace('-', '_')}"
     if os.environ.get(env):

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 
 def cache_root() -> Path:

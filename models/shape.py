@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from core.errors import HarnessError
-from core.theory import FlopsPerToken
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.theory import FlopsPerToken
 
 # Model types whose MLP is up/down only (2 matrices); every other type is taken as gated
 # (gate/up/down, 3 matrices), as in Llama, Qwen, Mistral, Gemma, SmolLM and Phi-3.
@@ -134,7 +134,7 @@ def flops_from_config(cfg, source: str = "config") -> FlopsPerToken:
 def open_gguf(path) -> "GgufHeader":  # noqa: F821
     """A GGUF file's metadata and tensor table (models/gguf_header.py; no tensor data is read), or
     one HarnessError line."""
-    from models.gguf_header import GgufHeader
+    from spec_harness.models.gguf_header import GgufHeader
 
     path = Path(path)
     if not path.is_file():
@@ -270,8 +270,8 @@ def load_config(ref: str, role: str = "model"):
     """
     from transformers import AutoConfig
 
-    from models.hub import hub_reachable
-    from models.loading import looks_like_path
+    from spec_harness.models.hub import hub_reachable
+    from spec_harness.models.loading import looks_like_path
 
     p = Path(ref).expanduser()
     if p.is_file():

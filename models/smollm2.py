@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -29,8 +29,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from core.config import PairSpec
-from core.errors import HarnessError
+from spec_harness.core.config import PairSpec
+from spec_harness.core.errors import HarnessError
 
 PREFIX = "synthetic:"
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -69,7 +69,7 @@ def llama_config(cfg: dict, role: str):
     """The LlamaConfig with the shape of `cfg` (any dense gated-MLP decoder: Llama, Qwen2, SmolLM, ...)."""
     from transformers import AutoConfig, LlamaConfig
 
-    from models.shape import shape_from_config
+    from spec_harness.models.shape import shape_from_config
 
     fields = {k: v for k, v in cfg.items() if k != "model_type"}
     try:
@@ -121,8 +121,8 @@ def _label(ref: str) -> str:
 
 def synthetic_pair(spec: str, log=None) -> PairSpec:
     """'synthetic:TARGET,DRAFT' -> the PairSpec of the built pair (building it once)."""
-    from models.loading import cache_root
-    from models.tiny import build_tokenizer
+    from spec_harness.models.loading import cache_root
+    from spec_harness.models.tiny import build_tokenizer
 
     log = log or (lambda s: print(s, file=sys.stderr))
     refs = [r.strip() for r in spec[len(PREFIX):].split(",")]
@@ -141,7 +141,7 @@ def synthetic_pair(spec: str, log=None) -> PairSpec:
 
 def _build(root: Path, configs: dict, tokenizer, log) -> None:
     """Both sides, written under a temporary name and renamed into place when complete."""
-    from models.gguf_writer import write_gguf
+    from spec_harness.models.gguf_writer import write_gguf
 
     tmp = root.with_name(root.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)

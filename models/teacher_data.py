@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from models.teacher_prompts import TEMPLATE_SETS, make_prompts
+from spec_harness.models.teacher_prompts import TEMPLATE_SETS, make_prompts
 
 MAX_NEW = 96  # tokens per answer at most
 TOP_K = 32  # teacher log-probs kept per generated position
@@ -56,7 +56,7 @@ def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int
     import llama_cpp
     from tqdm import tqdm
 
-    from models import llama_files
+    from spec_harness.models import llama_files
 
     model = llama_files.load_model(llama_files.check_gguf(gguf, "target"), "target", vocab_only=True)
     try:
@@ -80,7 +80,7 @@ def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int
                         bar.update(1)
         bar.close()
         if len(out) < n:
-            from core.errors import HarnessError
+            from spec_harness.core.errors import HarnessError
 
             raise HarnessError(f"--prompts self: the target wrote {len(out)} usable requests, not {n}")
         return out[:n]
@@ -91,7 +91,7 @@ def self_requests(gguf: str, n: int, seed: int, batch: int = BATCH, threads: int
 def user_turn(model, vocab) -> list[int]:
     """The chat template's ids up to where the user's words begin (system prompt and all): the
     common beginning of two one-letter requests."""
-    from models import llama_files
+    from spec_harness.models import llama_files
 
     a, b = llama_files.encode_prompt(model, vocab, "A"), llama_files.encode_prompt(model, vocab, "B")
     n = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
@@ -130,7 +130,7 @@ def generate_sequences(gguf: str, prompts: list, max_new: int, k: int, temperatu
     (sequence ids 0..batch-1 of one context)."""
     import llama_cpp
 
-    from models import llama_files
+    from spec_harness.models import llama_files
 
     model = llama_files.load_model(llama_files.check_gguf(gguf, "target"), "target")
     dec = None
@@ -156,8 +156,8 @@ class BatchDecoder:
     def __init__(self, model, seqs: int, longest: int, n_batch: int, threads: int):
         import llama_cpp
 
-        from core.errors import HarnessError
-        from core.limits import threads_of
+        from spec_harness.core.errors import HarnessError
+        from spec_harness.core.limits import threads_of
 
         cp = llama_cpp.llama_context_default_params()
         cp.n_seq_max = seqs

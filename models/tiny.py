@@ -144,7 +144,7 @@ def ensure_pair(name: str = "tiny") -> tuple[Path, Path]:
     if name not in SPECS:
         raise KeyError(name)
     spec = SPECS[name]
-    from models.loading import cache_root
+    from spec_harness.models.loading import cache_root
 
     root = cache_root() / "tiny" / f"{name}-{_key(spec)}"
     t_dir, d_dir = root / "target", root / "draft"

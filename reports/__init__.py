@@ -7,6 +7,6 @@ sets each step against this machine's limits, markdown.py writes the headline an
 figures.py the figures of each run folder, build.py writes the files. It stands on core/ and models/; it runs no model.
 """
 
-from reports.build import write_report
+from spec_harness.reports.build import write_report
 
 __all__ = ["write_report"]

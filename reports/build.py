@@ -20,15 +20,15 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from core.errors import HarnessError
-from core.results import read_run_json
-from reports import concurrency, explain, markdown, mismatch, plots, quantization, tables, verdict
-from reports.ceiling import CFlops
-from reports.figures import run_figures
-from reports.html import write_html
-from reports.trace import write_trace
-from reports.load import REPORT_DIR, drafting, load
-from reports.roofline import limits_line, roofline
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import read_run_json
+from spec_harness.reports import concurrency, explain, markdown, mismatch, plots, quantization, tables, verdict
+from spec_harness.reports.ceiling import CFlops
+from spec_harness.reports.figures import run_figures
+from spec_harness.reports.html import write_html
+from spec_harness.reports.trace import write_trace
+from spec_harness.reports.load import REPORT_DIR, drafting, load
+from spec_harness.reports.roofline import limits_line, roofline
 
 WATERFALL = "waterfall.png"
 CONCURRENCY_PNG = "speedup_vs_concurrency.png"
@@ -203,7 +203,7 @@ def write_calibration(run_dir: Path, pair_run: Optional[Path] = None) -> tuple[P
     """`harness calibrate`'s report of the forced-acceptance rows in run_dir (reports/calibration.py):
     calibration.md, calibration.csv and a PNG per runtime in run_dir/report; pair_run: a normal run
     folder whose alpha_hat places the pair on the curves. -> (calibration.md, the verdicts)."""
-    from reports import calibration
+    from spec_harness.reports import calibration
 
     rows = load([Path(run_dir)], forced=True).rows
     pair_rows = load([Path(pair_run)]).rows if pair_run else None

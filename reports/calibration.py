@@ -23,8 +23,8 @@ from typing import Callable, Optional
 
 from matplotlib.figure import Figure
 
-from core import metrics, theory
-from reports import tables
+from spec_harness.core import metrics, theory
+from spec_harness.reports import tables
 
 GOAL = 0.10  # measured within this fraction of the cost model: the calibration's goal
 ALPHAS = [i / 50 for i in range(51)]  # where the curves are drawn

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from core import theory
-from core.config import DrafterSpec
-from core.errors import HarnessError
-from models import shape
+from spec_harness.core import theory
+from spec_harness.core.config import DrafterSpec
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import shape
 
 
 class CFlops:
@@ -40,7 +40,7 @@ class CFlops:
         return self._cache[key]
 
     def _head(self, refs: dict, head: Optional[str]) -> Optional[float]:
-        from models.eagle3 import read_config
+        from spec_harness.models.eagle3 import read_config
 
         name = refs.get("name", "?")
         try:

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from core import metrics, theory
-from core.acceptance import pooled
+from spec_harness.core import metrics, theory
+from spec_harness.core.acceptance import pooled
 
 MEMORY_BOUND_V = 1.5  # a verify batch below this many one-token passes is still "memory bound"
 

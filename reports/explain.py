@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from core import metrics, theory
-from reports import tables
+from spec_harness.core import metrics, theory
+from spec_harness.reports import tables
 
 RESIDUAL_TOLERANCE = 0.05  # |residual - 1| above this is called out in the text
 DIFFERS_RATIO = 1.15  # costs (c, v, o, o_base) that differ by more than this factor "differ"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core import metrics
+from spec_harness.core import metrics
 
 
 def run_figures(rows: list[dict]) -> list[dict]:

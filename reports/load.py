@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from core.errors import HarnessError
-from core.results import RESULTS, RUN, read_results, read_run_json
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import RESULTS, RUN, read_results, read_run_json
 
 REPORT_DIR = "report"
 

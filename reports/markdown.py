@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from core import theory
-from reports.mismatch import agreement_lines
-from reports.tables import PHASES, label, varying
+from spec_harness.core import theory
+from spec_harness.reports.mismatch import agreement_lines
+from spec_harness.reports.tables import PHASES, label, varying
 
 MISMATCH_TEXT = (
     "Where a greedy speculative output leaves its own baseline's, the target's logits at the first differing token "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
-from core import metrics
+from spec_harness.core import metrics
 
 NEAR_TIE, SUSPECTED_BUG = metrics.NEAR_TIE, metrics.SUSPECTED_BUG
 

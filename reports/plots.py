@@ -24,7 +24,7 @@ from typing import Optional
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from reports.tables import PHASES, label, settings_label, varying
+from spec_harness.reports.tables import PHASES, label, settings_label, varying
 
 PHASE_COLORS = {"prefill_s": "#9e9e9e", "draft_s": "#4c9be8", "verify_s": "#e8844c",
                 "sampling_s": "#59b36b", "unaccounted_s": "#c04c4c"}

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from core import metrics
-from reports import tables
-from reports.load import drafting
+from spec_harness.core import metrics
+from spec_harness.reports import tables
+from spec_harness.reports.load import drafting
 
 COLS = [("runtime", "runtime", "s"), ("target", "target", "s"), ("target_step_ms", "target step ms", ".2f"),
         ("baseline_tok_s", "baseline tok/s", ".1f"), ("best_tok_s", "best speculative tok/s", ".1f"),
@@ -104,7 +104,7 @@ def lines(recs: list[dict]) -> list[str]:
 
 def markdown(recs: list[dict]) -> list[str]:
     """The section's lines ([] without records)."""
-    from reports.markdown import md_table
+    from spec_harness.reports.markdown import md_table
 
     if not recs:
         return []

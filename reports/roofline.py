@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from core import metrics
-from core.results import read_run_json
-from core.theory import attention_flops
-from reports import tables
+from spec_harness.core import metrics
+from spec_harness.core.results import read_run_json
+from spec_harness.core.theory import attention_flops
+from spec_harness.reports import tables
 
 NEAR_LIMIT = 0.8  # a step at this fraction of its bound or more is at the machine's limit
 CPU_DEVICES = ("cpu", "auto")  # rows' devices the CPU's limits hold for ("auto": a runtime that does not say)

@@ -16,9 +16,9 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from core import metrics, theory
-from core.acceptance import pooled, pooled_outputs
-from core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
+from spec_harness.core import metrics, theory
+from spec_harness.core.acceptance import pooled, pooled_outputs
+from spec_harness.core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency"]
 

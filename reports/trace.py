@@ -57,8 +57,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Union
 
-from core.results import RESULTS, read_results
-from reports.load import by_drafting, results_files
+from spec_harness.core.results import RESULTS, read_results
+from spec_harness.reports.load import by_drafting, results_files
 
 TRACE = "trace.json"
 GAP_S = 0.001  # between generations laid end to end for want of started_at

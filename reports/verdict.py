@@ -26,7 +26,7 @@ from __future__ import annotations
 import textwrap
 from typing import Optional
 
-from reports import explain, mismatch, tables
+from spec_harness.reports import explain, mismatch, tables
 
 WIDTH = 100  # the console's columns
 NAME_WIDTH = 24  # a line's runtime label; a longer one has a line of its own, its numbers under it
@@ -105,7 +105,7 @@ REASONS = {  # the one reason of the cells that lose, from their explanations
 
 def _command(rec: dict, gamma: int) -> str:
     """The `harness run` line that runs a verdict line's runtime and drafting at another gamma."""
-    from models.presets import DEFAULT_PAIR, PRESETS
+    from spec_harness.models.presets import DEFAULT_PAIR, PRESETS
 
     parts = ["harness run", f"--runtime {_registry_name(rec['runtime'])}"]
     quant = rec.get("target_quant")

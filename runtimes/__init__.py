@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import importlib
 
-from core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 
 REGISTRY: dict[str, str] = {
-    "torch": "runtimes.pytorch:TorchRuntime",
-    "hf": "runtimes.hf:HFRuntime",
-    "llamacpp": "runtimes.llamacpp:LlamaCppRuntime",
-    "llamacpp-native": "runtimes.llamacpp_native:LlamaCppNativeRuntime",
-    "llama-server": "runtimes.llama_server:LlamaServerRuntime",
-    "mlx": "runtimes.mlx:MlxRuntime",
-    "vllm": "runtimes.vllm:VllmRuntime",
+    "torch": "spec_harness.runtimes.pytorch:TorchRuntime",
+    "hf": "spec_harness.runtimes.hf:HFRuntime",
+    "llamacpp": "spec_harness.runtimes.llamacpp:LlamaCppRuntime",
+    "llamacpp-native": "spec_harness.runtimes.llamacpp_native:LlamaCppNativeRuntime",
+    "llama-server": "spec_harness.runtimes.llama_server:LlamaServerRuntime",
+    "mlx": "spec_harness.runtimes.mlx:MlxRuntime",
+    "vllm": "spec_harness.runtimes.vllm:VllmRuntime",
 }
 
 

@@ -20,15 +20,15 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
-from core import sampling
-from core.records import Generation
-from runtimes import evidence
-from runtimes.loop import DraftModel, Drafter, Loop, Model
-from runtimes.ngram import NgramDrafter
+from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core import sampling
+from spec_harness.core.records import Generation
+from spec_harness.runtimes import evidence
+from spec_harness.runtimes.loop import DraftModel, Drafter, Loop, Model
+from spec_harness.runtimes.ngram import NgramDrafter
 
 if TYPE_CHECKING:
-    from runtimes.server import ServerSetting
+    from spec_harness.runtimes.server import ServerSetting
 
 
 DRAFTER_NAMES = {"model": "draft model", "ngram": "prompt lookup", "eagle3": "EAGLE-3 drafting"}
@@ -128,7 +128,7 @@ class Runtime(ABC):
         """None when this runtime can run the draft policy and drafter of `gen`
         (core/config.DRAFT_POLICIES, DRAFTERS), else why not: a "skipped" row says it. Here
         what the class declares (drafters, policies, forces); a runtime adds its own rules."""
-        from runtimes import able, listed
+        from spec_harness.runtimes import able, listed
 
         kind, policy = gen.drafter.kind, gen.draft_policy.kind
         if gen.forced and not self.forces:
@@ -181,7 +181,7 @@ class TokenizerText:
     Runtime; the runtime sets self.tokenizer and self.context (most tokens) in load()."""
 
     def encode(self, prompt: str) -> list[int]:
-        from models.loading import encode_prompt
+        from spec_harness.models.loading import encode_prompt
 
         return encode_prompt(self.tokenizer, prompt)
 
@@ -210,7 +210,7 @@ class LoopRuntime(Runtime):
     def drafter(self, gen: GenerationSettings) -> Drafter:
         d = gen.drafter
         if d.kind == "eagle3":
-            from runtimes.eagle3 import Eagle3Drafter, loaded_head
+            from spec_harness.runtimes.eagle3 import Eagle3Drafter, loaded_head
 
             return Eagle3Drafter(loaded_head(self, d), self.target, gen.confidence, self.head_threads)
         return NgramDrafter(self.target.vocab, d.max_ngram, d.k) if d.kind == "ngram" else DraftModel(self.draft, gen.confidence)
@@ -227,7 +227,7 @@ class LoopRuntime(Runtime):
         if gen.confidence is not None and kind == "ngram":
             return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"
         if kind == "eagle3":
-            from runtimes.eagle3 import why_not
+            from spec_harness.runtimes.eagle3 import why_not
 
             return why_not(self, gen.drafter)
         return None

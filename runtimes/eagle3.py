@@ -38,12 +38,12 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from core import sampling
-from core.config import DrafterSpec, PairSpec
-from core.limits import torch_threads
-from models.eagle3 import Eagle3Head
-from runtimes import packed_matmul
-from runtimes.loop import Draft, Drafter, Model
+from spec_harness.core import sampling
+from spec_harness.core.config import DrafterSpec, PairSpec
+from spec_harness.core.limits import torch_threads
+from spec_harness.models.eagle3 import Eagle3Head
+from spec_harness.runtimes import packed_matmul
+from spec_harness.runtimes.loop import Draft, Drafter, Model
 
 
 def head_folder(drafter: DrafterSpec, pair: Optional[PairSpec]) -> str:
@@ -58,7 +58,7 @@ def head_folder(drafter: DrafterSpec, pair: Optional[PairSpec]) -> str:
 def checked_folder(drafter: DrafterSpec, pair: Optional[PairSpec], target_folder) -> str:
     """head_folder, its configuration checked against the target model folder's (models/eagle3.py's
     check_fits: HarnessError naming the mismatch), for a runtime whose library reads the head itself."""
-    from models.eagle3 import check_fits, read_config
+    from spec_harness.models.eagle3 import check_fits, read_config
 
     folder = head_folder(drafter, pair)
     check_fits(read_config(folder), target_folder, folder)
@@ -69,7 +69,7 @@ def loaded_head(rt, drafter: DrafterSpec) -> Eagle3Head:
     """The head `drafter` names for a loop runtime `rt` (runtimes/base.py's LoopRuntime: its pair,
     head_embedding(), target_config()), loaded once per folder (models/eagle3.py's load_head,
     checked against the target's config) with its matrices packed for drafting; kept on `rt`."""
-    from models.eagle3 import load_head
+    from spec_harness.models.eagle3 import load_head
 
     folder = head_folder(drafter, rt.pair)
     heads = rt.__dict__.setdefault("_heads", {})

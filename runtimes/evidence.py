@@ -27,9 +27,9 @@ from typing import Callable, Optional
 
 import torch
 
-from core import metrics
-from core.records import RoundRecord
-from runtimes.loop import Model, feed_prompt
+from spec_harness.core import metrics
+from spec_harness.core.records import RoundRecord
+from spec_harness.runtimes.loop import Model, feed_prompt
 
 NEAR_TIE, SUSPECTED_BUG = metrics.NEAR_TIE, metrics.SUSPECTED_BUG
 MEMO_SIZE = 256  # logits vectors kept per model (about 200 KB each at a 49k vocabulary)

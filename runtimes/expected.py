@@ -25,9 +25,9 @@ from typing import Optional
 
 import torch
 
-from core import sampling
-from core.acceptance import RULES, Likelihood, Tally, acceptance, tested_positions
-from core.config import DrafterSpec, PairSpec, SamplingParams
+from spec_harness.core import sampling
+from spec_harness.core.acceptance import RULES, Likelihood, Tally, acceptance, tested_positions
+from spec_harness.core.config import DrafterSpec, PairSpec, SamplingParams
 
 
 DRAFT_TOP_K = 10  # llama.cpp's speculative draft sampler keeps the top 10 (common/speculative.cpp)
@@ -42,7 +42,7 @@ class Checker:
     cache: dict = field(default_factory=dict)
 
     def _model(self, role: str):
-        from models.loading import load_hf_model
+        from spec_harness.models.loading import load_hf_model
 
         if role not in self.models:
             ref = self.pair.target if role == "target" else self.pair.draft
@@ -50,7 +50,7 @@ class Checker:
         return self.models[role]
 
     def _head(self, folder: str):
-        from models.eagle3 import load_head
+        from spec_harness.models.eagle3 import load_head
 
         key = ("head", folder)
         if key not in self.models:
@@ -77,7 +77,7 @@ class Checker:
         """Per drafting step j: the head's logits over the target's vocabulary [S - 1, V] at head
         index h, predicting the target's distribution at h + j + 1 (models/eagle3_train.ttt_forward,
         the training-time test, which runs as drafting does)."""
-        from models.eagle3_train import ttt_forward
+        from spec_harness.models.eagle3_train import ttt_forward
 
         key = ("head", folder, seq, steps)
         if key not in self.cache:
@@ -93,7 +93,7 @@ class Checker:
         """The row's `expected_acceptance`: its tally against the models, or None where there is
         nothing to check (a baseline, an error, forced acceptance, no rounds, an unknown rule);
         torch on `threads` threads meanwhile (None: its own count)."""
-        from core.limits import torch_threads
+        from spec_harness.core.limits import torch_threads
 
         with torch_threads(threads):
             return self._check(row, prompt, samples_drafts)
@@ -128,7 +128,7 @@ class Checker:
         for j, (c, d, i, ok) in enumerate(positions):
             p_raw = p_rows[j]
             if kind == "ngram":
-                from runtimes.ngram import lookup
+                from spec_harness.runtimes.ngram import lookup
 
                 proposal = lookup(list(seq[:L + c]), n, d)
                 if len(proposal) < i or (ok and proposal[i - 1] != seq[L + c + i - 1]):
@@ -153,7 +153,7 @@ class Checker:
         """The row's `output_check` where it sampled (temperature > 0, baseline or speculative): its
         tokens' log probability under the target against the target's own samples (Likelihood);
         None where there is nothing to check."""
-        from core.limits import torch_threads
+        from spec_harness.core.limits import torch_threads
 
         if not row.get("temperature") or row.get("error") or not row.get("token_ids") or row.get("forced_rates"):
             return None

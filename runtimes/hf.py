@@ -64,13 +64,13 @@ from typing import Optional
 
 import torch
 
-from core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
-from core.errors import RuntimeUnavailable
-from core.records import Generation, Phases, RoundRecord
-from core.timing import NS, PhaseTimer, RoundTimes, device_sync
-from runtimes.base import Runtime
-from runtimes.hf_hooks import Patches, PhaseCursor, TimedCriteria, TimedProcessors
-from runtimes.torch_common import HFPair, HFText
+from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.errors import RuntimeUnavailable
+from spec_harness.core.records import Generation, Phases, RoundRecord
+from spec_harness.core.timing import NS, PhaseTimer, RoundTimes, device_sync
+from spec_harness.runtimes.base import Runtime
+from spec_harness.runtimes.hf_hooks import Patches, PhaseCursor, TimedCriteria, TimedProcessors
+from spec_harness.runtimes.torch_common import HFPair, HFText
 
 # The transforms the other runtimes apply (core/sampling.py); anything else changes the distribution.
 SAME_AS_HARNESS = {"TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"}
@@ -380,7 +380,7 @@ class HFRuntime(HFText, Runtime):
 
     def reference(self):
         """transformers' own forward of the target (runtimes/pytorch.py's HFForward), as generate runs it."""
-        from runtimes.pytorch import TorchKV
+        from spec_harness.runtimes.pytorch import TorchKV
 
         if getattr(self, "_reference", None) is None:
             self._reference = TorchKV(self.target, len(self.tokenizer), lean=False, sync=self.sync)

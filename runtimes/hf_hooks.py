@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from transformers import LogitsProcessorList, StoppingCriteriaList
 
-from core.timing import PhaseTimer
+from spec_harness.core.timing import PhaseTimer
 
 
 class Patches:

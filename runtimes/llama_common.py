@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import llama_cpp
 
-from core.config import RuntimeSettings
-from core.limits import threads_of
-from models import llama_files
-from models.shape import pair_sizes, sizes_from_gguf
+from spec_harness.core.config import RuntimeSettings
+from spec_harness.core.limits import threads_of
+from spec_harness.models import llama_files
+from spec_harness.models.shape import pair_sizes, sizes_from_gguf
 
 N_BATCH = 512  # tokens per llama_decode call at most (prompts are fed in chunks of this)
 
@@ -60,7 +60,7 @@ def single_threaded_torch():
     Softmax, top-k/top-p and multinomial on one vocabulary row gain nothing from threads, and
     torch's thread pool competes with llama.cpp's threads for the same cores (docs/findings.md).
     """
-    from core.limits import torch_threads
+    from spec_harness.core.limits import torch_threads
 
     return torch_threads(1)
 
@@ -119,7 +119,7 @@ def gpu_layers(settings: RuntimeSettings) -> int:
 def describe_files(paths: tuple, settings: RuntimeSettings) -> dict:
     """device / dtype fields for results rows: where the layers run and each GGUF's quantization
     (from its metadata: llama.cpp's own model description guesses sizes, "?B" for a small draft)."""
-    from models.info import gguf_quantization
+    from spec_harness.models.info import gguf_quantization
 
     n = gpu_layers(settings)
     gpu = n != 0 and bool(llama_cpp.llama_supports_gpu_offload())

@@ -68,15 +68,15 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec
-from core.records import Generation, Phases
-from models import llama_files
-from runtimes import evidence
-from runtimes import llama_common as lc
-from runtimes.base import Runtime
-from runtimes.process import ServerError, ServerProcess
-from runtimes.server import ServerPool, ServerRuntime, ServerSetting, server_rounds
-from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
+from spec_harness.core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.records import Generation, Phases
+from spec_harness.models import llama_files
+from spec_harness.runtimes import evidence
+from spec_harness.runtimes import llama_common as lc
+from spec_harness.runtimes.base import Runtime
+from spec_harness.runtimes.process import ServerError, ServerProcess
+from spec_harness.runtimes.server import ServerPool, ServerRuntime, ServerSetting, server_rounds
+from spec_harness.runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
 # An EAGLE-3 head's top-10 draft candidates are chosen inside the draft graph by default, and with
@@ -358,9 +358,9 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def _eagle3_gguf(self, drafter: DrafterSpec) -> Path:
         """The EAGLE-3 head's GGUF through llama.cpp's own converter (models/eagle3.py's gguf_of,
         cached), checked against the target first; ValueError with the converter's reason."""
-        from models.eagle3 import gguf_of
-        from models.loading import model_folder
-        from runtimes.eagle3 import checked_folder, head_folder
+        from spec_harness.models.eagle3 import gguf_of
+        from spec_harness.models.loading import model_folder
+        from spec_harness.runtimes.eagle3 import checked_folder, head_folder
 
         folder = head_folder(drafter, self.pair)
         made = self.__dict__.setdefault("_eagle3", {})
@@ -401,7 +401,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
     def reference(self):
         """A context of our own (runtimes/llamacpp.py's LlamaKV) on the same target file, loaded by the
         same libraries the server runs (scripts/setup.sh builds them once), for the mismatch evidence."""
-        from runtimes.llamacpp import LlamaKV
+        from spec_harness.runtimes.llamacpp import LlamaKV
 
         if self._reference is None:
             self._ref_model = llama_files.load_model(self.paths[0], "target", lc.gpu_layers(self.settings))

@@ -52,7 +52,7 @@ from typing import Optional
 
 import torch
 
-from runtimes import packed_matmul
+from spec_harness.runtimes import packed_matmul
 
 HELPERS = r"""
 #include <cmath>

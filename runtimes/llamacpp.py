@@ -26,12 +26,12 @@ import llama_cpp
 import numpy as np
 import torch
 
-from core.config import PairSpec
-from core.errors import HarnessError
-from models import llama_files
-from runtimes import llama_common as lc
-from runtimes.base import LoopRuntime
-from runtimes.loop import Model
+from spec_harness.core.config import PairSpec
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import llama_files
+from spec_harness.runtimes import llama_common as lc
+from spec_harness.runtimes.base import LoopRuntime
+from spec_harness.runtimes.loop import Model
 
 
 class LlamaKV(Model):
@@ -181,7 +181,7 @@ class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
         """The target's embedding from its Hugging Face folder (a GGUF target's float32 conversion)."""
         from safetensors import safe_open
 
-        from models.loading import model_folder
+        from spec_harness.models.loading import model_folder
 
         folder = Path(model_folder(self.pair.target, "target"))
         for f in sorted(folder.glob("*.safetensors")):
@@ -192,8 +192,8 @@ class LlamaCppRuntime(lc.LlamaText, LoopRuntime):
         raise ValueError(f"no embed_tokens.weight in {folder}: the EAGLE-3 head has no embedding to read its tokens through")
 
     def target_config(self):
-        from models.loading import model_folder
-        from models.shape import load_config
+        from spec_harness.models.loading import model_folder
+        from spec_harness.models.shape import load_config
 
         return load_config(model_folder(self.pair.target, "target"), "target")
 

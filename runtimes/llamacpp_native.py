@@ -46,15 +46,15 @@ import numpy as np
 import torch
 from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 
-from core import sampling
-from core.config import GenerationSettings, PairSpec
-from core.errors import HarnessError
-from core.records import Generation, Phases, RoundRecord
-from core.timing import PhaseTimer
-from models import llama_files
-from runtimes import llama_common as lc
-from runtimes.base import Runtime
-from runtimes.loop import RowStore
+from spec_harness.core import sampling
+from spec_harness.core.config import GenerationSettings, PairSpec
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.records import Generation, Phases, RoundRecord
+from spec_harness.core.timing import PhaseTimer
+from spec_harness.models import llama_files
+from spec_harness.runtimes import llama_common as lc
+from spec_harness.runtimes.base import Runtime
+from spec_harness.runtimes.loop import RowStore
 
 
 class _Run:
@@ -334,7 +334,7 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
 
     def reference(self):
         """A context of our own (runtimes/llamacpp.py's LlamaKV) on the library's target model."""
-        from runtimes.llamacpp import LlamaKV
+        from spec_harness.runtimes.llamacpp import LlamaKV
 
         if getattr(self, "_reference", None) is None:
             self._reference = LlamaKV(self.target._model.model, lc.context_params(self.settings, self.n_ctx), self.drafter.vocab)

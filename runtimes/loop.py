@@ -54,10 +54,10 @@ from typing import Callable, Optional
 
 import torch
 
-from core import sampling
-from core.config import GenerationSettings, SamplingParams
-from core.records import Generation, Phases, RoundRecord
-from core.timing import PhaseTimer, RoundTimes
+from spec_harness.core import sampling
+from spec_harness.core.config import GenerationSettings, SamplingParams
+from spec_harness.core.records import Generation, Phases, RoundRecord
+from spec_harness.core.timing import PhaseTimer, RoundTimes
 
 
 class Model(ABC):

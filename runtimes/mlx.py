@@ -75,13 +75,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from core import timing
-from core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
-from core.errors import RuntimeUnavailable
-from core.records import Generation, Phases, RoundRecord
-from core.timing import PhaseTimer, RoundTimes
-from runtimes.base import Runtime, TokenizerText
-from runtimes.loop import Model
+from spec_harness.core import timing
+from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.errors import RuntimeUnavailable
+from spec_harness.core.records import Generation, Phases, RoundRecord
+from spec_harness.core.timing import PhaseTimer, RoundTimes
+from spec_harness.runtimes.base import Runtime, TokenizerText
+from spec_harness.runtimes.loop import Model
 
 INSTALL = "install with pip install -e '.[mlx]'"
 
@@ -305,9 +305,9 @@ class MlxRuntime(TokenizerText, Runtime):
     def load(self, pair: PairSpec) -> None:
         from transformers import AutoConfig
 
-        from models.compat import check_tokenizers
-        from models.loading import load_hf_tokenizer, model_folder
-        from models.shape import context_length
+        from spec_harness.models.compat import check_tokenizers
+        from spec_harness.models.loading import load_hf_tokenizer, model_folder
+        from spec_harness.models.shape import context_length
 
         self.device = _device(self.settings.device)
         self.stream = generation_stream if self.device == mx.default_device() else mx.new_stream(self.device)
@@ -408,7 +408,7 @@ class MlxRuntime(TokenizerText, Runtime):
         return cmd if drafter is None else f"{cmd} --draft-model {pair.draft} --num-draft-tokens {gamma}"
 
     def describe(self) -> dict:
-        from models.shape import pair_sizes, sizes_from_folder
+        from spec_harness.models.shape import pair_sizes, sizes_from_folder
 
         return {"device": "metal" if self.device.type == mx.gpu else "cpu", "dtype": str(self.dtype).replace("mlx.core.", ""),
                 "mlx": mx.__version__, "mlx_lm": mlx_lm.__version__, "model_folders": list(self.folders),

@@ -16,10 +16,10 @@ from typing import Optional
 
 import torch
 
-from core import sampling
-from core.config import NGRAM_MAX, SamplingParams
-from core.timing import PhaseTimer
-from runtimes.loop import Draft, Drafter
+from spec_harness.core import sampling
+from spec_harness.core.config import NGRAM_MAX, SamplingParams
+from spec_harness.core.timing import PhaseTimer
+from spec_harness.runtimes.loop import Draft, Drafter
 
 
 def lookup(seq: list[int], n: int, k: int) -> list[int]:

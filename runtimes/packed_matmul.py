@@ -109,7 +109,7 @@ def use_harness_inductor_cache() -> None:
     unless TORCHINDUCTOR_CACHE_DIR says otherwise."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    from models.loading import cache_root
+    from spec_harness.models.loading import cache_root
 
     # torch writes its default into the environment at its first build, so that value is not a choice
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, os.path.abspath(default_cache_dir())):
@@ -141,8 +141,8 @@ def build(argtypes: list[str], source: str):
 def _built(argtypes: list[str], source: str) -> tuple[str, Path]:
     """(key, the file that names the library built for it) for a kernel's source and arguments on
     this torch and this CPU's flags."""
-    from core.limits import cpu_flags
-    from models.loading import cache_root
+    from spec_harness.core.limits import cpu_flags
+    from spec_harness.models.loading import cache_root
 
     what = "\n".join([torch.__version__, cpu_flags(), *argtypes, source])
     key = "k" + hashlib.sha256(what.encode()).hexdigest()[:32]

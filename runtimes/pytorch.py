@@ -20,11 +20,11 @@ from typing import Optional
 
 import torch
 
-from core.errors import HarnessError, RuntimeUnavailable
-from core.timing import device_sync
-from runtimes.base import LoopRuntime
-from runtimes.loop import Model
-from runtimes.torch_common import HFPair, HFText
+from spec_harness.core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.core.timing import device_sync
+from spec_harness.runtimes.base import LoopRuntime
+from spec_harness.runtimes.loop import Model
+from spec_harness.runtimes.torch_common import HFPair, HFText
 
 
 class HFForward:
@@ -79,7 +79,7 @@ class TorchKV(Model):
     """A transformers causal LM with its own KV cache, as the shared loop's Model. [B=1]"""
 
     def __init__(self, model, vocab: int, lean: bool = True, sync=None, kernels: Optional[bool] = None, packed: bool = True):
-        from runtimes import torch_llama
+        from spec_harness.runtimes import torch_llama
 
         self.model = model
         self.vocab = vocab  # compare over the tokenizer's ids only (embedding rows may be padded)
@@ -119,8 +119,8 @@ class TorchKV(Model):
 def resolve_forward(settings) -> tuple[str, Optional[str]]:
     """(the forward --torch-forward names: kernels or eager, why the kernels cannot run here or
     None): auto is kernels where they build for the run's device and dtype, else eager."""
-    from runtimes import torch_llama
-    from runtimes.torch_common import resolve_device, resolve_dtype
+    from spec_harness.runtimes import torch_llama
+    from spec_harness.runtimes.torch_common import resolve_device, resolve_dtype
 
     device = resolve_device(settings.device)
     why = torch_llama.kernel_reason(resolve_dtype(settings.dtype, device), torch.device(device))

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings
-from core.records import RoundRecord
-from runtimes.process import HOST, ServerError, ServerProcess
+from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings
+from spec_harness.core.records import RoundRecord
+from spec_harness.runtimes.process import HOST, ServerError, ServerProcess
 
 
 def server_rounds(steps: list[tuple[int, int]], n_out: int) -> list[RoundRecord]:
@@ -184,7 +184,7 @@ class ServerRuntime:
         """One cell under load (runtimes/load.py): request i sends prompts[i] with gens[i] (all of
         one setting and concurrency N), N streams at once -> (Cell, [Generation, or an error line,
         per request]). The server's counters around the cell must add up to the requests' own."""
-        from runtimes import load
+        from spec_harness.runtimes import load
 
         n = gens[0].concurrency
         srv = self._server(ServerSetting.of(gens[0]) if speculative else ServerSetting.baseline(n))

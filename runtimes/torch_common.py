@@ -14,10 +14,10 @@ import functools
 
 import torch
 
-from core.config import PairSpec, RuntimeSettings
-from core.errors import HarnessError
-from models.shape import context_length, pair_sizes, sizes_from_config
-from runtimes.base import TokenizerText
+from spec_harness.core.config import PairSpec, RuntimeSettings
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.shape import context_length, pair_sizes, sizes_from_config
+from spec_harness.runtimes.base import TokenizerText
 
 
 def resolve_device(device: str) -> str:
@@ -51,8 +51,8 @@ class HFPair:
     the device and in the dtype the settings ask for. Tokenizers that differ are refused."""
 
     def __init__(self, pair: PairSpec, settings: RuntimeSettings):
-        from models.compat import check_tokenizers
-        from models.loading import load_hf_model, load_hf_tokenizer
+        from spec_harness.models.compat import check_tokenizers
+        from spec_harness.models.loading import load_hf_model, load_hf_tokenizer
 
         self.device = resolve_device(settings.device)
         apply_threads(settings.n_threads)

@@ -51,9 +51,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from core.machine import hugepage_empty
-from models.shape import shape_from_config
-from runtimes import llama_step, packed_matmul
+from spec_harness.core.machine import hugepage_empty
+from spec_harness.models.shape import shape_from_config
+from spec_harness.runtimes import llama_step, packed_matmul
 
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 # Passes up to this many tokens run through the pass kernel; longer ones (a long prompt's prefill)

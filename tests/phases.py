@@ -6,7 +6,7 @@ the wall, and the rounds inside the generation, after its prefill."""
 
 from __future__ import annotations
 
-from core.metrics import TIME_FIELDS
+from spec_harness.core.metrics import TIME_FIELDS
 
 NS = 1e-9
 UNACCOUNTED_MAX = 0.5  # of the wall: a runtime booking its passes nowhere would leave most of it unaccounted

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.config import GenerationSettings, PairSpec, SamplingParams
-from core.records import Generation, Phases, RoundRecord
-from harness.prompts import Prompt
-from harness.rows import generation_row
+from spec_harness.core.config import GenerationSettings, PairSpec, SamplingParams
+from spec_harness.core.records import Generation, Phases, RoundRecord
+from spec_harness.harness.prompts import Prompt
+from spec_harness.harness.rows import generation_row
 
 FACTUAL = Prompt("f1", "factual", "x")
 OPEN = Prompt("o1", "open-ended", "y")

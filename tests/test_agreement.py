@@ -9,7 +9,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
+from spec_harness.harness.cli import main
 
 
 def invoke(*args):
@@ -43,7 +43,7 @@ def test_agreement_on_sampled_continuations(tiny_pair, prompts):
 def test_repeats_marks_the_positions_a_copy_of_the_context_gets():
     import torch
 
-    from models.agreement import repeats
+    from spec_harness.models.agreement import repeats
 
     ids = torch.tensor([5, 6, 7, 5, 8])
     # position 3 reads 5 and the target's next token is 6: the bigram (5, 6) is at 0-1
@@ -55,7 +55,7 @@ def test_repeats_marks_the_positions_a_copy_of_the_context_gets():
 
 
 def test_agreement_of_an_eagle3_head_per_drafting_position(tiny_pair, prompts):
-    from models.eagle3_train import ensure_tiny_head
+    from spec_harness.models.eagle3_train import ensure_tiny_head
 
     head = ensure_tiny_head("tiny")
     r = invoke("models", "agreement", "--target", tiny_pair.target, "--head", head, "--prompts", prompts,
@@ -68,7 +68,7 @@ def test_agreement_of_an_eagle3_head_per_drafting_position(tiny_pair, prompts):
 
 
 def test_agreement_on_stored_answers_written_by_teacher_data(tiny_pair, tmp_path):
-    from models.gguf_writer import ensure_tiny_gguf
+    from spec_harness.models.gguf_writer import ensure_tiny_gguf
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
     answers = tmp_path / "a.jsonl"

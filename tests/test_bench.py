@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from core.config import RuntimeSettings
-from harness.bench import Bench, alternate
+from spec_harness.core.config import RuntimeSettings
+from spec_harness.harness.bench import Bench, alternate
 
 
 def test_alternate_warms_up_then_interleaves_and_takes_medians():
@@ -21,7 +21,7 @@ def test_alternate_warms_up_then_interleaves_and_takes_medians():
 
 
 def test_figure_3_compares_our_llamacpp_loop_with_llama_bench_and_llama_cpp_pythons_paths(tiny_pair):
-    from models.gguf_writer import ensure_tiny_gguf
+    from spec_harness.models.gguf_writer import ensure_tiny_gguf
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
     b = Bench(t_gguf, 8, 1, 2, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
@@ -43,8 +43,8 @@ def test_figure_7_compares_our_loop_with_llama_server(tiny_gguf):
 
 
 def test_pooled_self_draft_costs_for_a_runtime_that_times_no_round():
-    from core.records import Generation, Phases, RoundRecord
-    from harness.bench import pooled_self_draft_costs
+    from spec_harness.core.records import Generation, Phases, RoundRecord
+    from spec_harness.harness.bench import pooled_self_draft_costs
 
     def gen(n_rounds, drafted, draft_s, verify_s):
         ph = Phases(wall_s=0.1 + draft_s + verify_s, prefill_s=0.1, draft_s=draft_s, verify_s=verify_s, sampling_s=None,
@@ -58,7 +58,7 @@ def test_pooled_self_draft_costs_for_a_runtime_that_times_no_round():
 
 
 def test_self_draft_costs_split_a_round_into_verify_and_draft_steps():
-    from harness.bench import self_draft_costs
+    from spec_harness.harness.bench import self_draft_costs
 
     base = [{"drafted": 0, "verify_s": 0.010, "draft_s": None}] * 5
     spec = [{"drafted": 4, "verify_s": 0.020, "draft_s": 0.050}] * 3  # v = 2 steps, c = 1.25 steps
@@ -71,8 +71,8 @@ def test_self_draft_costs_split_a_round_into_verify_and_draft_steps():
 
 def test_figure_2_reports_shares_acceptance_and_llama_cpp_s_own_view():
     """What the retired llamacpp_selfdraft script printed, from Generations of one setting."""
-    from core.records import Generation, Phases, RoundRecord
-    from harness.bench import run_shares
+    from spec_harness.core.records import Generation, Phases, RoundRecord
+    from spec_harness.harness.bench import run_shares
 
     def gen(ids, drafted, accepted, llama=True):
         phases = Phases(wall_s=1.0, prefill_s=0.2, draft_s=0.3, verify_s=0.4, sampling_s=0.05, unaccounted_s=0.05)
@@ -101,8 +101,8 @@ def test_figure_8_is_the_largest_gap_between_forced_acceptance_and_the_cost_mode
 
 
 def test_figure_9_sets_each_baseline_step_against_the_memory_bound(tiny_gguf):
-    from harness.bench import PROMPT
-    from models.shape import sizes_from_gguf
+    from spec_harness.harness.bench import PROMPT
+    from spec_harness.models.shape import sizes_from_gguf
 
     b = Bench(tiny_gguf.target_gguf, 8, 1, 2, RuntimeSettings(device="cpu", n_threads=1, n_ctx=256), log=lambda *a: None)
     fig = b.fig9_memory_bound(("llamacpp", "llamacpp-native"))
@@ -122,8 +122,8 @@ def test_figure_2_times_the_torch_matrices_three_ways_on_the_same_numbers(tiny_p
     import torch
     from transformers import AutoModelForCausalLM
 
-    from harness.bench import matrices_ms
-    from runtimes.torch_llama import LlamaFast
+    from spec_harness.harness.bench import matrices_ms
+    from spec_harness.runtimes.torch_llama import LlamaFast
 
     model = AutoModelForCausalLM.from_pretrained(tiny_pair.target, dtype=torch.float32).eval()
     weights = LlamaFast(model).weights

@@ -10,9 +10,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from core import theory
-from harness.cli import main
-from reports import calibration
+from spec_harness.core import theory
+from spec_harness.harness.cli import main
+from spec_harness.reports import calibration
 
 ARGS = ["--pair", "tiny", "--gamma", "1,3", "--alpha", "0,0.5,1", "--prompts", "math", "--max-new-tokens", "16",
         "--threads", "1", "--n-ctx", "512", "--warmup", "0"]
@@ -55,8 +55,8 @@ def test_calibrate_runs_every_cell_and_writes_the_curves(tmp_path):
     assert "torch [kernels] at gamma 3 on this machine" in res.output and "your pair reaches" in res.output
     # a curve per runtime and gamma with a measured point at each forced rate, the draws realizing
     # exactly 0 and 1 at the ends (how fast each point is, is the machine's: no timing asserted here)
-    from reports.build import load
-    from reports.ceiling import CFlops
+    from spec_harness.reports.build import load
+    from spec_harness.reports.ceiling import CFlops
 
     es = calibration.entries(load([out], forced=True).rows, CFlops())
     assert sorted((e["runtime"], e["gamma"]) for e in es) == [("llamacpp", 1), ("llamacpp", 3), ("torch [kernels]", 1), ("torch [kernels]", 3)]

@@ -22,7 +22,7 @@ def invoke(*args):
     """The command line in this process (what the checks of bad input need: no model is loaded)."""
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     res = CliRunner().invoke(main, [str(a) for a in args])
     return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
@@ -30,7 +30,7 @@ def invoke(*args):
 
 def harness(*args, cwd=None):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # see conftest: tiny models, shared cores
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=600, env=env)
 
 
@@ -156,7 +156,7 @@ def test_a_concurrency_no_server_can_hold_is_one_line_before_any_work(tmp_path):
 
 
 def test_mismatched_tokenizers_are_refused(tmp_path):
-    from models.tiny import ensure_pair
+    from spec_harness.models.tiny import ensure_pair
 
     tiny_target, _ = ensure_pair("tiny")
     _, micro_draft = ensure_pair("micro")
@@ -179,9 +179,9 @@ def test_help_shows_the_defaults_the_dataclasses_define():
     """One definition of each default: run and sweep show GenerationSettings' and RunConfig's."""
     from click.testing import CliRunner
 
-    from core.config import GenerationSettings, default_of
-    from harness.cli import main
-    from harness.run_config import RunConfig
+    from spec_harness.core.config import GenerationSettings, default_of
+    from spec_harness.harness.cli import main
+    from spec_harness.harness.run_config import RunConfig
 
     n, g = default_of(GenerationSettings, "max_new_tokens"), default_of(GenerationSettings, "gamma")
     for cmd in ("run", "sweep"):
@@ -196,7 +196,7 @@ def test_help_names_the_runtimes_the_registry_holds_when_shown(monkeypatch):
     """A throwaway runtime registered after the command line was imported is named by run's and
     calibrate's --runtime (it forces acceptance, as every runtime over our loop), and not among the
     runtimes that run target quantizations (it reads no GGUF)."""
-    import runtimes
+    from spec_harness import runtimes
 
     def flat(*args) -> str:  # click wraps (and breaks words at hyphens): compare without whitespace
         return "".join(invoke(*args).stdout.split())
@@ -248,10 +248,10 @@ def test_the_harness_command_keeps_its_output_exit_codes_and_atexit_handlers(tmp
 def test_a_run_config_parses_each_settings_text_once_and_run_json_keeps_the_text(tmp_path):
     """The text harness tune or a test hands RunConfig becomes the typed settings the runner and
     the runtimes read; run.json and the rows keep the flags' text."""
-    from core.config import DrafterSpec, DraftPolicy, PairSpec, TorchForward
-    from core.errors import HarnessError
-    from harness.prompts import Prompt
-    from harness.runner import RunConfig, Runner
+    from spec_harness.core.config import DrafterSpec, DraftPolicy, PairSpec, TorchForward
+    from spec_harness.core.errors import HarnessError
+    from spec_harness.harness.prompts import Prompt
+    from spec_harness.harness.runner import RunConfig, Runner
 
     cfg = RunConfig(["torch"], [PairSpec("p")], [Prompt("a", "factual", "Hi")], draft_policies=["fixed", "confidence:0.4"],
                     drafters=["model", "ngram:3,5"], torch_forwards=["eager"], only=[("fixed", 2, "eagle3:/heads/h")],

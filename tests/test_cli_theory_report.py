@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
+from spec_harness.harness.cli import main
 from tests import synthetic
 
 

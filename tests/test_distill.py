@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from core.errors import HarnessError
-from models.distill import build_draft, distill_loss, train
-from models.distill_config import DistillConfig
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.distill import build_draft, distill_loss, train
+from spec_harness.models.distill_config import DistillConfig
 
 TEXT = (
     "The water cycle moves water between the oceans, the air and the land. Heat from the sun evaporates "
@@ -57,7 +57,7 @@ def test_resume_matches_an_uninterrupted_run(tiny_pair, text_file, tmp_path):
 def test_resume_with_a_changed_corpus_does_not_reuse_wrong_teacher_rows(tiny_pair, text_file, tmp_path):
     """The teacher cache is keyed by chunk content: new text on disk means new teacher rows, not
     the old rows of whatever chunk used to sit at that position."""
-    from models.distill import TeacherCache
+    from spec_harness.models.distill import TeacherCache
 
     cfg = _cfg(tiny_pair, text_file, tmp_path / "c", steps=2)
     train(cfg, progress=False)
@@ -74,7 +74,7 @@ def test_a_grown_draft_starts_as_its_source_and_keeps_training(tiny_pair, text_f
     logits as the source), and training the grown draft moves them and lowers the loss further."""
     from transformers import LlamaForCausalLM
 
-    from models.distill import grow_draft
+    from spec_harness.models.distill import grow_draft
 
     first = train(_cfg(tiny_pair, text_file, tmp_path / "a", steps=6), progress=False)
     src = LlamaForCausalLM.from_pretrained(first["draft_dir"]).eval()
@@ -110,7 +110,7 @@ def test_distill_loss_is_zero_gradient_at_the_teacher():
 
 
 def test_position_alpha_is_the_overlap_of_the_two_distributions():
-    from models.agreement import position_alpha
+    from spec_harness.models.agreement import position_alpha
 
     p = torch.tensor([[[2.0, 0.0, -1.0]]])  # [1, 1, 3]
     assert position_alpha(p, p.clone())[0, 0].item() == pytest.approx(1.0)
@@ -125,8 +125,8 @@ def test_position_alpha_is_the_overlap_of_the_two_distributions():
 
 @pytest.fixture(scope="module")
 def exported(tiny_pair, tmp_path_factory):
-    from models.gguf_writer import write_gguf
-    from models.loading import load_hf_model, load_hf_tokenizer
+    from spec_harness.models.gguf_writer import write_gguf
+    from spec_harness.models.loading import load_hf_model, load_hf_tokenizer
 
     target = load_hf_model(tiny_pair.target, "target", torch.float32, "cpu")
     tok = load_hf_tokenizer(tiny_pair.target, "target")
@@ -137,8 +137,8 @@ def exported(tiny_pair, tmp_path_factory):
 
 
 def test_exported_gguf_loads_in_transformers(exported):
-    from models.gguf_writer import roundtrip_error
-    from models.loading import load_hf_tokenizer
+    from spec_harness.models.gguf_writer import roundtrip_error
+    from spec_harness.models.loading import load_hf_tokenizer
 
     draft, tok, paths = exported
     ids = tok.encode("The water cycle moves water")
@@ -149,7 +149,7 @@ def test_exported_gguf_loads_in_transformers(exported):
 
 def test_a_4_bit_embedding_is_smaller_and_still_close(exported, tmp_path):
     """--embed-quant q4_0: the embedding/output matrix in 4 bits, the rest as before."""
-    from models.gguf_writer import roundtrip_error, write_gguf
+    from spec_harness.models.gguf_writer import roundtrip_error, write_gguf
 
     draft, tok, paths = exported
     q4 = write_gguf(draft, tmp_path / "draft-q4e.gguf", qtype="q8_0", tokenizer=tok, embed_qtype="q4_0", reader="transformers")
@@ -162,9 +162,9 @@ def test_a_4_bit_embedding_is_smaller_and_still_close(exported, tmp_path):
 
 
 def test_exported_gguf_is_a_draft_in_the_torch_runtime(tiny_pair, exported):
-    from core.config import GenerationSettings, RuntimeSettings
-    from models.presets import resolve_pair
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.core.config import GenerationSettings, RuntimeSettings
+    from spec_harness.models.presets import resolve_pair
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     pair = resolve_pair(target=tiny_pair.target, draft=str(exported[2]["q8_0"]))
     rt = TorchRuntime(RuntimeSettings(device="cpu"))
@@ -191,7 +191,7 @@ def test_shipped_draft_loads_in_llama_cpp():
     (The tiny pairs' byte-level vocabulary has no BPE merges, which llama.cpp's gpt2 loader requires,
     so the tiny export is checked in transformers and the torch runtime only.)"""
     pytest.importorskip("llama_cpp")
-    from models.presets import DRAFT_GGUF
+    from spec_harness.models.presets import DRAFT_GGUF
 
     if not DRAFT_GGUF.is_file():
         pytest.skip(f"{DRAFT_GGUF} not built")
@@ -204,7 +204,7 @@ def test_shipped_draft_loads_in_llama_cpp():
 def test_cli_distill_writes_a_gguf(tiny_pair, text_file, tmp_path):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     out = tmp_path / "d.gguf"
     r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--out", str(out),
@@ -219,9 +219,9 @@ def test_training_on_generated_answers_reports_heldout_agreement(tiny_pair, tmp_
     """The target's own answers (llama.cpp, tiny GGUF) train the draft; the last of them are held
     out, never trained on, and agreement on them is logged and kept in the checkpoint."""
     pytest.importorskip("llama_cpp")
-    from models.distill import heldout_split, teacher_records
-    from models.gguf_writer import ensure_tiny_gguf
-    from models.teacher_data import ensure_generated
+    from spec_harness.models.distill import heldout_split, teacher_records
+    from spec_harness.models.gguf_writer import ensure_tiny_gguf
+    from spec_harness.models.teacher_data import ensure_generated
 
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
     gen = ensure_generated(str(t_gguf), tmp_path / "gen.jsonl", 44, max_new=8, k=8, temperature=1.0,
@@ -244,7 +244,7 @@ def test_training_on_generated_answers_reports_heldout_agreement(tiny_pair, tmp_
 def test_cli_generate_needs_a_gguf_target(tiny_pair, tmp_path):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--out", str(tmp_path / "d.gguf"),
                                   "--generate", "10", "--no-progress"])
@@ -258,7 +258,7 @@ def test_early_exit_export_from_the_command_line(tiny_pair, tmp_path):
     import gguf
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     out = tmp_path / "ee.gguf"
     r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--early-exit", "1",
@@ -276,7 +276,7 @@ def test_early_exit_export_from_the_command_line(tiny_pair, tmp_path):
 def test_impossible_distill_settings_are_one_line(tiny_pair, tmp_path, args, needle):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     r = CliRunner().invoke(main, ["models", "distill", "--target", tiny_pair.target, "--out", str(tmp_path / "d.gguf"),
                                   "--work", str(tmp_path / "w"), *args, "--no-progress"])
@@ -288,10 +288,10 @@ def test_impossible_distill_settings_are_one_line(tiny_pair, tmp_path, args, nee
 def test_the_writer_reproduces_the_shipped_draft_byte_for_byte(tmp_path):
     """The one GGUF writer, fed the shipped draft's own weights (dequantized by transformers) and the
     recipe's settings, writes the very file the repository ships."""
-    from models.gguf_writer import write_gguf
-    from models.loading import load_hf_model
-    from models.presets import DRAFT_GGUF
-    from models.smollm2 import smollm2_gguf
+    from spec_harness.models.gguf_writer import write_gguf
+    from spec_harness.models.loading import load_hf_model
+    from spec_harness.models.presets import DRAFT_GGUF
+    from spec_harness.models.smollm2 import smollm2_gguf
 
     draft = load_hf_model(str(DRAFT_GGUF), "draft", torch.float32, "cpu")
     out = write_gguf(draft, tmp_path / "again.gguf", qtype="q8_0", embed_qtype="q4_0", name="distilled draft",

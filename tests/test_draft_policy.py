@@ -13,11 +13,11 @@ import itertools
 import pytest
 import torch
 
-from core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
-from core.errors import HarnessError
-from core.results import make_row
-from core.timing import PhaseTimer
-from runtimes.loop import DraftModel, Model, feed_prompt
+from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import make_row
+from spec_harness.core.timing import PhaseTimer
+from spec_harness.runtimes.loop import DraftModel, Model, feed_prompt
 
 PROMPT = "one two three four, one two three four, one two three"
 GREEDY = SamplingParams()
@@ -79,10 +79,10 @@ def test_confidence_stops_before_the_first_position_under_the_threshold(stop_at)
 
 @pytest.fixture(scope="module")
 def runtimes(tiny_gguf):
-    from runtimes.hf import HFRuntime
-    from runtimes.llamacpp import LlamaCppRuntime
-    from runtimes.llamacpp_native import LlamaCppNativeRuntime
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.runtimes.hf import HFRuntime
+    from spec_harness.runtimes.llamacpp import LlamaCppRuntime
+    from spec_harness.runtimes.llamacpp_native import LlamaCppNativeRuntime
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     out = {}
     for cls in (TorchRuntime, LlamaCppRuntime, HFRuntime, LlamaCppNativeRuntime):
@@ -157,8 +157,8 @@ def test_heuristic_schedule_follows_its_recurrence(runtimes, name):
 def test_transformers_heuristic_passes_gamma_and_the_row_counts_it(tiny_self):
     """Self-drafting accepts everything: transformers' schedule grows 3, 5, 7, ... past gamma (ours
     stays at gamma); the row's histogram reaches the longest round."""
-    from runtimes.hf import HFRuntime
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.runtimes.hf import HFRuntime
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     gen = GenerationSettings(GREEDY, 3, 40, ignore_eos=True, draft_policy="heuristic")
     lengths = {}

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.config import DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
-from core.errors import HarnessError
-from models.presets import resolve_pair
+from spec_harness.core.config import DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.presets import resolve_pair
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
 PROMPT = "What is 12 times 7? Show your work."
@@ -25,7 +25,7 @@ PROMPT = "What is 12 times 7? Show your work."
 
 @pytest.fixture(scope="module")
 def head():
-    from models.eagle3_train import ensure_tiny_head
+    from spec_harness.models.eagle3_train import ensure_tiny_head
 
     return ensure_tiny_head("tiny")
 
@@ -52,10 +52,10 @@ def test_drafting_computes_what_training_computed(pair, kernels):
     """The target's features through the runtime's forward (C++ kernels, or eager) equal
     transformers' hidden states; the head's drafting cache gives the training forward's logits at
     step 0 (every position, from the target's features) and at step 1 (its own state fed back)."""
-    import runtimes
-    from models.eagle3_data import target_features
-    from models.eagle3_train import batch_of, ttt_forward
-    from runtimes.eagle3 import HeadCache, loaded_head
+    from spec_harness import runtimes
+    from spec_harness.models.eagle3_data import target_features
+    from spec_harness.models.eagle3_train import batch_of, ttt_forward
+    from spec_harness.runtimes.eagle3 import HeadCache, loaded_head
 
     rt = runtimes.get("torch")(SETTINGS)
     rt.load(pair)
@@ -88,7 +88,7 @@ def test_drafting_computes_what_training_computed(pair, kernels):
 def test_greedy_output_is_the_baselines_and_both_loops_draft_alike(pair):
     """torch and llamacpp (our loop over llama.cpp's layer inputs): every gamma gives the baseline's
     ids, and on the float32 tiny pair both draft and accept the same counts (the same features)."""
-    import runtimes
+    from spec_harness import runtimes
 
     counts = {}
     for name in ("torch", "llamacpp"):
@@ -112,7 +112,7 @@ def test_greedy_output_is_the_baselines_and_both_loops_draft_alike(pair):
 def test_in_llamacpp_the_heads_passes_get_the_runs_threads_and_sampling_one(pair):
     """The llamacpp runtime samples on one torch thread; the head's passes run on the run's
     threads (--threads 2 here), as llama.cpp's own draft model's, and the one is restored after."""
-    import runtimes
+    from spec_harness import runtimes
 
     rt = runtimes.get("llamacpp")(RuntimeSettings(n_threads=2))
     rt.load(pair)
@@ -131,11 +131,11 @@ def test_in_llamacpp_the_heads_passes_get_the_runs_threads_and_sampling_one(pair
 @pytest.fixture(scope="module")
 def deep_rt():
     """micro-deep (8 ids, 4 layers) in the torch runtime with an untrained head of 6 draft ids."""
-    import runtimes
-    from models.eagle3 import HeadConfig
-    from models.eagle3_train import build_head
-    from models.loading import load_hf_model
-    from models.tiny import ensure_pair
+    from spec_harness import runtimes
+    from spec_harness.models.eagle3 import HeadConfig
+    from spec_harness.models.eagle3_train import build_head
+    from spec_harness.models.loading import load_hf_model
+    from spec_harness.models.tiny import ensure_pair
 
     t, d = ensure_pair("micro-deep")
     target = load_hf_model(str(t), "target", torch.float32, "cpu")
@@ -163,8 +163,8 @@ def test_speculative_sampling_with_a_head_keeps_the_target_distribution(deep_rt)
     assert p > P_THRESHOLD, p
     # and the same test rejects drafts accepted as they come (q's own distribution)
     rigged = []
-    rt_accept = __import__("core.sampling", fromlist=["forced"]).forced((1.0,))
-    from runtimes.loop import Loop
+    rt_accept = __import__("spec_harness.core.sampling", fromlist=["forced"]).forced((1.0,))
+    from spec_harness.runtimes.loop import Loop
 
     for seed in range(N // 3):
         gen = _gen(2, 3, seed=seed, sampling=s)
@@ -175,8 +175,8 @@ def test_speculative_sampling_with_a_head_keeps_the_target_distribution(deep_rt)
 def test_llama_server_runs_the_head_through_llamas_converter(pair, tmp_path):
     """`-md HEAD.gguf --spec-type draft-eagle3`: greedy output equal to its baseline, the head's
     drafts counted, and the GGUF converted once (cached) for the next server."""
-    import runtimes
-    from runtimes.server import ServerSetting
+    from spec_harness import runtimes
+    from spec_harness.runtimes.server import ServerSetting
 
     rt = runtimes.get("llama-server")(SETTINGS, workdir=tmp_path)
     rt.load(pair)
@@ -197,7 +197,7 @@ def test_a_head_the_converter_rejects_is_a_skipped_row_for_llama_server_only(pai
     reason; the torch runtime (which reads only the tensors it needs) runs it."""
     from safetensors.torch import load_file, save_file
 
-    import runtimes
+    from spec_harness import runtimes
 
     odd = tmp_path / "odd-head"
     shutil.copytree(head, odd)
@@ -220,7 +220,7 @@ def test_the_converter_is_found_outside_a_checkout(monkeypatch, tmp_path):
     """Installed elsewhere (no build/ beside the package): the converter is the one in the
     llama-cpp-python source the environment was built from, or $HARNESS_CONVERT_HF_TO_GGUF's; one
     that is not there is refused in one line naming the variable."""
-    from models import eagle3
+    from spec_harness.models import eagle3
 
     monkeypatch.setattr(eagle3, "CHECKOUT", tmp_path)
     monkeypatch.delenv(eagle3.CONVERTER_ENV, raising=False)
@@ -239,8 +239,8 @@ def test_a_head_for_another_target_is_one_line_and_exit_2(tmp_path):
     """A head trained for tiny-hd32 (128 wide) against the tiny target (64): named mismatch, exit 2, before any work."""
     from click.testing import CliRunner
 
-    from harness.cli import main
-    from models.eagle3_train import ensure_tiny_head
+    from spec_harness.harness.cli import main
+    from spec_harness.models.eagle3_train import ensure_tiny_head
 
     other = ensure_tiny_head("tiny-hd32")
     res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--pair", "tiny", "--drafter", f"eagle3:{other}",
@@ -253,7 +253,7 @@ def test_a_head_for_another_target_is_one_line_and_exit_2(tmp_path):
 def test_a_missing_head_folder_is_one_line_and_exit_2(tmp_path):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--pair", "tiny", "--drafter", f"eagle3:{tmp_path / 'nope'}",
                                     "--out", str(tmp_path / "o")])
@@ -262,7 +262,7 @@ def test_a_missing_head_folder_is_one_line_and_exit_2(tmp_path):
 
 @pytest.mark.parametrize("name", ["hf", "llamacpp-native"])
 def test_runtimes_without_eagle3_say_so(pair, name):
-    import runtimes
+    from spec_harness import runtimes
 
     rt = runtimes.get(name)(SETTINGS)
     rt.load(pair)
@@ -274,8 +274,8 @@ def test_runtimes_without_eagle3_say_so(pair, name):
 
 
 def test_a_pair_without_a_head_names_the_fix():
-    import runtimes
-    from runtimes.eagle3 import head_folder
+    from spec_harness import runtimes
+    from spec_harness.runtimes.eagle3 import head_folder
 
     rt = runtimes.get("torch")(SETTINGS)
     rt.load(resolve_pair("tiny"))
@@ -288,7 +288,7 @@ def test_a_pair_without_a_head_names_the_fix():
 
 
 def test_head_config_round_trips_and_refuses_variants_it_does_not_run(head):
-    from models.eagle3 import HeadConfig, read_config
+    from spec_harness.models.eagle3 import HeadConfig, read_config
 
     cfg = read_config(head)
     assert HeadConfig.from_json(cfg.to_json()) == cfg
@@ -303,9 +303,9 @@ def test_the_command_trains_resumes_and_writes_a_head_that_loads(tmp_path):
     """`harness models eagle3` on the tiny pair: 6 steps, then --resume to 10; the folder loads."""
     from click.testing import CliRunner
 
-    from harness.cli import main
-    from models.eagle3 import load_head, read_config
-    from models.tiny import ensure_pair
+    from spec_harness.harness.cli import main
+    from spec_harness.models.eagle3 import load_head, read_config
+    from spec_harness.models.tiny import ensure_pair
 
     t, _ = ensure_pair("tiny")
     data = next(Path(t).parent.glob("eagle3-v2-*")) / "sequences.jsonl"
@@ -334,9 +334,9 @@ def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabular
     head's step 0), the written head keeps its draft vocabulary; other --layers is one line, exit 2."""
     from click.testing import CliRunner
 
-    from harness.cli import main
-    from models.eagle3 import load_head, read_config
-    from models.tiny import ensure_pair
+    from spec_harness.harness.cli import main
+    from spec_harness.models.eagle3 import load_head, read_config
+    from spec_harness.models.tiny import ensure_pair
 
     t, _ = ensure_pair("tiny")
     data = head.parent / "sequences.jsonl"
@@ -365,11 +365,11 @@ def test_init_from_starts_at_the_trained_heads_agreement_and_keeps_its_vocabular
 def test_the_loss_and_held_out_agreement_count_the_answers_only(head):
     """The head drafts answers: the teacher's distributions at positions that predict a prompt's
     tokens change neither the loss nor the held-out agreement; one at an answer's position does."""
-    from models.eagle3 import load_head
-    from models.eagle3_data import target_features
-    from models.eagle3_train import batch_of, heldout_agreement, ttt_loss
-    from models.loading import load_hf_model
-    from models.tiny import ensure_pair
+    from spec_harness.models.eagle3 import load_head
+    from spec_harness.models.eagle3_data import target_features
+    from spec_harness.models.eagle3_train import batch_of, heldout_agreement, ttt_loss
+    from spec_harness.models.loading import load_hf_model
+    from spec_harness.models.tiny import ensure_pair
 
     t, _ = ensure_pair("tiny")
     target = load_hf_model(str(t), "target", torch.float32, "cpu")
@@ -407,11 +407,11 @@ def test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets():
     """grow_vocab (--init-from with a larger --draft-vocab): the new draft vocabulary holds the old
     one and the most frequent ids it lacked, ascending; the logits of old ids are the head's, of new
     ids the target's output rows', and every other weight is the head's."""
-    from models.eagle3 import HeadConfig
-    from models.eagle3_data import grow_vocab
-    from models.eagle3_train import build_head
-    from models.loading import load_hf_model
-    from models.tiny import ensure_pair
+    from spec_harness.models.eagle3 import HeadConfig
+    from spec_harness.models.eagle3_data import grow_vocab
+    from spec_harness.models.eagle3_train import build_head
+    from spec_harness.models.loading import load_hf_model
+    from spec_harness.models.tiny import ensure_pair
 
     t, _ = ensure_pair("tiny")
     target = load_hf_model(str(t), "target", torch.float32, "cpu")
@@ -440,9 +440,9 @@ def test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets():
 def test_the_shipped_head_is_greedy_lossless_on_the_default_pair(forward):
     """The default pair's shipped head in the torch runtime (float32, both forwards): greedy, its
     speculative ids are the baseline's on every factual prompt, and it gets drafts accepted."""
-    import runtimes
-    from core import metrics
-    from harness.prompts import builtin
+    from spec_harness import runtimes
+    from spec_harness.core import metrics
+    from spec_harness.harness.prompts import builtin
 
     pair = resolve_pair(None)
     assert pair.eagle3 and Path(pair.eagle3).is_dir()

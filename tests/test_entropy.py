@@ -11,15 +11,15 @@ import math
 import pytest
 import torch
 
-import runtimes
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from core.metrics import mean_entropy
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.metrics import mean_entropy
 from tests.extras import on_tiny
 
 
 @pytest.fixture(scope="module")
 def loaded():
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     pair, out = resolve_pair("tiny"), {}
     for name in filter(on_tiny, runtimes.names()):

@@ -12,14 +12,14 @@ import math
 import pytest
 import torch
 
-from core import acceptance as acc
-from core.acceptance import TIE, Z, Tally, acceptance, pooled, pooled_outputs
-from core.config import SamplingParams
-from harness.prompts import load_prompts
-from harness.run_config import RunConfig
-from harness.runner import Runner
-from models.presets import resolve_pair
-from runtimes.expected import Checker
+from spec_harness.core import acceptance as acc
+from spec_harness.core.acceptance import TIE, Z, Tally, acceptance, pooled, pooled_outputs
+from spec_harness.core.config import SamplingParams
+from spec_harness.harness.prompts import load_prompts
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.runner import Runner
+from spec_harness.models.presets import resolve_pair
+from spec_harness.runtimes.expected import Checker
 
 
 def test_each_rule_accepts_with_its_probability():
@@ -92,9 +92,9 @@ def _accepting(row: dict, change) -> dict:
 
 @pytest.mark.slow
 def test_a_runtime_that_accepts_otherwise_than_its_rule_is_flagged_everywhere(rows, torch_rt, tmp_path):
-    from reports import verdict, write_report
-    from reports.build import write_explain
-    from reports.load import load
+    from spec_harness.reports import verdict, write_report
+    from spec_harness.reports.build import write_explain
+    from spec_harness.reports.load import load
     from tests import synthetic
 
     ids = {p.id: torch_rt.encode(p.text) for p in load_prompts("factual")[:3]}

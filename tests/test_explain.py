@@ -10,13 +10,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from core import theory
-from harness.cli import main
-from core.config import GenerationSettings, SamplingParams
-from harness.rows import generation_row
-from reports import explain
-from core.config import PairSpec
-from core.records import Generation, Phases, RoundRecord
+from spec_harness.core import theory
+from spec_harness.harness.cli import main
+from spec_harness.core.config import GenerationSettings, SamplingParams
+from spec_harness.harness.rows import generation_row
+from spec_harness.reports import explain
+from spec_harness.core.config import PairSpec
+from spec_harness.core.records import Generation, Phases, RoundRecord
 from tests import synthetic
 
 T = 0.010  # target one-token step (baseline verify), seconds
@@ -231,7 +231,7 @@ def test_compare_across_runtimes_names_what_differs():
 def test_report_has_the_explain_section_and_waterfall(tmp_path):
     from PIL import Image
 
-    from reports import write_report
+    from spec_harness.reports import write_report
 
     d = synthetic.write_run(tmp_path / "run", rows("lean") + rows("heavy", sampling=1.0, unacc=1.0))
     text = write_report([d]).read_text()

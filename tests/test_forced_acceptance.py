@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from core.errors import HarnessError
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.errors import HarnessError
 
 PROMPT = "The quick brown fox"
 
@@ -23,9 +23,9 @@ def forced(rates, gamma=4, n=60, seed=0, s=SamplingParams()):
 
 @pytest.fixture(scope="module")
 def runtimes(tiny_gguf, tmp_path_factory):
-    from runtimes.llama_server import LlamaServerRuntime
-    from runtimes.llamacpp import LlamaCppRuntime
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.runtimes.llama_server import LlamaServerRuntime
+    from spec_harness.runtimes.llamacpp import LlamaCppRuntime
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     out = {}
     for cls in (TorchRuntime, LlamaCppRuntime, LlamaServerRuntime):
@@ -77,11 +77,11 @@ def test_half_and_per_position_rates_follow_the_binomial(runtimes, name):
 
 
 def test_rows_say_synthetic_and_stay_out_of_reports(runtimes, tmp_path):
-    from harness.prompts import Prompt
-    from harness.rows import generation_row
-    from core.config import PairSpec
-    from core.results import ResultsWriter
-    from reports.load import load
+    from spec_harness.harness.prompts import Prompt
+    from spec_harness.harness.rows import generation_row
+    from spec_harness.core.config import PairSpec
+    from spec_harness.core.results import ResultsWriter
+    from spec_harness.reports.load import load
 
     rt = runtimes["torch"]
     ids = rt.encode(PROMPT)
@@ -101,8 +101,8 @@ def test_rows_say_synthetic_and_stay_out_of_reports(runtimes, tmp_path):
 
 
 def test_runtimes_that_cannot_force_say_why(tiny_gguf):
-    from runtimes.hf import HFRuntime
-    from runtimes.llamacpp_native import LlamaCppNativeRuntime
+    from spec_harness.runtimes.hf import HFRuntime
+    from spec_harness.runtimes.llamacpp_native import LlamaCppNativeRuntime
 
     for cls in (HFRuntime, LlamaCppNativeRuntime):
         why = cls(RuntimeSettings()).supports(forced([0.5]))

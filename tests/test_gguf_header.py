@@ -7,9 +7,9 @@ import gguf
 import numpy as np
 import pytest
 
-from core.errors import HarnessError
-from models.gguf_header import GgufHeader
-from models.shape import open_gguf
+from spec_harness.core.errors import HarnessError
+from spec_harness.models.gguf_header import GgufHeader
+from spec_harness.models.shape import open_gguf
 
 DRAFT = Path(__file__).resolve().parents[1] / "models" / "default" / "smollm2-draft.gguf"
 

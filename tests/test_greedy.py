@@ -2,7 +2,7 @@
 
 import pytest
 
-from core.config import GenerationSettings
+from spec_harness.core.config import GenerationSettings
 
 PROMPTS = ["The quick brown fox", "Photosynthesis is", "def f(x):", "1, 2, 3,", "Once upon a time"]
 
@@ -54,10 +54,10 @@ def test_eos_mid_round_stops_both_modes_at_the_same_token(torch_rt):
 
 def test_padded_embeddings_compare_over_tokenizer_ids():
     """Draft and target with different embedding sizes (as Qwen2.5 0.5B vs 7B) still agree greedily."""
-    from core.config import RuntimeSettings
-    from models.tiny import ensure_pair
-    from core.config import PairSpec
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.core.config import RuntimeSettings
+    from spec_harness.models.tiny import ensure_pair
+    from spec_harness.core.config import PairSpec
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     t, d = ensure_pair("tiny-padded")
     rt = TorchRuntime(RuntimeSettings(device="cpu"))

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from core.errors import RuntimeUnavailable
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.errors import RuntimeUnavailable
 from tests.phases import check_phases
 
 PROMPTS = ["The quick brown fox", "Speculative decoding is", "def fib(n):"]
@@ -34,7 +34,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def hf_rt(tiny_pair):
-    from runtimes.hf import HFRuntime
+    from spec_harness.runtimes.hf import HFRuntime
 
     rt = HFRuntime(RuntimeSettings(device="cpu"))
     rt.load(tiny_pair)
@@ -47,8 +47,8 @@ def counts(g) -> list[tuple[int, int, int]]:
 
 
 def test_registered():
-    import runtimes
-    from runtimes.hf import HFRuntime
+    from spec_harness import runtimes
+    from spec_harness.runtimes.hf import HFRuntime
 
     assert runtimes.parse_names("torch,hf") == ["torch", "hf"]
     assert runtimes.get("hf") is HFRuntime
@@ -149,8 +149,8 @@ def test_hooks_removed_when_generate_raises(hf_rt, monkeypatch):
 
 def test_self_draft_accepts_everything(tiny_pair):
     """--draft self: the calibration case, every draft accepted, same ids as the baseline."""
-    from core.config import PairSpec
-    from runtimes.hf import HFRuntime
+    from spec_harness.core.config import PairSpec
+    from spec_harness.runtimes.hf import HFRuntime
 
     rt = HFRuntime(RuntimeSettings(device="cpu"))
     rt.load(PairSpec("tiny-self", tiny_pair.target, tiny_pair.target))
@@ -165,7 +165,7 @@ def test_missing_seam_says_version(monkeypatch):
     import transformers
     from transformers.generation.utils import GenerationMixin
 
-    from runtimes.hf import require_seams
+    from spec_harness.runtimes.hf import require_seams
 
     require_seams()  # the installed version has them all
     monkeypatch.delattr(GenerationMixin, "_get_candidate_generator")
@@ -183,9 +183,9 @@ def test_foreign_logits_processor_refused(hf_rt, monkeypatch):
 
 def test_padded_embeddings_declined():
     """Different embedding sizes would switch transformers to another algorithm: declined at load."""
-    from models.tiny import ensure_pair
-    from core.config import PairSpec
-    from runtimes.hf import HFRuntime
+    from spec_harness.models.tiny import ensure_pair
+    from spec_harness.core.config import PairSpec
+    from spec_harness.runtimes.hf import HFRuntime
 
     t, d = ensure_pair("tiny-padded")
     with pytest.raises(RuntimeUnavailable, match="embedding rows"):
@@ -193,7 +193,7 @@ def test_padded_embeddings_declined():
 
 
 def test_timer_begin_end():
-    from core.timing import PhaseTimer
+    from spec_harness.core.timing import PhaseTimer
 
     timer = PhaseTimer()
     timer.start()
@@ -214,12 +214,12 @@ def test_cursor_books_nested_calls_once(monkeypatch):
     """gamma+1 logits-processor calls inside one open sampling phase book that phase once."""
     import itertools
 
-    import core.timing
-    from runtimes.hf_hooks import PhaseCursor
+    from spec_harness.core import timing
+    from spec_harness.runtimes.hf_hooks import PhaseCursor
 
     clock = itertools.count(0, 10)  # every clock read advances 10 ns
-    monkeypatch.setattr(core.timing.time, "perf_counter_ns", lambda: next(clock))
-    timer = core.timing.PhaseTimer()
+    monkeypatch.setattr(timing.time, "perf_counter_ns", lambda: next(clock))
+    timer = timing.PhaseTimer()
     cursor = PhaseCursor(timer)
     timer.start()  # t=0
     cursor.switch("verify")  # t=10
@@ -235,7 +235,7 @@ def test_cursor_books_nested_calls_once(monkeypatch):
 def test_library_default_is_transformers_own_and_confidence_maps_to_its_threshold(hf_rt):
     """library-default sets nothing on the assistant: transformers' defaults (20 tokens, stopped
     below 0.4) are what the candidate generator took, and the row's gamma is its 20."""
-    from core.results import make_row
+    from spec_harness.core.results import make_row
 
     ids = hf_rt.encode(PROMPTS[1])
     lib = GenerationSettings(GREEDY, 4, 30, 0, True, "library-default")

@@ -11,8 +11,8 @@ monkeypatching and must be caught:
 import pytest
 import torch
 
-from core.config import GenerationSettings, SamplingParams
-from runtimes.loop import DraftModel, Loop, Model
+from spec_harness.core.config import GenerationSettings, SamplingParams
+from spec_harness.runtimes.loop import DraftModel, Loop, Model
 
 
 class Shadowed(Model):
@@ -88,8 +88,8 @@ def test_defect_1_target_cropped_one_too_late_is_caught(torch_rt, monkeypatch):
 
 @pytest.fixture(scope="module")
 def eager_rt(tiny_pair):
-    from core.config import RuntimeSettings
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.core.config import RuntimeSettings
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     rt = TorchRuntime(RuntimeSettings(device="cpu", torch_forward="eager"))
     rt.load(tiny_pair)

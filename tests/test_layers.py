@@ -27,14 +27,26 @@ def _modules(package: str):
         yield path, ast.parse(path.read_text(), str(path))
 
 
+PACKAGE = "spec_harness"  # the one import package; its subpackages are the folders of OURS
+
+
+def _local(name: str) -> str:
+    """spec_harness.core.x -> core.x (our modules by their folder); other names as they are."""
+    return name[len(PACKAGE) + 1:] if name.startswith(PACKAGE + ".") else name
+
+
 def _imports(tree: ast.AST):
-    """(line, imported module, names taken from it) of every import, at any depth."""
+    """(line, imported module, names taken from it) of every import, at any depth; ours named by
+    folder (`from spec_harness import runtimes` is the module runtimes)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
+                yield node.lineno, _local(a.name), []
+        elif isinstance(node, ast.ImportFrom) and node.module == PACKAGE and node.level == 0:
+            for a in node.names:
                 yield node.lineno, a.name, []
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.lineno, node.module, [a.name for a in node.names]
+            yield node.lineno, _local(node.module), [a.name for a in node.names]
 
 
 def _module_name(path: Path) -> str:
@@ -59,9 +71,9 @@ def _import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, dict[str, i
         edges = graph.setdefault(module, {})
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
+                names = [_local(a.name) for a in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
+                base = "" if node.module == PACKAGE and not node.level else _local(node.module or "")
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join(up + ([base] if base else []))
@@ -174,8 +186,9 @@ def test_no_private_name_is_imported_across_packages(package):
 
 def test_the_checks_above_can_fail():
     """The parser sees imports inside functions too, where most of ours are."""
-    tree = ast.parse("def f():\n    from harness.runner import _secret\n    import runtimes.loop\n")
-    assert [(m, n) for _, m, n in _imports(tree)] == [("harness.runner", ["_secret"]), ("runtimes.loop", [])]
+    tree = ast.parse("def f():\n    from spec_harness.harness.runner import _secret\n    import spec_harness.runtimes.loop\n"
+                     "    from spec_harness import reports\n")
+    assert [(m, n) for _, m, n in _imports(tree)] == [("harness.runner", ["_secret"]), ("runtimes.loop", []), ("reports", [])]
 
 
 def test_every_module_says_what_it_owns_and_cites_files_that_exist():
@@ -199,11 +212,24 @@ def test_every_module_says_what_it_owns_and_cites_files_that_exist():
 def test_the_run_loop_names_no_runtime():
     """The runner asks a runtime's class what it can do (the capabilities runtimes/base.py's Runtime
     declares), never its name: no string of the run loop's modules is a registered runtime's."""
-    import runtimes
+    from spec_harness import runtimes
 
     names, bad = set(runtimes.names()), []
     for path in (ROOT / "harness" / f"{m}.py" for m in ("runner", "run_config", "under_load", "rows")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in names:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} names the runtime {node.value!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_import_of_ours_goes_through_the_one_package():
+    """`from core.x import y` works in a checkout only; installed, our folders exist only as
+    spec_harness.core, spec_harness.models, ... (pyproject.toml), so every import names the package."""
+    bad = []
+    for package in OURS:
+        for path, tree in _modules(package):
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in OURS[:-1]]
     assert not bad, "\n".join(bad)

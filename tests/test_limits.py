@@ -10,8 +10,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from core import limits
-from harness.cli import main
+from spec_harness.core import limits
+from spec_harness.harness.cli import main
 
 
 def test_limits_are_measured_positive_and_restore_torchs_threads(tmp_path):

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
-from runtimes import llama_common as lc
-from runtimes import process as process_mod
-from runtimes.llama_server import LlamaServerRuntime
-from runtimes.process import ServerError, ServerProcess
-from runtimes.server import ServerSetting
+from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.runtimes import llama_common as lc
+from spec_harness.runtimes import process as process_mod
+from spec_harness.runtimes.llama_server import LlamaServerRuntime
+from spec_harness.runtimes.process import ServerError, ServerProcess
+from spec_harness.runtimes.server import ServerSetting
 from tests.procs import session_processes
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
@@ -237,7 +237,7 @@ def test_a_sweep_starts_each_server_once(tmp_path):
     time, so each server starts once (run.json says so) and no server is left."""
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     before = server_pids()
     out = tmp_path / "o"
@@ -261,11 +261,11 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
     """`--runtime probe,llama-server`: llama-server is loaded at the start of the run and its first
     server launched then (starts_early), every one of its processes is stopped (T) while the probe
     runtime generates, each setting's server still starts once, and none is left."""
-    import runtimes
-    from harness.prompts import load_prompts
-    from harness.run_config import RunConfig
-    from harness.runner import Runner
-    from models.presets import resolve_pair
+    from spec_harness import runtimes
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.harness.run_config import RunConfig
+    from spec_harness.harness.runner import Runner
+    from spec_harness.models.presets import resolve_pair
     from tests.toy_runtime import Probe
 
     monkeypatch.setitem(runtimes.REGISTRY, "probe", "tests.toy_runtime:Probe")
@@ -300,7 +300,7 @@ def test_a_dead_server_is_started_again(server, ids):
 def _harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
     """The harness as a user starts it from a terminal: Ctrl-C (SIGINT) acts even when these tests
     run in a background job, which starts with SIGINT ignored."""
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "spec_harness.harness.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -420,7 +420,7 @@ def test_a_model_the_server_cannot_load_gives_its_own_reason(tmp_path, pairs):
 @pytest.mark.slow
 def test_missing_binary_is_a_skipped_row_and_exit_2(tmp_path):
     env = {**os.environ, "HARNESS_LLAMA_SERVER": str(tmp_path / "nothing")}
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--runtime", "llama-server", "--pair", "tiny",
+    r = subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", "run", "--runtime", "llama-server", "--pair", "tiny",
                         "--max-new-tokens", "4", "--prompts", "math", "--out", str(tmp_path / "o")], cwd=ROOT, env=env,
                        capture_output=True, text=True)
     assert r.returncode == 2
@@ -449,11 +449,11 @@ class DyingServer(LlamaServerRuntime):
 
 
 def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import runtimes
-    from harness.prompts import load_prompts
-    from harness.run_config import RunConfig
-    from harness.runner import Runner
-    from models.presets import resolve_pair
+    from spec_harness import runtimes
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.harness.run_config import RunConfig
+    from spec_harness.harness.runner import Runner
+    from spec_harness.models.presets import resolve_pair
 
     monkeypatch.setitem(runtimes.REGISTRY, "dying", "tests.test_llama_server:DyingServer")
     DyingServer.n = 0
@@ -469,7 +469,7 @@ def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path
 def test_library_default_beside_fixed_gamma_in_a_run_its_report_and_resume(tmp_path):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     out = tmp_path / "o"
     args = ["run", "--runtime", "llama-server,llamacpp", "--pair", "tiny", "--draft-policy", "fixed,library-default",
@@ -500,7 +500,7 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
     measures nothing again; the report has its section under load."""
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     before = server_pids()
     out = tmp_path / "o"
@@ -535,7 +535,7 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
 def test_impossible_concurrency_is_one_line_and_exit_2(tmp_path, flag, why):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     res = CliRunner().invoke(main, ["run", "--runtime", "llama-server", "--pair", "tiny", "--concurrency", flag,
                                     "--prompts", "math", "--n-ctx", "512", "--threads", "1", "--out", str(tmp_path / "o")])

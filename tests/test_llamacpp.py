@@ -13,13 +13,13 @@ import torch
 
 import llama_cpp  # noqa: F401  (a hard dependency: no importorskip, see the module docstring)
 
-from core import sampling
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from models import llama_files
-from models.gguf_writer import ensure_tiny_gguf, permute_qk
-from runtimes import llama_common as lc
-from runtimes.llamacpp import LlamaCppRuntime, LlamaKV
-from runtimes.loop import DraftModel, Loop, Model
+from spec_harness.core import sampling
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.models import llama_files
+from spec_harness.models.gguf_writer import ensure_tiny_gguf, permute_qk
+from spec_harness.runtimes import llama_common as lc
+from spec_harness.runtimes.llamacpp import LlamaCppRuntime, LlamaKV
+from spec_harness.runtimes.loop import DraftModel, Loop, Model
 
 GREEDY = SamplingParams()
 TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.", "  two  spaces\n\ttab",
@@ -278,8 +278,8 @@ def test_gpu_layers_default_follows_the_build_and_rows_say_the_device(llama_rt, 
     is kept; the runtime's device (run.json, rows, verdict) says where the layers ran."""
     import llama_cpp
 
-    from core.config import RuntimeSettings
-    from runtimes import llama_common as lc
+    from spec_harness.core.config import RuntimeSettings
+    from spec_harness.runtimes import llama_common as lc
 
     offloads = bool(llama_cpp.llama_supports_gpu_offload())
     assert lc.gpu_layers(RuntimeSettings()) == (-1 if offloads else 0)

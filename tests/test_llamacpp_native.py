@@ -10,8 +10,8 @@ import pytest
 
 import llama_cpp  # noqa: F401  (a hard dependency)
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from runtimes.llamacpp_native import LlamaCppNativeRuntime
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.runtimes.llamacpp_native import LlamaCppNativeRuntime
 from tests.extras import NOT_ON_TINY, installed
 
 SETTINGS = RuntimeSettings(n_threads=1, n_ctx=512)
@@ -92,7 +92,7 @@ def test_native_sampling_runs(native):
 def test_cli_runs_all_runtimes_with_no_flags(tmp_path):
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     out, prompts = tmp_path / "run", tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"id": "p1", "category": "factual", "prompt": "The capital of France is"}) + "\n")
@@ -118,7 +118,7 @@ def test_cli_runs_all_runtimes_with_no_flags(tmp_path):
 def test_generations_longer_than_one_batch(pairs, drafter):
     """Prompt + output past n_batch (512) tokens: llama-cpp-python sizes Llama.scores by its
     logits_all argument, which its speculative loop needs for every position."""
-    from runtimes.llamacpp_native import LlamaCppNativeRuntime
+    from spec_harness.runtimes.llamacpp_native import LlamaCppNativeRuntime
 
     rt = LlamaCppNativeRuntime(RuntimeSettings(n_threads=1, n_ctx=1024))
     rt.load(pairs[0])

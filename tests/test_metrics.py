@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from core import metrics
+from spec_harness.core import metrics
 
 
 def simulate_rounds(alpha: float, gamma: int, n: int, seed: int = 0) -> list[dict]:

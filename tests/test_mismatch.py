@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-import runtimes
-from core.config import GenerationSettings, RuntimeSettings
-from runtimes import evidence
-from runtimes.loop import DraftModel, Loop, Model
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings, RuntimeSettings
+from spec_harness.runtimes import evidence
+from spec_harness.runtimes.loop import DraftModel, Loop, Model
 from tests.extras import installed
 from tests.toy_runtime import Bigram, ToyRuntime
 
@@ -47,10 +47,10 @@ class NearTieToy(ToyRuntime):
 
 
 def test_a_near_tie_flipped_by_batched_numerics_is_a_near_tie_flip(monkeypatch, tmp_path):
-    from harness.prompts import Prompt
-    from harness.run_config import RunConfig
-    from harness.runner import Runner
-    from models.presets import resolve_pair
+    from spec_harness.harness.prompts import Prompt
+    from spec_harness.harness.run_config import RunConfig
+    from spec_harness.harness.runner import Runner
+    from spec_harness.models.presets import resolve_pair
 
     monkeypatch.setitem(runtimes.REGISTRY, "toy-near-tie", "tests.test_mismatch:NearTieToy")
     cfg = RunConfig(["toy-near-tie"], [resolve_pair("tiny")], [Prompt("p", "custom", "abx")], [3],
@@ -105,7 +105,7 @@ def test_the_off_by_one_verifier_crop_is_a_suspected_bug(torch_rt):
 def test_every_runtime_recomputes_its_own_evidence(name):
     """On the float32 tiny pair every runtime's one-token and batched passes agree: the evidence of a
     pretended mismatch (speculative ids altered at token 5) finds no numerics to blame."""
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     if not installed(name):
         pytest.skip(f"{name}'s optional extra is not installed")
@@ -128,7 +128,7 @@ def test_every_runtime_recomputes_its_own_evidence(name):
 
 
 def test_first_difference():
-    from core.metrics import first_difference
+    from spec_harness.core.metrics import first_difference
 
     assert first_difference([1, 2, 3], [1, 2, 3]) is None
     assert first_difference([1, 2, 3], [1, 5, 3]) == 1

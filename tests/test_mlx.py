@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
-from core.errors import RuntimeUnavailable
+from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from spec_harness.core.errors import RuntimeUnavailable
 from tests.phases import check_phases
 
 PROMPTS = ["The quick brown fox", "Speculative decoding is", "def fib(n):"]
@@ -37,7 +37,7 @@ def mlx_lm():
 
 @pytest.fixture(scope="module")
 def mlx_rt(mlx_lm, tiny_pair):
-    from runtimes.mlx import MlxRuntime
+    from spec_harness.runtimes.mlx import MlxRuntime
 
     rt = MlxRuntime(RuntimeSettings())
     rt.load(tiny_pair)
@@ -49,14 +49,14 @@ def mlx_rt(mlx_lm, tiny_pair):
 
 
 def test_missing_mlx_is_a_skipped_row_saying_how_to_install(monkeypatch, tiny_pair, tmp_path):
-    import runtimes
-    from harness.prompts import load_prompts
-    from harness.run_config import RunConfig
-    from harness.runner import Runner
+    from spec_harness import runtimes
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.harness.run_config import RunConfig
+    from spec_harness.harness.runner import Runner
 
     for name in ("mlx", "mlx.core", "mlx_lm"):
         monkeypatch.setitem(sys.modules, name, None)  # what `import mlx` finds when it is not installed
-    monkeypatch.delitem(sys.modules, "runtimes.mlx", raising=False)
+    monkeypatch.delitem(sys.modules, "spec_harness.runtimes.mlx", raising=False)
     with pytest.raises(RuntimeUnavailable, match=r"^install with pip install -e '\.\[mlx\]'"):
         runtimes.get("mlx")
     rows = Runner(RunConfig(["mlx"], [tiny_pair], load_prompts("code")[:1], max_new_tokens=[4], warmup=0,
@@ -86,7 +86,7 @@ def test_greedy_is_lossless_and_equals_torch(mlx_rt, torch_rt, gamma):
 
 
 def test_self_draft_accepts_everything(mlx_lm, tiny_pair):
-    from runtimes.mlx import MlxRuntime
+    from spec_harness.runtimes.mlx import MlxRuntime
 
     rt = MlxRuntime(RuntimeSettings())
     rt.load(PairSpec("tiny-self", tiny_pair.target, tiny_pair.target))
@@ -180,7 +180,7 @@ def test_sampling_is_seeded(mlx_rt):
 def test_timing_off_changes_nothing(mlx_rt, monkeypatch, sampling):
     """With phase timing off (harness bench's overhead figure) no mx.eval of ours runs: mlx-lm's own
     asynchronous loop, with the same tokens and rounds."""
-    from core import timing
+    from spec_harness.core import timing
 
     ids, gen = mlx_rt.encode(PROMPTS[0]), settings(gamma=3, n=16, sampling=sampling, seed=3)
     on = [mlx_rt.generate_speculative(ids, gen), mlx_rt.generate_baseline(ids, gen)]
@@ -194,7 +194,7 @@ def test_timing_off_changes_nothing(mlx_rt, monkeypatch, sampling):
 def test_devices_mlx_does_not_have_are_skipped(mlx_lm, tiny_pair):
     import mlx.core as mx
 
-    from runtimes.mlx import MlxRuntime
+    from spec_harness.runtimes.mlx import MlxRuntime
 
     for device in ["cuda"] + ([] if mx.metal.is_available() else ["mps"]):
         with pytest.raises(RuntimeUnavailable, match=f"--device {device}: MLX runs on"):
@@ -224,8 +224,8 @@ def micro(mlx_lm):
     and transformers' target and draft for the exact distributions."""
     from transformers import AutoModelForCausalLM
 
-    from models.tiny import ensure_pair
-    from runtimes.mlx import MlxRuntime
+    from spec_harness.models.tiny import ensure_pair
+    from spec_harness.runtimes.mlx import MlxRuntime
     from tests.test_sampling_distribution import PROMPT
 
     t, d = ensure_pair("micro")
@@ -251,7 +251,7 @@ def test_the_rule_is_sample_match(micro):
     draft's), not Leviathan's sum min(p, q): 0.27 against 0.86 on the micro pair."""
     import torch
 
-    from core import sampling
+    from spec_harness.core import sampling
     from tests.test_sampling_distribution import PROMPT
 
     s, gens, models = micro
@@ -285,8 +285,8 @@ def test_a_run_rows_report_and_explain(mlx_lm, tmp_path):
     and `harness explain` on the folder."""
     from click.testing import CliRunner
 
-    from harness.cli import main
-    from runtimes.mlx import library_gamma
+    from spec_harness.harness.cli import main
+    from spec_harness.runtimes.mlx import library_gamma
 
     out = tmp_path / "o"
     res = CliRunner().invoke(main, ["run", "--runtime", "mlx", "--pair", "tiny", "--draft-policy", "fixed,heuristic,library-default",
@@ -319,7 +319,7 @@ def test_rope_base_of_a_transformers_5_config_is_read(mlx_lm, tiny_pair, tmp_pat
     from mlx_lm.generate import generation_stream
     from transformers import AutoModelForCausalLM
 
-    from runtimes.mlx import MlxKV, rope_config
+    from spec_harness.runtimes.mlx import MlxKV, rope_config
 
     folder = tmp_path / "target"
     shutil.copytree(tiny_pair.target, folder)

@@ -52,7 +52,7 @@ def harness(*args, home: Path, hub: FakeHub | None, timeout=300, **env):
     base.update(HF_HOME=str(home), HF_HUB_OFFLINE="0", HF_ENDPOINT=hub.url if hub else "http://127.0.0.1:9",
                 HF_HUB_DISABLE_TELEMETRY="1")
     base.update(env)
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, env=base, timeout=timeout)
 
 
@@ -136,7 +136,7 @@ def test_info_of_a_downloaded_pair_compares_tokenizers(downloaded, monkeypatch):
     from click.testing import CliRunner
     from huggingface_hub import constants
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     home, _ = downloaded
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))  # in-process: transformers is imported already

@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from models import shape
-from harness.cli import main
-from core.errors import HarnessError
-from models import compat
+from spec_harness.models import shape
+from spec_harness.harness.cli import main
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import compat
 from tests.fakehub import folder_files, write_gguf
 
 
 def tokenizer(name: str, role: str = "target"):
     from transformers import AutoTokenizer
 
-    from models.tiny import ensure_pair
+    from spec_harness.models.tiny import ensure_pair
 
     t, d = ensure_pair(name)
     return AutoTokenizer.from_pretrained(t if role == "target" else d)
@@ -133,7 +133,7 @@ def test_info_of_a_preset_describes_both_models():
 
 
 def test_quant_patterns_are_exact_case_insensitive_and_know_split_files():
-    from models.presets import HubModel
+    from spec_harness.models.presets import HubModel
 
     m = HubModel("target", gguf="x/y", file="Model-{quant}.gguf")
     files = ["Model-Q4_0.gguf", "Model-Q4_0_4_4.gguf", "model-q8_0.gguf", "README.md", "Model-Q4_K_M.gguf.part",
@@ -145,8 +145,8 @@ def test_quant_patterns_are_exact_case_insensitive_and_know_split_files():
 
 
 def test_every_hub_preset_is_well_formed():
-    from models.presets import hub_pair
-    from models.presets import PRESETS
+    from spec_harness.models.presets import hub_pair
+    from spec_harness.models.presets import PRESETS
 
     hub = [n for n, p in PRESETS.items() if "target" in p]
     assert {"qwen2.5-0.5b-3b", "opt-125m-1.3b", "llama-3.2-1b-3b", "smollm2-135m-1.7b"} <= set(hub)
@@ -189,7 +189,7 @@ OLD, NEW = "a" * 40, "b" * 40
 
 
 def test_resolve_pair_maps_a_cached_preset_to_local_paths(cache, tiny_pair, tmp_path, capsys):
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     g = write_gguf(tmp_path / "g.gguf").read_bytes()
     put(cache, "Qwen/Qwen2.5-3B-Instruct-GGUF", OLD, {"qwen2.5-3b-instruct-q4_k_m.gguf": g}, ref=None)
@@ -210,8 +210,8 @@ def test_resolve_pair_maps_a_cached_preset_to_local_paths(cache, tiny_pair, tmp_
 
 
 def test_an_incomplete_hf_snapshot_does_not_count(cache, tiny_pair):
-    from models.hub import CacheIndex
-    from models.presets import resolve_pair
+    from spec_harness.models.hub import CacheIndex
+    from spec_harness.models.presets import resolve_pair
 
     files = folder_files(tiny_pair.target)
     files["model.safetensors.index.json"] = b'{"weight_map": {"a": "model-00001-of-00002.safetensors"}}'
@@ -222,7 +222,7 @@ def test_an_incomplete_hf_snapshot_does_not_count(cache, tiny_pair):
 
 
 def test_builtin_and_embedded_pairs():
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     with pytest.raises(HarnessError, match="has no quantizations"):
         resolve_pair("tiny:Q4_K_M")
@@ -233,7 +233,7 @@ def test_builtin_and_embedded_pairs():
 def test_disk_full_while_writing_is_one_line(monkeypatch):
     import huggingface_hub
 
-    from models import download
+    from spec_harness.models import download
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -250,8 +250,8 @@ def test_a_gguf_is_converted_once_and_reloaded_from_the_cache(tiny_pair, tmp_pat
 
     import torch
 
-    from models.gguf_writer import write_gguf
-    from models.loading import load_hf_model, load_hf_tokenizer
+    from spec_harness.models.gguf_writer import write_gguf
+    from spec_harness.models.loading import load_hf_model, load_hf_tokenizer
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     src = load_hf_model(tiny_pair.target, "target", torch.float32, "cpu")
@@ -283,9 +283,9 @@ def test_a_gguf_is_converted_once_and_reloaded_from_the_cache(tiny_pair, tmp_pat
 def test_pairs_are_labelled_from_their_files():
     """Name from the file, quantization from the metadata, and for a name without a size the shape,
     the parameters counted from the tensors and the file size; never llama.cpp's '?B'."""
-    from models.info import model_label, pair_label
-    from models.presets import DRAFT_GGUF, resolve_pair
-    from models.smollm2 import smollm2_gguf
+    from spec_harness.models.info import model_label, pair_label
+    from spec_harness.models.presets import DRAFT_GGUF, resolve_pair
+    from spec_harness.models.smollm2 import smollm2_gguf
 
     assert model_label(str(smollm2_gguf())) == "SmolLM2-135M-Instruct Q4_1"
     draft = model_label(str(DRAFT_GGUF))

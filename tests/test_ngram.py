@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from core.config import NGRAM_MAX, DrafterSpec, GenerationSettings, RuntimeSettings, SamplingParams
-from core.errors import HarnessError
-from runtimes.ngram import lookup
+from spec_harness.core.config import NGRAM_MAX, DrafterSpec, GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.errors import HarnessError
+from spec_harness.runtimes.ngram import lookup
 
 PROMPT = "one two three four, one two three four, one two three"
 
@@ -61,8 +61,8 @@ def test_drafter_spec():
 
 @pytest.fixture(scope="module")
 def loop_runtimes(tiny_gguf):
-    from runtimes.llamacpp import LlamaCppRuntime
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.runtimes.llamacpp import LlamaCppRuntime
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     pair = tiny_gguf
     out = {}
@@ -99,7 +99,7 @@ def test_each_runtimes_lookup_in_one_run_and_what_it_cannot_do_says_why(tmp_path
     from click.testing import CliRunner
     import json
 
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     out = tmp_path / "o"
     res = CliRunner().invoke(main, ["run", "--runtime", "torch,llamacpp-native", "--pair", "tiny", "--drafter", "ngram:2,3",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import runtimes
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
 from tests.extras import installed
 from tests.phases import check_phases
 

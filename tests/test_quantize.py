@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.errors import HarnessError
-from models import llama_files
-from models import quantize as q
+from spec_harness.core.errors import HarnessError
+from spec_harness.models import llama_files
+from spec_harness.models import quantize as q
 from tests.test_cli import harness, invoke
 
 TEXT = "The quick brown fox jumps over the lazy dog."
@@ -47,7 +47,7 @@ def test_unknown_type_lists_the_known_ones(tmp_path):
     _one_line_exit_2(invoke("run", "--runtime", "llamacpp", "--pair", "tiny", "--target-quant", "q8_0,Q3", "--out",
                             tmp_path / "run"), "Q3", "choose from")
     assert not (tmp_path / "run").exists()
-    from harness import cli
+    from spec_harness.harness import cli
 
     assert cli._target_quants("f16, q8_0,F16") == ["F16", "Q8_0"] and cli._target_quants(None) == [] == cli._target_quants("")
 
@@ -97,10 +97,10 @@ def test_variants_load_in_llama_cpp_with_the_float_folders_logits(tiny_pair, tin
     right), and F16 and Q8_0 from it stay close; each file holds what it says."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from runtimes import llama_common as lc
-    from runtimes.llamacpp import LlamaKV
+    from spec_harness.runtimes import llama_common as lc
+    from spec_harness.runtimes.llamacpp import LlamaKV
     import llama_cpp
-    from core.config import RuntimeSettings
+    from spec_harness.core.config import RuntimeSettings
 
     path = tiny_variants[qtype]
     d = q.describe(path)
@@ -126,9 +126,9 @@ def test_variants_load_in_llama_cpp_with_the_float_folders_logits(tiny_pair, tin
 def _llama_logits(path, ids) -> np.ndarray:
     import llama_cpp
 
-    from core.config import RuntimeSettings
-    from runtimes import llama_common as lc
-    from runtimes.llamacpp import LlamaKV
+    from spec_harness.core.config import RuntimeSettings
+    from spec_harness.runtimes import llama_common as lc
+    from spec_harness.runtimes.llamacpp import LlamaKV
 
     model = llama_files.load_model(str(path), "target")
     kv = LlamaKV(model, lc.context_params(RuntimeSettings(n_threads=1, n_ctx=256), 256),
@@ -147,8 +147,8 @@ def test_the_default_targets_variants_keep_its_weights():
     the shipped Q4_1 file."""
     from transformers import AutoModelForCausalLM
 
-    from models.loading import model_folder
-    from models.presets import resolve_pair
+    from spec_harness.models.loading import model_folder
+    from spec_harness.models.presets import resolve_pair
 
     src = q.source_of_pair(resolve_pair(None))
     assert (src.kind, src.precision) == ("converted", "float32")

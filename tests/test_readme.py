@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 import pytest
 
-from core.errors import HarnessError
+from spec_harness.core.errors import HarnessError
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -107,12 +107,12 @@ def _items(value) -> list[str]:
 
 def _cheap_checks(path: list[str], o: dict) -> None:
     """The checks each command applies to its options before any model loads (harness/cli.py)."""
-    import runtimes
-    from core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
-    from harness import cli
-    from harness.prompts import load_prompts
-    from models.presets import PRESETS, hub_pair, split_pair_name
-    from models.synthetic import is_synthetic, shipped
+    from spec_harness import runtimes
+    from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
+    from spec_harness.harness import cli
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.models.presets import PRESETS, hub_pair, split_pair_name
+    from spec_harness.models.synthetic import is_synthetic, shipped
 
     if o.get("runtime_spec") is not None:
         runtimes.parse_names(o["runtime_spec"])
@@ -129,7 +129,7 @@ def _cheap_checks(path: list[str], o: dict) -> None:
     if o.get("target_quant_list"):
         cli._target_quants(o["target_quant_list"])
     if path[:2] == ["models", "quantize"]:
-        from models.quantize import parse_types
+        from spec_harness.models.quantize import parse_types
 
         parse_types(o["type_list"])
     if "device" in o or "dtype" in o or "n_threads" in o:
@@ -176,7 +176,7 @@ def _cheap_checks(path: list[str], o: dict) -> None:
             if o.get(k) is not None:
                 assert o[k] >= (1 if k == "repeats" else 0), f"--{k} {o[k]}"
     if path[0] == "bench":
-        from harness.bench import BenchSettings
+        from spec_harness.harness.bench import BenchSettings
 
         BenchSettings(figures=o["figures"]).wanted()
 
@@ -184,7 +184,7 @@ def _cheap_checks(path: list[str], o: dict) -> None:
 def parse(argv: list[str]) -> dict:
     """`harness ARGV` parsed as the command line parses it, and the command's cheap checks, with
     nothing invoked. Returns the options; raises click's error or a HarnessError when rejected."""
-    from harness.cli import main
+    from spec_harness.harness.cli import main
 
     cmd, path, rest = main, [], list(argv)
     while isinstance(cmd, click.Group):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import runtimes
-from core.config import GenerationSettings
-from core.config import RuntimeSettings
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings
+from spec_harness.core.config import RuntimeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

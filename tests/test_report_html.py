@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.html import page, write_html
+from spec_harness.reports.html import page, write_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -121,10 +121,10 @@ def browser(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory, tiny_pair):
     """A report of a real run: the torch runtime on the tiny pair, two prompt categories, gamma 2 and 3."""
-    from harness.prompts import load_prompts
-    from harness.run_config import RunConfig
-    from harness.runner import Runner
-    from reports import write_report
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.harness.run_config import RunConfig
+    from spec_harness.harness.runner import Runner
+    from spec_harness.reports import write_report
 
     out = tmp_path_factory.mktemp("html") / "run"
     prompts = load_prompts("factual")[:2] + load_prompts("code")[:2]

@@ -9,9 +9,9 @@ import json
 import pandas as pd
 import pytest
 
-from core import metrics
-from reports import tables, write_report
-from reports.ceiling import CFlops
+from spec_harness.core import metrics
+from spec_harness.reports import tables, write_report
+from spec_harness.reports.ceiling import CFlops
 from tests import synthetic
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -176,7 +176,7 @@ def test_c_flops_lookup_is_cached_per_pair(qwen_dirs):
 
 
 def test_headline_when_speculation_wins_and_when_it_cannot():
-    from reports.markdown import headline
+    from spec_harness.reports.markdown import headline
 
     rows = [r for r in synthetic.rows_for("fast", (4,)) if r["prompt_id"] == "f1"]
     cells = tables.cells(rows)
@@ -231,7 +231,7 @@ def test_same_pair_name_for_different_models_stays_apart(tmp_path, qwen_dirs):
 
 
 def test_greedy_mismatch_is_flagged_with_its_possible_causes(tmp_path, qwen_dirs):
-    from harness.summary import summary_lines
+    from spec_harness.harness.summary import summary_lines
 
     rows = synthetic.rows_for("fast", (4,))
     assert "greedy speculative output differs" not in "\n".join(summary_lines(rows))
@@ -265,8 +265,8 @@ def test_each_run_folder_keeps_its_own_figures(tmp_path, qwen_dirs):
 
 
 def test_mismatch_evidence_and_cross_runtime_agreement_are_said_with_numbers(tmp_path, qwen_dirs):
-    from harness.summary import summary_lines
-    from reports import mismatch
+    from spec_harness.harness.summary import summary_lines
+    from spec_harness.reports import mismatch
 
     rows = synthetic.rows_for("fast", (4,)) + synthetic.rows_for("slow", (4,), scale=2.0)
     for r in rows:
@@ -297,8 +297,8 @@ def test_under_load_prices_a_cell_by_its_own_engine_where_it_measured_them():
     """The batched cost model takes a runtime's own batch prices (run.json batched_costs
     [pair]["by_runtime"], what vLLM measures on its servers) before llama.cpp's, per role
     (the draft model's, a head's), and says whose; prompt lookup is priced with no draft pass."""
-    from core.theory import RoundCosts, costed_speedup
-    from reports import concurrency
+    from spec_harness.core.theory import RoundCosts, costed_speedup
+    from spec_harness.reports import concurrency
 
     costs = {"target": {"2": {"1": 1.0, "5": 4.0}}, "draft": {"2": {"1": 0.5}},
              "by_runtime": {"vllm": {"target": {"2": {"1": 0.040, "5": 0.050}}, "draft": {"2": {"1": 0.004}}}}}
@@ -325,8 +325,8 @@ def test_under_load_a_drafter_that_drafts_in_some_rounds_is_predicted_with_plain
     one of four (the first round of each request, its prompt's token, not counted) is predicted
     as share x speculative rounds + the rest plain steps, which lies between 1 and Leviathan's
     every-round formula; explain says the share."""
-    from core import theory
-    from reports import concurrency
+    from spec_harness.core import theory
+    from spec_harness.reports import concurrency
 
     def row(mode: str, n: int, rounds: list[dict]) -> dict:
         return {"pair": "p", "runtime": "vllm", "runtime_name": "vllm", "mode": mode, "gamma": 4 if mode == "speculative" else None,

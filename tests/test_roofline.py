@@ -11,10 +11,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
-from reports import write_report
-from reports.load import load
-from reports.roofline import NEAR_LIMIT, NO_LIMITS, roofline
+from spec_harness.harness.cli import main
+from spec_harness.reports import write_report
+from spec_harness.reports.load import load
+from spec_harness.reports.roofline import NEAR_LIMIT, NO_LIMITS, roofline
 from tests import synthetic
 
 # synthetic rows (tests/synthetic.py): a baseline step is 10 ms of verify, a gamma-4 round drafts 4

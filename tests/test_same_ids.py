@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-import runtimes
-from core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "ids_before_redesign.json").read_text())
 LOOP_RUNTIMES = ("torch", "llamacpp")  # the runtimes over runtimes/loop.py, whose sampler is core/sampling.py
 
 
 def _pairs():
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     t = resolve_pair("tiny")
     return {"tiny": t, "tiny+self": PairSpec("tiny+self", t.target, t.target, t.target_gguf, t.target_gguf)}

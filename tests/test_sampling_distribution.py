@@ -10,8 +10,8 @@ The same test must reject a deliberately wrong rule ("always accept the draft").
 import pytest
 import torch
 
-from core import sampling
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core import sampling
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
 
 N = 3000
 PROMPT = [1, 2, 3]
@@ -20,9 +20,9 @@ P_THRESHOLD = 1e-4
 
 @pytest.fixture(scope="module")
 def micro_rt():
-    from models.tiny import ensure_pair
-    from core.config import PairSpec
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.models.tiny import ensure_pair
+    from spec_harness.core.config import PairSpec
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     t, d = ensure_pair("micro")
     rt = TorchRuntime(RuntimeSettings(device="cpu"))

@@ -7,9 +7,9 @@ import itertools
 import pytest
 import torch
 
-from core import sampling
-from core.config import SamplingParams
-from harness.bench_sampling import probs_before  # the sampler before the fast path
+from spec_harness.core import sampling
+from spec_harness.core.config import SamplingParams
+from spec_harness.harness.bench_sampling import probs_before  # the sampler before the fast path
 
 V = 49152  # SmolLM2's vocabulary
 TEMPERATURES = (0.3, 0.7, 1.5)

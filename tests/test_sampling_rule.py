@@ -2,8 +2,8 @@
 
 import torch
 
-from core import sampling
-from core.config import SamplingParams
+from spec_harness.core import sampling
+from spec_harness.core.config import SamplingParams
 
 
 def test_top_k_and_top_p_keep_the_right_tokens():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
+from spec_harness.runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 LLAMA = """# HELP llamacpp:spec_decode_num_draft_tokens_total Number of draft tokens.
 # TYPE llamacpp:spec_decode_num_draft_tokens_total counter

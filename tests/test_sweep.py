@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from core.config import SamplingParams
-from harness.prompts import CATEGORIES, builtin, load_prompts
+from spec_harness.core.config import SamplingParams
+from spec_harness.harness.prompts import CATEGORIES, builtin, load_prompts
 
 BUILTIN = {c: [p.text for p in builtin(c)] for c in CATEGORIES}  # the shipped texts (harness/prompt_sets)
-from core.results import read_results, row_key
-from harness.run_config import RunConfig
-from harness.runner import Runner
+from spec_harness.core.results import read_results, row_key
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ["sweep", "--runtime", "torch", "--pair", "tiny", "--gamma", "1,3", "--max-new-tokens", "256", "--prompts", "math", "--warmup", "0"]
@@ -24,7 +24,7 @@ GRID = ["sweep", "--runtime", "torch", "--pair", "tiny", "--gamma", "1,3", "--ma
 
 def harness_proc(*args):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "spec_harness.harness.cli", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -59,7 +59,7 @@ def test_killed_sweep_resumes_to_the_same_rows(tmp_path):
 
 
 def _cfg(out, runtimes=("torch",), resume=False, pair=None, **kw):
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     return RunConfig(list(runtimes), [pair or resolve_pair("tiny")], load_prompts("math")[:2], [2], [SamplingParams()], [5],
                      warmup=0, out=out, resume=resume, **kw)
@@ -82,7 +82,7 @@ def test_truncated_last_line_is_reported_cut_and_measured_again(tmp_path, capsys
 
 
 def test_without_resume_existing_results_are_refused(tmp_path):
-    from core.errors import HarnessError
+    from spec_harness.core.errors import HarnessError
 
     out = tmp_path / "o"
     Runner(_cfg(out)).run()
@@ -91,7 +91,7 @@ def test_without_resume_existing_results_are_refused(tmp_path):
 
 
 def test_a_runtime_that_cannot_load_becomes_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import runtimes
+    from spec_harness import runtimes
 
     monkeypatch.setitem(runtimes.REGISTRY, "broken", "no_such_module_for_tests:Runtime")
     rows = Runner(_cfg(tmp_path / "o", runtimes=("broken", "torch"))).run()
@@ -100,14 +100,14 @@ def test_a_runtime_that_cannot_load_becomes_an_error_row_and_the_sweep_goes_on(t
     ok = [r for r in rows if r["runtime"] == "torch"]
     assert len(ok) == 4 and all(r["error"] is None for r in ok)
     # resume retries the failed runtime (it may have been installed since) and keeps the rest
-    monkeypatch.setitem(runtimes.REGISTRY, "broken", "runtimes.pytorch:TorchRuntime")
+    monkeypatch.setitem(runtimes.REGISTRY, "broken", "spec_harness.runtimes.pytorch:TorchRuntime")
     rows = Runner(_cfg(tmp_path / "o", runtimes=("broken", "torch"), resume=True)).run()
     assert len([r for r in rows if r["runtime"] == "broken" and not r["error"]]) == 4
     assert len([r for r in rows if r["runtime"] == "torch"]) == 4
 
 
 def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     def boom(self, ids, gen):
         raise RuntimeError("CUDA out of memory (simulated)")
@@ -121,7 +121,7 @@ def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
 
 
 def test_grid_shares_one_baseline_across_gammas_and_records_entropy(tmp_path):
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("code")[:1], [1, 2, 4],
                     [SamplingParams(0.0), SamplingParams(0.7, 0.9)], [5, 7], repeats=2, warmup=0, out=tmp_path / "o")
@@ -156,7 +156,7 @@ def test_builtin_prompt_sets_and_user_jsonl(tmp_path):
     ps = load_prompts(str(f))
     assert [(p.id, p.category, p.text) for p in ps] == [("a", "mine", "Hello"), ("p-2", "custom", "World")]
     f.write_text('{"id": "a"}\n')
-    from core.errors import HarnessError
+    from spec_harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match='p.jsonl:1: expected a JSON object with a "prompt"'):
         load_prompts(str(f))
@@ -168,7 +168,7 @@ def test_builtin_prompts_fit_smollm2_and_the_long_ones_are_long():
     """Every built-in prompt is under 700 tokens of the default target's tokenizer (SmolLM2), and each
     summarization and rag prompt is over 300: the long inputs prompt lookup can copy from."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    from models.smollm2 import smollm2_gguf
+    from spec_harness.models.smollm2 import smollm2_gguf
 
     m = llama_cpp.Llama(model_path=str(smollm2_gguf()), vocab_only=True, verbose=False)
     n = {(c, i): len(m.tokenize(t.encode(), add_bos=False)) for c, ts in BUILTIN.items() for i, t in enumerate(ts)}

@@ -14,10 +14,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from core.errors import HarnessError
-from harness.cli import main
-from models import synthetic
-from models.shape import flops_for, load_config, shape_from_config
+from spec_harness.core.errors import HarnessError
+from spec_harness.harness.cli import main
+from spec_harness.models import synthetic
+from spec_harness.models.shape import flops_for, load_config, shape_from_config
 
 SMALL = {"model_type": "qwen2", "hidden_size": 96, "intermediate_size": 160, "num_hidden_layers": 3,
          "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": True,
@@ -51,8 +51,8 @@ def test_a_synthetic_pair_has_the_shapes_it_names(tmp_path, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from models.presets import resolve_pair
-    from models.shape import flops_from_gguf
+    from spec_harness.models.presets import resolve_pair
+    from spec_harness.models.shape import flops_from_gguf
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     small, smaller = _configs(tmp_path)
@@ -71,7 +71,7 @@ def test_a_synthetic_pair_has_the_shapes_it_names(tmp_path, monkeypatch):
 
 
 def test_bad_synthetic_pairs_are_one_line(tmp_path):
-    from models.presets import resolve_pair
+    from spec_harness.models.presets import resolve_pair
 
     with pytest.raises(HarnessError, match="give two shapes"):
         resolve_pair("synthetic:qwen2.5-3b")
@@ -119,7 +119,7 @@ def test_a_built_model_has_its_rotary_frequencies():
     import torch
     from transformers import LlamaForCausalLM
 
-    from models.synthetic import build_model, llama_config, shape_config
+    from spec_harness.models.synthetic import build_model, llama_config, shape_config
 
     config = llama_config(shape_config("smollm2-135m", "draft"), "draft")
     rotary = build_model(config, seed=3).model.rotary_emb

@@ -12,13 +12,13 @@ import torch
 
 pytest.importorskip("llama_cpp")
 
-from models.gguf_writer import ensure_tiny_gguf  # noqa: E402
-from models.teacher_data import top_logprobs, ensure_generated, generate_sequences  # noqa: E402
+from spec_harness.models.gguf_writer import ensure_tiny_gguf  # noqa: E402
+from spec_harness.models.teacher_data import top_logprobs, ensure_generated, generate_sequences  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny_target():
-    from models.tiny import ensure_pair
+    from spec_harness.models.tiny import ensure_pair
 
     t, _ = ensure_pair("tiny")
     t_gguf, _ = ensure_tiny_gguf("tiny", "f32")
@@ -77,7 +77,7 @@ def test_heldout_agreement_of_the_teacher_with_itself(tiny_target):
     """A draft that is the teacher agrees on every argmax, and its alpha bound is the top-k mass."""
     from transformers import AutoModelForCausalLM
 
-    from models.distill import heldout_agreement
+    from spec_harness.models.distill import heldout_agreement
 
     folder, _ = tiny_target
     m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
@@ -98,7 +98,7 @@ def test_heldout_agreement_of_the_teacher_with_itself(tiny_target):
 
 
 def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
-    from core.errors import HarnessError
+    from spec_harness.core.errors import HarnessError
 
     with pytest.raises(HarnessError, match="not found"):
         next(generate_sequences(str(tmp_path / "nope.gguf"), [[1, 2]], 4, 2, 0.0, 0))
@@ -109,8 +109,8 @@ def test_a_missing_or_broken_target_is_one_clear_error(tmp_path):
 
 
 def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
-    from harness.prompts import CATEGORIES, builtin as prompts_of
-    from models.teacher_prompts import make_prompts
+    from spec_harness.harness.prompts import CATEGORIES, builtin as prompts_of
+    from spec_harness.models.teacher_prompts import make_prompts
 
     builtin = {p.text for c in CATEGORIES for p in prompts_of(c)}
     for kind in ("mixed", "explain", "explain-wide", "explain-3"):
@@ -123,7 +123,7 @@ def test_prompt_sets_are_reproducible_and_never_the_measurement_prompts():
         for word in ("photosynthesis", "refrigerator", "circulatory", "industrial revolution", "vaccin", "calvin cycle",
                      "chlorophyll", "compressor, the condenser") + (("immune", "antibod", "heart") if kind == "explain-3" else ()):
             assert not any(word in p.lower() for p in explain), (kind, word)
-    from models.teacher_prompts import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2, EXPLAIN_TOPICS_3
+    from spec_harness.models.teacher_prompts import EXPLAIN_TOPICS, EXPLAIN_TOPICS_2, EXPLAIN_TOPICS_3
 
     wide = make_prompts(2000, 3, "explain-wide")
     every = EXPLAIN_TOPICS + EXPLAIN_TOPICS_2 + EXPLAIN_TOPICS_3
@@ -141,9 +141,9 @@ def test_self_requests_are_the_targets_own_reproducible_and_never_the_measuremen
     prompts' subjects and text that is not plain; the answers' prompts are those requests."""
     import llama_cpp
 
-    from models import llama_files
-    from models.smollm2 import smollm2_gguf
-    from models.teacher_data import self_requests, usable_request, user_turn
+    from spec_harness.models import llama_files
+    from spec_harness.models.smollm2 import smollm2_gguf
+    from spec_harness.models.teacher_data import self_requests, usable_request, user_turn
 
     gguf = str(smollm2_gguf())
     a = self_requests(gguf, 6, seed=1, batch=8, threads=1)

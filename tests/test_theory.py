@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import metrics, theory
-from models import shape
-from core.errors import HarnessError
+from spec_harness.core import metrics, theory
+from spec_harness.models import shape
+from spec_harness.core.errors import HarnessError
 
 # Known shapes of the first seed's pair (and its 1.5B candidate), from their public config.json.
 QWEN = {
@@ -110,7 +110,7 @@ def test_gguf_count_equals_config_count(tmp_path, tied):
 @pytest.mark.parametrize("outtype", ["f32", "q8_0"])
 def test_exported_tiny_gguf_agrees_with_its_config(tiny_pair, outtype):
     """The GGUF writer's tiny exports count the same matmul weights as their HF configs."""
-    from models.gguf_writer import ensure_tiny_gguf
+    from spec_harness.models.gguf_writer import ensure_tiny_gguf
 
     t_gguf, d_gguf = ensure_tiny_gguf("tiny", outtype)
     for folder, gguf_file in ((tiny_pair.target, t_gguf), (tiny_pair.draft, d_gguf)):

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-import core.timing
-from core.config import GenerationSettings, SamplingParams
-from core.timing import PhaseTimer
+from spec_harness.core import timing
+from spec_harness.core.config import GenerationSettings, SamplingParams
+from spec_harness.core.timing import PhaseTimer
 
 PH = ("prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s")
 
@@ -29,7 +29,7 @@ class _Clock:
 
 def test_each_phase_books_its_own_time_and_orchestration_is_unaccounted(monkeypatch):
     clock = _Clock()
-    monkeypatch.setattr(core.timing, "time", clock)
+    monkeypatch.setattr(timing, "time", clock)
     calls = []
     timer = PhaseTimer(sync=lambda: calls.append(1))
     timer.start()

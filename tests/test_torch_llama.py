@@ -12,10 +12,10 @@ import re
 import pytest
 import torch
 
-from core.machine import HUGE_PAGE
-from runtimes import llama_step, packed_matmul, torch_llama
-from runtimes.pytorch import TorchKV
-from runtimes.torch_llama import Linear, LlamaFast, unsupported_reason
+from spec_harness.core.machine import HUGE_PAGE
+from spec_harness.runtimes import llama_step, packed_matmul, torch_llama
+from spec_harness.runtimes.pytorch import TorchKV
+from spec_harness.runtimes.torch_llama import Linear, LlamaFast, unsupported_reason
 
 
 @pytest.fixture()
@@ -210,7 +210,7 @@ def test_a_kernel_that_does_not_build_is_said_once_and_the_passes_use_f_linear(m
 def smollm2_shape():
     """Random weights in SmolLM2-135M's shape (30 layers, 576 wide, 9 query and 3 kv heads of 64,
     1536 intermediate, 49152 tokens), float32."""
-    from models.synthetic import build_model, llama_config, shape_config
+    from spec_harness.models.synthetic import build_model, llama_config, shape_config
 
     return build_model(llama_config(shape_config("smollm2-135m", "target"), "target"), seed=3).float()
 
@@ -237,8 +237,8 @@ def test_the_kernels_at_smollm2s_real_shape_on_two_threads_compute_what_pytorch_
 @torch.inference_mode()
 def test_n_threads_1_runs_the_kernels_on_one_thread(tiny_pair):
     """The kernels' team is the thread count --threads sets (torch_common), counted by the kernels."""
-    from core.config import GenerationSettings, PairSpec, RuntimeSettings
-    from runtimes.pytorch import TorchRuntime
+    from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings
+    from spec_harness.runtimes.pytorch import TorchRuntime
 
     before = torch.get_num_threads()
     try:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import runtimes
-from core import sampling
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from harness.prompts import load_prompts
-from harness.run_config import RunConfig
-from harness.runner import Runner
-from models.presets import resolve_pair
+from spec_harness import runtimes
+from spec_harness.core import sampling
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.harness.prompts import load_prompts
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.runner import Runner
+from spec_harness.models.presets import resolve_pair
 
 
 @pytest.fixture()
@@ -56,3 +56,27 @@ def test_the_toy_speculative_first_token_follows_its_target(toy):
     assert chisquare(obs, exp / exp.sum() * n).pvalue > 1e-3
     drafted = [r for seed in range(20) for r in toy.generate_speculative(prompt, GenerationSettings(s, 3, 12, seed)).rounds if r.drafted]
     assert 0 < sum(r.accepted for r in drafted) < sum(r.drafted for r in drafted)  # the draft really disagrees
+
+
+def test_one_registry_line_puts_a_runtime_everywhere_a_user_meets_runtimes(monkeypatch):
+    """Registered (one line, nothing else touched), the toy runtime is listed by `harness
+    runtimes`, chosen by `--runtime all`, named in run's --help and in the refusals that say which
+    runtimes can run what; unregistered, it is in none of them."""
+    from click.testing import CliRunner
+
+    from spec_harness.harness.cli import main
+
+    def everywhere() -> dict[str, bool]:
+        listed = CliRunner().invoke(main, ["runtimes"]).output.splitlines()
+        helped = " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
+        native = runtimes.get("llamacpp-native")(RuntimeSettings())
+        return {"runtimes": any(line.split()[:1] == ["toy"] for line in listed),
+                "all": "toy" in runtimes.parse_names("all"),
+                "help": "toy" in helped.replace(" ", "").split("(", 1)[-1],
+                "refusals": "toy" in native.supports(GenerationSettings(forced=(1.0,)))
+                and "toy" in native.supports(GenerationSettings(drafter="eagle3"))}
+
+    monkeypatch.setattr(runtimes, "REGISTRY", dict(runtimes.REGISTRY))
+    assert not any(everywhere().values())
+    runtimes.register("toy", "tests.toy_runtime:ToyRuntime")
+    assert everywhere() == {"runtimes": True, "all": True, "help": True, "refusals": True}

@@ -11,15 +11,15 @@ from collections import defaultdict
 
 import pytest
 
-import runtimes
-from core.config import GenerationSettings, SamplingParams
-from core.records import Generation, Phases, RoundRecord
-from core.results import make_row, read_results
-from harness.prompts import load_prompts
-from harness.run_config import RunConfig
-from harness.runner import Runner
-from models.presets import resolve_pair
-from reports.trace import GAP_S, TRACE, trace, write_trace
+from spec_harness import runtimes
+from spec_harness.core.config import GenerationSettings, SamplingParams
+from spec_harness.core.records import Generation, Phases, RoundRecord
+from spec_harness.core.results import make_row, read_results
+from spec_harness.harness.prompts import load_prompts
+from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.runner import Runner
+from spec_harness.models.presets import resolve_pair
+from spec_harness.reports.trace import GAP_S, TRACE, trace, write_trace
 
 REQUIRED = {"X": ("name", "cat", "ph", "ts", "dur", "pid", "tid", "args"), "i": ("name", "ph", "ts", "pid", "tid", "s"),
             "M": ("name", "ph", "pid", "tid", "args")}

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from core.config import DrafterSpec, PairSpec
-from harness import tune
-from harness.tune import Candidate, Cell, Fit
+from spec_harness.core.config import DrafterSpec, PairSpec
+from spec_harness.harness import tune
+from spec_harness.harness.tune import Candidate, Cell, Fit
 from tests.test_cli import harness, invoke
 
 
@@ -79,7 +79,7 @@ def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
 
 
 def test_each_runtime_says_the_setting_in_its_own_terms():
-    import runtimes
+    from spec_harness import runtimes
 
     pair = PairSpec("p", "org/target", "org/draft", "/m/t.gguf", "/m/d.gguf", eagle3="/m/head")
     server = runtimes.get("llama-server").library_command(pair, DrafterSpec(), 3).split()

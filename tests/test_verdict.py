@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from reports import verdict
-from reports.load import by_drafting
+from spec_harness.reports import verdict
+from spec_harness.reports.load import by_drafting
 from tests import synthetic
 
 ALL_ACCEPTED = {("f1", 4): [(4, 4, 5)] * 2, ("o1", 4): [(4, 4, 5)] * 2}  # 10 tokens in two rounds

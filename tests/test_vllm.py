@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from core.config import GenerationSettings, RuntimeSettings, SamplingParams
-from harness.cli import main
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.harness.cli import main
 from tests.procs import session_processes
-from runtimes.process import group_states
-from runtimes.server import ServerSetting
+from spec_harness.runtimes.process import group_states
+from spec_harness.runtimes.server import ServerSetting
 
 pytestmark = pytest.mark.slow
 ARGS = ["--pair", "tiny-hd32", "--prompts", "math", "--max-new-tokens", "16", "--threads", "1", "--n-ctx", "512",
@@ -39,8 +39,8 @@ def engine_pids() -> set[int]:
 def vllm_rt():
     """The baseline's engine and gamma 3's, started side by side, for the tests of TestTwoEngines
     (stopped after them, so that no idle engine is alive while the other tests start theirs)."""
-    import runtimes
-    from models.presets import resolve_pair
+    from spec_harness import runtimes
+    from spec_harness.models.presets import resolve_pair
 
     rt = runtimes.get("vllm")(RuntimeSettings(device="cpu", n_threads=1, n_ctx=512))
     rt.load(resolve_pair("tiny-hd32"))
@@ -121,9 +121,9 @@ def test_an_eagle3_head_drafts_in_vllm_as_in_our_loop(tmp_path):
     about what the torch runtime's loop accepts with the same head (both float32)."""
     from dataclasses import replace
 
-    import runtimes
-    from models.eagle3_train import ensure_tiny_head
-    from models.presets import resolve_pair
+    from spec_harness import runtimes
+    from spec_harness.models.eagle3_train import ensure_tiny_head
+    from spec_harness.models.presets import resolve_pair
 
     pair = replace(resolve_pair("tiny-hd32"), eagle3=str(ensure_tiny_head("tiny-hd32")))
     gen = GenerationSettings(gamma=3, max_new_tokens=24, ignore_eos=True, drafter="eagle3")
@@ -174,7 +174,7 @@ def test_a_run_with_the_draft_model_and_prompt_lookup_leaves_no_engine(tmp_path)
 
 def test_vllms_environment_is_found_beside_the_checkout_else_in_the_current_folder(tmp_path, monkeypatch):
     """An installed harness has no checkout around it: a .venv-vllm in the folder it runs from does."""
-    from runtimes import vllm
+    from spec_harness.runtimes import vllm
 
     (tmp_path / "here").mkdir()
     (tmp_path / "here" / ".venv-vllm").symlink_to(Path(vllm.find_vllm()).parent.parent)  # this machine's environment
@@ -222,7 +222,7 @@ def test_kill_9_of_the_harness_takes_every_engine_process_with_it(tmp_path):
 
     before = engine_pids()
     out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--runtime", "vllm", *ARGS, "--repeats", "50",
+    p = subprocess.Popen([sys.executable, "-m", "spec_harness.harness.cli", "run", "--runtime", "vllm", *ARGS, "--repeats", "50",
                           "--out", str(out)], cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
                          stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -273,8 +273,8 @@ def test_vllm_bench_serve_reads_a_custom_dataset_through_the_shim(tiny_pair, tmp
     import socket
     import subprocess
 
-    from harness.bench_runs import VLLM_BENCH_SERVE
-    from runtimes.vllm import find_vllm
+    from spec_harness.harness.bench_runs import VLLM_BENCH_SERVE
+    from spec_harness.runtimes.vllm import find_vllm
 
     data = tmp_path / "prompts.jsonl"
     data.write_text(json.dumps({"prompt": "Hello there", "output_tokens": 4}) + "\n")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from runtimes.base import LoopRuntime
-from runtimes.loop import Model
+from spec_harness.runtimes.base import LoopRuntime
+from spec_harness.runtimes.loop import Model
 
 EOS = 256
 
