@@ -94,13 +94,19 @@ def _mismatch_flag(m: Optional[dict]) -> str:
     return f"  SUSPECTED BUG: greedy output left the baseline {at}" if m["verdict"] == SUSPECTED_BUG else f"  near-tie flip {at}"
 
 
+def _drafting(policy, gamma: Optional[int], drafter) -> str:
+    """How a setting drafts, in a console line: `g4`, `confidence:0.5 g6`, `library-default`, then the drafter
+    unless it is the draft model (`g4 eagle3`)."""
+    drafting = f"g{gamma}" if policy.kind == "fixed" else f"{policy}" + (f" g{gamma}" if gamma else "")
+    return drafting + ("" if drafter.kind == "model" else f" {drafter}")
+
+
 def setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[dict, dict]]) -> str:
     """One setting's generations pooled: `[torch] g4 eagle3 T0: 5 generations, 87.5 -> 100.3 tok/s,
     1.15x, alpha_hat 0.53` (ratios of sums, as the report's); greedy mismatches counted."""
     base = [b for b, _ in pairs if b]
     spec = [s for _, s in pairs]
-    drafting = f"g{gamma}" if policy.kind == "fixed" else f"{policy}" + (f" g{gamma}" if gamma else "")
-    drafting += "" if drafter.kind == "model" else f" {drafter}"
+    drafting = _drafting(policy, gamma, drafter)
     b_tps = metrics.tokens_per_s(sum(r["new_tokens"] for r in base), sum(r["wall_s"] for r in base),
                                  sum(r["prefill_s"] or 0.0 for r in base)) if base else None
     s_tps = metrics.tokens_per_s(sum(r["new_tokens"] for r in spec), sum(r["wall_s"] for r in spec),
@@ -118,9 +124,7 @@ def setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[dic
 
 def progress_line(tag, p, gen, b, s) -> str:
     """One generation's line: `[torch] factual-1 g4 eagle3 T0 r0: 87.5 -> 100.3 tok/s, 1.15x, alpha_hat 0.53`."""
-    drafting = f"g{gen.gamma}" if gen.draft_policy.kind == "fixed" else \
-        f"{gen.draft_policy}" + (f" g{gen.gamma_max}" if gen.gamma_max else "")
-    drafting += "" if gen.drafter.kind == "model" else f" {gen.drafter}"
+    drafting = _drafting(gen.draft_policy, gen.gamma_max, gen.drafter)
     drafting += f" forced alpha {','.join(f'{a:g}' for a in gen.forced)}" if gen.forced else ""
     where = f"[{tag}] {p.id} {drafting} T{gen.sampling.temperature:g} r{gen.seed}"
     if (b or {}).get("error") or s["error"]:

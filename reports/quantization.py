@@ -53,8 +53,8 @@ def records(rows: list[dict]) -> list[dict]:
         if cell["tokens_per_s"] is None or (rec["best_tok_s"] is not None and cell["tokens_per_s"] <= rec["best_tok_s"]):
             continue
         k = metrics.step_costs(metrics.pooled(spec), metrics.pooled(base))
-        rec.update(best_tok_s=cell["tokens_per_s"], gamma=g, drafting=drafting(first) or "draft model",
-                   best_setting=f"gamma {g}, {drafting(first) or 'draft model'}", speedup=cell["speedup"],
+        how = drafting(first) or "draft model"
+        rec.update(best_tok_s=cell["tokens_per_s"], gamma=g, drafting=how, best_setting=f"gamma {g}, {how}", speedup=cell["speedup"],
                    v=k["v"], c=k["c"], alpha_hat=cell["alpha_hat"])
     recs = list(out.values())
     vary = [k for k in OTHER if len({str(r.get(k)) for r in recs}) > 1]
