@@ -20,7 +20,9 @@ taken linear in g in between, as a verify pass over g + 1 tokens and g draft ste
 tau / model tau at the two ends (the last round cut at max_new_tokens) is interpolated the same way,
 so the prediction equals the measurement at gamma 1 and G. Confidence stopping at P is the probe's
 rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
-check recorded, read as the runtime reads them (Runtime.confidence_top_k). Under load each N has its
+check recorded, read as the runtime reads them (Runtime.confidence_top_k) and stopped as it stops
+(Runtime.confidence_keeps_stop); a round that drafts nothing costs one target step and the loop's
+work per round (Cell.empty_round, from explain). Under load each N has its
 own probe cells, so a choice at N rests on acceptance and costs measured at N.
 
 The recommendation per runtime and N is the fastest *measured* setting of the confirm run, or
@@ -106,9 +108,11 @@ class Cell:
     policy: str = "fixed"
     view: Optional[str] = None  # the reports' name of the cell's runtime and drafting (torch [eagle3])
     draft_cost: Optional[float] = None  # one draft pass in the baseline's time per token (explain's c / (1 + o_base))
+    empty_round: Optional[float] = None  # a round that verifies no draft: one target step and the loop's (1 + o) / (1 + o_base)
     # (drafted, accepted, the draft's top-1 probability at each tested position) of each round, where
     # the acceptance check recorded them (runtimes/expected.py): confidence stopping, replayed
     confidence_rounds: list = field(default_factory=list)
+    keeps_stop: bool = False  # the runtime proposes the token its confidence stopping stopped at
 
     @property
     def key(self) -> tuple:
@@ -152,7 +156,8 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
                     and (r.get("concurrency") or 1) == rec["concurrency"] and r.get("gamma") == rec["gamma"]]
             rounds = [rd for r in spec for rd in (r.get("rounds") or [])]
             c.drafter, c.gamma, c.policy, c.view = spec[0]["drafter"], rec["gamma"], spec[0].get("draft_policy") or "fixed", rec["runtime"]
-            c.confidence_rounds = _confidence_rounds(spec, _top_k(first["registry_name"]))
+            top_k, c.keeps_stop = _confidence_reading(first["registry_name"])
+            c.confidence_rounds = _confidence_rounds(spec, top_k)
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
             c.positions = metrics.per_position_acceptance(rounds, rec["gamma"])
         out.append(c)
@@ -169,13 +174,18 @@ def _reasons(rows: list[dict], cells: list[Cell]) -> None:
         e = by.get((c.view, c.pair, c.gamma)) if c.drafter and c.n == 1 else None
         if e:
             c.reason = e["verdict"]
-            c.draft_cost = e["c"] / (1 + e["o_base"]) if e["c"] is not None and e["o_base"] is not None else None
+            if e["o_base"] is not None:
+                c.draft_cost = None if e["c"] is None else e["c"] / (1 + e["o_base"])
+                c.empty_round = None if e["o"] is None else (1 + e["o"]) / (1 + e["o_base"])
 
 
-def _top_k(name: str) -> int:
+def _confidence_reading(name: str) -> tuple[int, bool]:
+    """How a runtime's confidence stopping reads the draft: over its top k (0: the whole
+    vocabulary), and whether it proposes the token it stopped at."""
     from spec_harness import runtimes
 
-    return runtimes.get(name).confidence_top_k if name in runtimes.names() else 0
+    cls = runtimes.get(name) if name in runtimes.names() else None
+    return (cls.confidence_top_k, cls.confidence_keeps_stop) if cls else (0, False)
 
 
 def _confidence_rounds(spec: list[dict], top_k: int = 0) -> list[tuple[int, int, list[float]]]:
@@ -235,7 +245,7 @@ class Fit:
     def predict(self, g: int, p_min: Optional[float] = None) -> Optional[float]:
         """Predicted speedup at gamma g (the measured one at a probe gamma), under confidence
         stopping at p_min when given (None where the probe has no confidences to replay)."""
-        cost = self._line(lambda c, _: c.tau / c.speedup if c.tau and c.speedup else None, anchor=1.0)
+        cost = self._line(lambda c, _: c.tau / c.speedup if c.tau and c.speedup else None, anchor=self.top.empty_round or 1.0)
         bias = self._line(lambda c, gg: c.tau / self._model_tau(gg) if c.tau else None)
         if p_min is not None:
             return self._confident(g, p_min, cost, bias)
@@ -245,19 +255,21 @@ class Fit:
         return bias(g) * self._model_tau(g) / cost(g)
 
     def _confident(self, g: int, p_min: float, cost, bias) -> Optional[float]:
-        """Confidence stopping replayed on the probe's rounds at G: a round stops before its first
-        tested position i <= g whose top-1 probability is < p_min (that pass is paid, its token not
-        proposed), so it drafts i - 1 and accepts min(accepted, i - 1); where no tested position
-        stops it, it drafts min(g, drafted) as a fixed round would."""
+        """Confidence stopping replayed on the probe's rounds at G: a round stops at its first
+        tested position i <= g whose top-1 probability is < p_min. Where the runtime drops that
+        token (its pass paid, not proposed) the round drafts i - 1, where it keeps it (transformers)
+        i; it accepts min(accepted, drafted). Where no tested position stops it, it drafts
+        min(g, drafted) as a fixed round would."""
         t = self.top
         if not t.confidence_rounds or cost is None or bias is None or t.draft_cost is None:
             return None
         tokens = spent = 0.0
         for d, n, confs in t.confidence_rounds:
             stop = next((i for i, p in enumerate(confs[:g], 1) if p < p_min), None)
-            drafted = min(g, d) if stop is None else stop - 1
+            dropped = stop is not None and not t.keeps_stop
+            drafted = min(g, d) if stop is None else stop - dropped
             tokens += min(n, drafted) + 1
-            spent += cost(drafted) + (t.draft_cost if stop is not None else 0.0)
+            spent += cost(drafted) + (t.draft_cost if dropped else 0.0)
         return bias(g) * tokens / spent
 
 

@@ -70,6 +70,9 @@ class Runtime(ABC):
     # the draft's candidates its confidence stopping normalizes over (llama.cpp's draft sampler: its
     # top 10); 0: the whole vocabulary (our loop, transformers)
     confidence_top_k: int = 0
+    # True where confidence stopping proposes the token whose probability fell under P as the
+    # round's last draft (transformers); False where that token is dropped (our loop, llama.cpp)
+    confidence_keeps_stop: bool = False
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
         self.settings = settings

@@ -388,6 +388,7 @@ class HFRuntime(HFText, Runtime):
 
     drafters = ("model", "ngram")
     policies = ("fixed", "confidence", "heuristic", LIBRARY_DEFAULT)
+    confidence_keeps_stop = True
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         why = super().supports(gen)

@@ -46,8 +46,22 @@ def test_confidence_stopping_is_replayed_on_the_probes_rounds():
     assert fit.predict(4, 0.1) == pytest.approx(fit.predict(4)) == pytest.approx(5 / 3)  # never stops: fixed
     assert fit.predict(4, 0.5) == pytest.approx(3 / (2 + 0.1))  # drafts 2, pays the stopping pass
     assert fit.predict(2, 0.5) == pytest.approx(3 / 2)  # stops at gamma 2 before its confidence is read
+    top.keeps_stop = True  # transformers proposes the unsure token as the round's last draft
+    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # drafts 3, all accepted: 4 tokens for 1 + 3/2, no extra pass
+    top.keeps_stop = False
     top.confidence_rounds = []
     assert fit.predict(4, 0.5) is None  # nothing recorded: no prediction
+
+
+def test_a_round_that_stops_before_its_first_draft_costs_a_step_and_the_loops_work():
+    # every draft accepted; a round costs 1 + g/2; the draft is unsure at once in every round
+    top = _cell(4, 5 / 3, 5.0, [1.0] * 4)
+    top.confidence_rounds, top.draft_cost = [(4, 4, [0.2, 0.9, 0.9, 0.9])] * 10, 0.1
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top})
+    assert fit.predict(4, 0.5) == pytest.approx(1 / (1 + 0.1))  # one token for a target step and the pass
+    top.empty_round = 1.2  # the loop's work per round beyond the baseline's (explain's (1 + o) / (1 + o_base))
+    assert fit.predict(4, 0.5) == pytest.approx(1 / (1.2 + 0.1))
+    assert fit.predict(1) == pytest.approx(2 / 1.5)  # a fixed length is the line between the probe gammas
 
 
 def test_confidence_is_read_as_the_runtime_reads_it():
@@ -57,7 +71,8 @@ def test_confidence_is_read_as_the_runtime_reads_it():
     assert tune._confidence_rounds([row]) == [(3, 1, [0.4, 0.1]), (3, 3, [0.9, 0.7, 0.6])]
     assert tune._confidence_rounds([row], top_k=10) == [(3, 1, [0.8, 0.3]), (3, 3, [0.95, 0.9, 0.9])]
     assert tune._confidence_rounds([row, {"rounds": row["rounds"]}]) == []  # a row without: no replay
-    assert tune._top_k("llama-server") == 10 and tune._top_k("torch") == 0
+    assert tune._confidence_reading("llama-server") == (10, False)
+    assert tune._confidence_reading("torch") == (0, False) and tune._confidence_reading("hf") == (0, True)
 
 
 def _cand(drafter, gamma, n, measured, tps, runtime="llama-server"):
