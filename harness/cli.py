@@ -244,11 +244,15 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
               help="The longest draft tried: tune measures gamma 1 and this one and predicts those between.")
 @click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
               help="Best predicted settings per runtime (and N) measured again beside the baseline.")
+@click.option("--rule-out", default=default_of(TuneConfig, "rule_out"), show_default=True, type=float,
+              help="Settings predicted below this speedup are not measured again (0: confirm the best whatever "
+                   "their prediction).")
 @options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
-def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
+def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
     from spec_harness.harness import tune as tuning
+    from spec_harness.harness.tune_lines import lines
 
     o["policy_list"] = "fixed"
     if o["out"] is None:
@@ -256,9 +260,9 @@ def tune(pair, max_gamma, confirm, temperature, top_p, max_new_tokens, **o):
     cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, default_drafters=TUNE_DRAFTERS)
     if not all(p.eagle3 for p in cfg.pairs) and not o["drafter_list"]:
         cfg = replace(cfg, drafters=[d for d in cfg.drafters if d != DrafterSpec("eagle3")])
-    tc = tuning.TuneConfig(cfg, max_gamma, confirm)
+    tc = tuning.TuneConfig(cfg, max_gamma, confirm, rule_out)
     result = tuning.tune(tc, log=click.echo)
-    text = tuning.lines(result, {p.name: p for p in cfg.pairs}, pair)
+    text = lines(result, {p.name: p for p in cfg.pairs}, pair)
     tuning.save(tc.out, {**result, "console": text})
     try:
         from spec_harness.reports import write_report

@@ -2,7 +2,7 @@
 checked before anything runs, and what follows from it alone: the speculative settings of each
 prompt, the requests per prompt of a cell under load, how many rows the run has, and run.json's
 first content; this machine's limits at the run's threads (`machine_limits`, measured once per
-machine).
+machine); each pair's target variants a run with --target-quant measures (`target_variants`).
 
 What it does not own: running it (harness/runner.py), the defaults (core/config.py's dataclasses)
 or a runtime's capabilities (its class, runtimes/base.py; `runs_variants` and `runs_forwards` ask it).
@@ -20,7 +20,7 @@ from spec_harness.core.config import (DrafterSpec, DraftPolicy, GenerationSettin
                          TorchForward, at_least, default_of)
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.harness.prompts import Prompt
-from spec_harness.harness.rows import one_line
+from spec_harness.harness.rows import log, one_line
 
 LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
 
@@ -210,3 +210,21 @@ def runs_forwards(name: str) -> bool:
     """Whether runtime `name` is measured once per --torch-forward (its class has a choice of
     forwards, `Runtime.forwards`)."""
     return _declares(name, "forwards")
+
+
+def target_variants(cfg: RunConfig) -> dict[str, list[PairSpec]]:
+    """Each pair's target variants (models/quantize.py: llama-quantize, cached), made before any
+    model loads, where a runtime of the run reads the target's GGUF."""
+    if not cfg.target_quants:
+        return {}
+    if not any(runs_variants(n) for n in cfg.runtimes):
+        log(f"--target-quant: no runtime of this run reads the target's GGUF "
+            f"({runtimes.listed(runtimes.able('reads_target_gguf'))}); every pair runs as given")
+        return {}
+    from spec_harness.models.quantize import variants
+
+    out = {}
+    for p in cfg.pairs:
+        log(f"target quantizations of {p.name}: {', '.join(cfg.target_quants)} (llama-quantize; cached after the first run)")
+        out[p.name] = variants(p, cfg.target_quants, lambda msg: log(f"  {msg}"))
+    return out

@@ -26,7 +26,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from spec_harness import runtimes
 from spec_harness.core.config import WARMUP_TOKENS, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
@@ -34,7 +34,7 @@ from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
 from spec_harness.harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
-from spec_harness.harness.run_config import RunConfig, limits_or_why, runs_forwards, runs_variants
+from spec_harness.harness.run_config import RunConfig, limits_or_why, runs_forwards, runs_variants, target_variants
 from spec_harness.harness.under_load import LoadSetting, Request, UnderLoad, batched_costs
 from spec_harness.runtimes.server import ServerSetting
 
@@ -49,14 +49,22 @@ class _LoadFailed(Exception):
 
 
 class Runner:
-    """Runs a RunConfig into cfg.out; `run()` returns every row of the folder (old and new)."""
+    """Runs a RunConfig into cfg.out; `run()` returns every row of the folder (old and new).
 
-    def __init__(self, cfg: RunConfig):
+    `then(runner, name, pair, rt)`, when given, is called after each runtime and pair is measured,
+    with the runtime still loaded and the other runtimes' servers still paused: harness tune
+    measures its confirm run there. `lent` holds runtimes another runner loaded, (name, pair name,
+    forward) -> Runtime: used instead of loading, and left open."""
+
+    def __init__(self, cfg: RunConfig, then: Optional[Callable[[Runner, str, PairSpec, Runtime], None]] = None,
+                 lent: Optional[dict[tuple, Runtime]] = None):
         self.cfg = cfg
+        self.then = then
+        self.lent = lent or {}
         self.out, existing = open_out_dir(cfg.out, cfg.resume)
         self.rows = existing
         self.done = {row_key(r): r for r in existing if not r.get("error")}
-        self.variants = self._variants()  # pair name -> its target's variants (--target-quant), made now
+        self.variants = target_variants(cfg)  # pair name -> its target's variants (--target-quant), made now
         every = self._every_pair()
         self.labels = {p.name: label_of(p) for p in every}
         self.checkers: dict = {}  # pair name -> runtimes.expected.Checker, loaded at its first speculative row
@@ -95,24 +103,6 @@ class Runner:
             self.bar.close()
             self.writer.close()
         return self.rows
-
-    def _variants(self) -> dict[str, list[PairSpec]]:
-        """Each pair's target variants (models/quantize.py: llama-quantize, cached), made before any
-        model loads, where a runtime of the run reads the target's GGUF."""
-        c = self.cfg
-        if not c.target_quants:
-            return {}
-        if not any(runs_variants(n) for n in c.runtimes):
-            log(f"--target-quant: no runtime of this run reads the target's GGUF "
-                f"({runtimes.listed(runtimes.able('reads_target_gguf'))}); every pair runs as given")
-            return {}
-        from spec_harness.models.quantize import variants
-
-        out = {}
-        for p in c.pairs:
-            log(f"target quantizations of {p.name}: {', '.join(c.target_quants)} (llama-quantize; cached after the first run)")
-            out[p.name] = variants(p, c.target_quants, lambda msg: log(f"  {msg}"))
-        return out
 
     def _pairs_of(self, name: str) -> list[PairSpec]:
         """The pairs runtime `name` measures: each pair's target variants where it reads the target's
@@ -222,7 +212,8 @@ class Runner:
         if pair.target_quant and len(self.cfg.pairs) == 1:
             tag += f" @{pair.target_quant}"
         try:
-            rt = self.early.pop((name, pair.name), None) or self._load(name, pair)
+            rt = self.lent.get((name, pair.name, self.forward)) or self.early.pop((name, pair.name), None) \
+                or self._load(name, pair)
             self.info["runtimes"][label] = rt.describe()
             write_run_json(self.out, self.info)
             self._measure(name, pair, rt, tag)
@@ -236,7 +227,7 @@ class Runner:
                                       None, error=f"skipped: {reason}", **self._row_kw(pair)))
             self.bar.update(len(todo))
         finally:
-            if rt is not None:
+            if rt is not None and rt is not self.lent.get((name, pair.name, self.forward)):
                 rt.close()
 
     def _roofline_inputs(self, name: str, pair: PairSpec, encoded: dict[str, list[int]]) -> None:
@@ -282,6 +273,8 @@ class Runner:
                 self._measure_block(m, b, upcoming, bases, said)
             for n in (n for n in c.concurrencies if n > 1):
                 self._measure_load(m, n)
+            if self.then is not None:
+                self.then(self, name, pair, rt)
         finally:
             for other in self.early.values():
                 other.release()
@@ -493,5 +486,5 @@ def _cell_id(cell: tuple) -> tuple:
     return s, n, p.id, rep
 
 
-def run(cfg: RunConfig) -> list[dict]:
-    return Runner(cfg).run()
+def run(cfg: RunConfig, then=None, lent: Optional[dict] = None) -> list[dict]:
+    return Runner(cfg, then, lent).run()

@@ -8,6 +8,8 @@ Three steps, each a run folder under --out (resumable as a sweep):
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
                   CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
     confirm/NAME/ the best --confirm candidates of runtime NAME and its baseline, measured side by side
+                  right after NAME's probe, while it is loaded; none where every candidate is
+                  predicted below --rule-out (the probe rules speculation out there)
 
 The model of a candidate (Fit.predict): a round drafting g tokens yields
     tau(g) = s (1 + sum_{i<=g} prod_{j<=i} p_j) + (1 - s)
@@ -27,7 +29,8 @@ own probe cells, so a choice at N rests on acceptance and costs measured at N.
 
 The recommendation per runtime and N is the fastest *measured* setting of the confirm run, or
 "do not speculate" (with explain's reason at the best candidate) when none beats the baseline
-measured beside it; never a setting at an N where it was not measured. It is printed in the
+measured beside it or the probe ruled them all out; never a setting at an N where it was not
+measured. It is printed in the
 runtime's own terms (Runtime.library_command: llama-server flags, vLLM's --speculative-config, ...)
 and as the `harness run` line that reproduces it; tune.json holds every number.
 
@@ -46,7 +49,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from spec_harness.core import metrics, theory
-from spec_harness.core.config import DrafterSpec, DraftPolicy
+from spec_harness.core.config import DraftPolicy
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
 from spec_harness.harness.run_config import RunConfig
@@ -56,6 +59,9 @@ DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
 CONFIDENCE_P = (0.3, 0.5, 0.7)  # the confidence stopping thresholds tune predicts
 PAYS = 1.0  # a measured speedup above this beats the baseline measured beside it
+# a candidate predicted below this is not measured again: a probe and a confirm run of one setting
+# differed by up to about 10 % on the 2-core VMs (docs/findings.md), so it cannot be expected to pay
+RULED_OUT = 0.9
 
 
 @dataclass
@@ -66,12 +72,15 @@ class TuneConfig:
     run: RunConfig
     max_gamma: int = DEFAULT_MAX_GAMMA
     confirm: int = DEFAULT_CONFIRM
+    rule_out: float = RULED_OUT
 
     def __post_init__(self):
         if self.max_gamma < 2:
             raise HarnessError(f"--max-gamma {self.max_gamma}: tune measures gamma 1 and --max-gamma, so it must be at least 2")
         if self.confirm < 1:
             raise HarnessError(f"--confirm {self.confirm}: at least one candidate per runtime must be measured")
+        if self.rule_out < 0:
+            raise HarnessError(f"--rule-out {self.rule_out:g}: a predicted speedup, 0 or more (0: confirm whatever is predicted)")
         for p in self.run.draft_policies:
             if p.kind != "fixed":
                 raise HarnessError(f"--draft-policy {p}: tune searches fixed draft lengths 1..--max-gamma")
@@ -321,13 +330,14 @@ def candidates(cells: list[Cell], max_gamma: int) -> list[Candidate]:
     return sorted(out, key=lambda c: (c.runtime, c.pair, c.n, -c.predicted))
 
 
-def chosen(cands: list[Candidate], k: int) -> dict[str, list[Candidate]]:
-    """The k best predicted candidates of each runtime, pair and N, grouped by runtime."""
+def chosen(cands: list[Candidate], k: int, rule_out: float = RULED_OUT) -> dict[str, list[Candidate]]:
+    """The k best predicted candidates of each runtime, pair and N that the probe does not rule out
+    (predicted at rule_out or above), grouped by runtime."""
     out: dict[str, list[Candidate]] = {}
     seen: dict[tuple, int] = {}
     for c in cands:  # best first within (runtime, pair, n)
         at = (c.runtime, c.pair, c.n)
-        if seen.get(at, 0) < k:
+        if seen.get(at, 0) < k and c.predicted >= rule_out:
             seen[at] = seen.get(at, 0) + 1
             out.setdefault(c.runtime, []).append(c)
     return out
@@ -337,43 +347,77 @@ def chosen(cands: list[Candidate], k: int) -> dict[str, list[Candidate]]:
 
 
 def _confirm_config(tc: TuneConfig, runtime: str, picks: list[Candidate]) -> RunConfig:
+    """The confirm run of one runtime and pair (a --target-quant variant on its own): exactly the
+    picked settings (RunConfig.only) and the baseline, into confirm/RUNTIME[ QUANT]/."""
     first = picks[0]
     only = sorted({(c.policy, c.gamma, c.drafter) for c in picks}, key=lambda x: (x[2], x[1], x[0]))
-    return replace(tc.run, runtimes=[first.name], gammas=sorted({c.gamma for c in picks}),
-                   drafters=sorted({c.drafter for c in picks}), only=only,
+    quant = quant_of(first.pair)
+    pairs = [p for p in tc.run.pairs if p.name == (first.pair.rpartition("@")[0] if quant else first.pair)]
+    return replace(tc.run, runtimes=[first.name], pairs=pairs, target_quants=[quant] if quant else [],
+                   gammas=sorted({c.gamma for c in picks}), drafters=sorted({c.drafter for c in picks}), only=only,
                    torch_forwards=[first.forward] if first.forward else tc.run.torch_forwards,
-                   out=tc.out / "confirm" / _folder(runtime))
+                   out=tc.out / "confirm" / _folder(runtime + (f" {quant}" if quant else "")))
 
 
 def _folder(runtime: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in runtime).strip("_")
 
 
+def _confirm(tc: TuneConfig, runtime: str, picks: list[Candidate], log: Callable[[str], None], lent=None) -> None:
+    said = ", ".join(f"{c.label()}" + (f" N={c.n}" if c.n > 1 else "") + f" ({c.predicted:.2f}x)" for c in picks)
+    log(textwrap.fill(f"tune 3/3: confirm {runtime} (predicted): {said}", 100, subsequent_indent="  "))
+    run_grid(_confirm_config(tc, runtime, picks), lent=lent)
+
+
 def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
-    """Probe, predict, confirm, recommend; writes tune.json into tc.out and returns its content."""
+    """Probe, predict, confirm, recommend; writes tune.json into tc.out and returns its content.
+    Each runtime's confirm run follows its probe while it is still loaded (its model, a server's
+    engine process), the other runtimes' servers held paused as in any measurement."""
     t0 = time.perf_counter()
     log(f"tune 1/3: probe: gamma 1 and {tc.max_gamma} of each drafter, with the baseline -> {tc.out / 'probe'}")
-    run_grid(tc.probe())
+    predicted: set[tuple[str, str]] = set()  # (runtime, pair) predicted (and confirmed) right after its probe
+    confirm_s = [0.0]
+
+    def predict_and_confirm(cands: list[Candidate], lent=None) -> None:
+        log(f"tune 2/3: {_said(cands, tc)}")
+        for runtime, ps in chosen(cands, tc.confirm, tc.rule_out).items():
+            _confirm(tc, runtime, ps, log, lent)
+        predicted.update((c.runtime, c.pair) for c in cands)
+
+    def confirm_now(runner, name, pair, rt) -> None:
+        t = time.perf_counter()
+        rows = [r for r in runner.rows if r["runtime"] == name and r["pair"] == pair.name
+                and r.get("torch_forward") == runner.forward]
+        predict_and_confirm(candidates(measured_cells(rows), tc.max_gamma), {(name, pair.name, runner.forward): rt})
+        confirm_s[0] += time.perf_counter() - t
+
+    run_grid(tc.probe(), then=confirm_now)
     probe = measured_cells(_rows(tc.out / "probe"))
     cands = candidates(probe, tc.max_gamma)
     if not cands:
         raise HarnessError(f"tune: the probe measured no speculative setting (see {tc.out / 'probe'}); nothing to predict from")
-    picks = chosen(cands, tc.confirm)
-    t_probe = time.perf_counter() - t0
-    log(f"tune 2/3: predicted {len(cands)} settings; confirming {sum(len(v) for v in picks.values())} of them")
-    for runtime, ps in picks.items():
-        said = ", ".join(f"{c.label()}" + (f" N={c.n}" if c.n > 1 else "") + f" ({c.predicted:.2f}x)" for c in ps)
-        log(textwrap.fill(f"tune 3/3: confirm {runtime} (predicted): {said}", 100, subsequent_indent="  "))
-        run_grid(_confirm_config(tc, runtime, ps))
+    for at in sorted({(c.runtime, c.pair) for c in cands} - predicted):  # a probe with nothing left to measure (--resume)
+        predict_and_confirm([c for c in cands if (c.runtime, c.pair) == at])
+    picks = chosen(cands, tc.confirm, tc.rule_out)
     confirmed = measured_cells(_rows(tc.out / "confirm")) if picks else []
     _measure(picks, confirmed)
-    result = {"max_gamma": tc.max_gamma, "probe_s": t_probe, "total_s": time.perf_counter() - t0,
+    total = time.perf_counter() - t0
+    result = {"max_gamma": tc.max_gamma, "probe_s": total - confirm_s[0], "total_s": total,
               "probe": [vars(c) for c in probe], "candidates": [vars(c) for c in cands],
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
-              "recommendations": recommend(picks, confirmed)}
+              "recommendations": recommend(cands, picks, confirmed, probe, tc.rule_out)}
     save(tc.out, result)
     return result
+
+
+def _said(cands: list[Candidate], tc: TuneConfig) -> str:
+    """One runtime's predictions in a line: how many, and how many are confirmed or why none is."""
+    if not cands:
+        return "the probe measured no speculative setting here; nothing to predict from"
+    n, best = sum(len(v) for v in chosen(cands, tc.confirm, tc.rule_out).values()), max(cands, key=lambda c: c.predicted)
+    return f"{best.runtime}: predicted {len(cands)} settings; " + (
+        f"confirming {n}" if n else f"none measured again: the best, {best.label()}, is predicted at {best.predicted:.2f}x")
 
 
 def save(out: Path, result: dict) -> None:
@@ -389,120 +433,51 @@ def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
                 c.measured, c.tokens_per_s, c.reason = m.speedup, m.tokens_per_s, m.reason
 
 
-def recommend(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> list[dict]:
+def recommend(cands: list[Candidate], picks: dict[str, list[Candidate]], confirmed: list[Cell], probe: list[Cell],
+              rule_out: float = RULED_OUT) -> list[dict]:
     """Per runtime and N: the fastest measured setting of the confirm run, a candidate or a
-    baseline (of any target variant); "do not speculate", with what cost the best candidate its
-    speed, when a baseline is fastest."""
+    baseline (of any target variant; the probe's baseline for a variant whose candidates were all
+    ruled out); "do not speculate", with what cost the best candidate its speed, when a baseline is
+    fastest, or when the probe ruled every candidate out (none is measured again)."""
     out = []
-    for runtime, ps in picks.items():
-        for n in sorted({c.n for c in ps}):
-            bases = [b for b in confirmed if b.runtime == runtime and b.n == n and b.drafter is None and b.tokens_per_s]
-            at = [c for c in ps if c.n == n and c.tokens_per_s is not None]
-            if not at or not bases:
-                out.append({"runtime": runtime, "name": ps[0].name, "forward": ps[0].forward, "n": n, "speculate": None,
-                            "why": "the confirm run measured nothing here (its rows say why)"})
-                continue
-            best, base = max(at, key=lambda c: c.tokens_per_s), max(bases, key=lambda b: b.tokens_per_s)
-            rec = {"runtime": runtime, "name": best.name, "forward": best.forward, "n": n, "base": vars(base),
-                   "best": vars(best), "speculate": best.tokens_per_s > base.tokens_per_s * PAYS}
-            if not rec["speculate"]:
-                rec["why"] = best.reason or f"its best candidate measured {best.measured:.2f}x its baseline"
-            out.append(rec)
+    for runtime, n in sorted({(c.runtime, c.n) for c in cands}):
+        ps = [c for c in picks.get(runtime, []) if c.n == n]
+        if not ps:
+            out.append(_ruled_out([c for c in cands if c.runtime == runtime and c.n == n], probe, rule_out))
+            continue
+        ruled = {c.pair for c in cands if c.runtime == runtime and c.n == n} - {c.pair for c in ps}  # variants
+        bases = [b for b in confirmed if b.runtime == runtime and b.n == n and b.drafter is None and b.tokens_per_s] + \
+                [b for b in probe if b.runtime == runtime and b.n == n and b.drafter is None and b.tokens_per_s and b.pair in ruled]
+        at = [c for c in ps if c.tokens_per_s is not None]
+        if not at or not bases:
+            out.append({"runtime": runtime, "name": ps[0].name, "forward": ps[0].forward, "n": n, "speculate": None,
+                        "why": "the confirm run measured nothing here (its rows say why)"})
+            continue
+        best, base = max(at, key=lambda c: c.tokens_per_s), max(bases, key=lambda b: b.tokens_per_s)
+        rec = {"runtime": runtime, "name": best.name, "forward": best.forward, "n": n, "base": vars(base),
+               "best": vars(best), "speculate": best.tokens_per_s > base.tokens_per_s * PAYS}
+        if not rec["speculate"]:
+            rec["why"] = best.reason or f"its best candidate measured {best.measured:.2f}x its baseline"
+        out.append(rec)
     return out
 
 
-# ---------------------------------------------------------------- what to paste
+def _ruled_out(cands: list[Candidate], probe: list[Cell], rule_out: float) -> dict:
+    """"Do not speculate" where no candidate is predicted at rule_out or above: the probe's
+    baseline (the fastest variant's) and its best candidate, with explain's reason at the probe
+    cell of the same drafter that measured fastest."""
+    best = cands[0]
+    at = [c for c in probe if c.runtime == best.runtime and c.n == best.n]
+    base = max((c for c in at if c.drafter is None and c.tokens_per_s), key=lambda c: c.tokens_per_s, default=None)
+    if base is None:
+        return {"runtime": best.runtime, "name": best.name, "forward": best.forward, "n": best.n, "speculate": None,
+                "why": "the probe measured no baseline here (its rows say why)"}
+    cell = max((c for c in at if c.drafter == best.drafter and c.speedup), key=lambda c: c.speedup, default=None)
+    why = f"Every candidate is predicted below {rule_out:g}x, so none was measured again."
+    return {"runtime": best.runtime, "name": best.name, "forward": best.forward, "n": best.n, "base": vars(base),
+            "best": vars(best), "speculate": False, "why": why + (f" {cell.reason}" if cell and cell.reason else "")}
 
 
-def _quant(pair_name: str) -> Optional[str]:
+def quant_of(pair_name: str) -> Optional[str]:
     """The target quantization of a --target-quant variant ("PAIR@Q8_0" -> "Q8_0"), else None."""
     return pair_name.rpartition("@")[2] if "@" in pair_name else None
-
-
-def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
-    """The `harness run` line that measures a recommendation again."""
-    parts = ["harness run", f"--runtime {rec['name']}"]
-    if pair_arg:
-        parts.append(f"--pair {pair_arg}")
-    quant = _quant((rec["best"] if rec["speculate"] else rec["base"])["pair"])
-    if quant:
-        parts.append(f"--target-quant {quant}")
-    if rec.get("forward"):
-        parts.append(f"--torch-forward {rec['forward']}")
-    if rec["speculate"]:
-        parts += [f"--drafter {rec['best']['drafter']}", f"--gamma {rec['best']['gamma']}"]
-        if rec["best"]["policy"] != "fixed":
-            parts.append(f"--draft-policy {rec['best']['policy']}")
-    if rec["n"] > 1:
-        parts.append(f"--concurrency {rec['n']}")
-    return " ".join(parts)
-
-
-def library_line(rec: dict, pairs: dict) -> Optional[str]:
-    """The recommendation in the runtime's own terms, where its library has them."""
-    from spec_harness import runtimes
-
-    best = rec["best"] if rec["speculate"] else rec["base"]
-    pair = pairs.get(best["pair"].rpartition("@")[0] if _quant(best["pair"]) else best["pair"])
-    if pair is None:
-        return None
-    if _quant(best["pair"]):  # the variant's file (made by the run, cached)
-        from spec_harness.models.quantize import variants
-
-        pair = variants(pair, [_quant(best["pair"])])[0]
-    cls = runtimes.get(rec["name"])
-    if not cls.reads_target_gguf:  # a GGUF target or draft runs as its float32 folder
-        from spec_harness.models.loading import converted_folder
-
-        folders = {k: converted_folder(v) for k, v in (("target", pair.target), ("draft", pair.draft))
-                   if v and str(v).endswith(".gguf")}
-        pair = replace(pair, **{k: str(f) for k, f in folders.items() if f is not None})
-    p_min = DraftPolicy.parse(best.get("policy") or "fixed").confidence if rec["speculate"] else None
-    return cls.library_command(pair, DrafterSpec.parse(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min)
-
-
-# ---------------------------------------------------------------- the console
-
-
-def _x(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.2f}x"
-
-
-def _t(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.1f}"
-
-
-def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) -> list[str]:
-    """Predicted against measured for every confirmed candidate, then one recommendation per
-    runtime and N with the lines to paste; every line but those commands within `width` columns."""
-    multi_pair = len({c["pair"] for c in result["confirmed"]}) > 1
-    out = [f"{'runtime':<20} {'setting':<24} {'N':>3} {'predicted':>9} {'measured':>9} {'tok/s':>7} {'baseline':>8}"]
-    base = {(b["runtime"], b["pair"], b["n"]): b["tokens_per_s"] for b in result["baselines"]}
-    for c in result["confirmed"]:
-        setting = Candidate(**c).label() + (f" @{_quant(c['pair'])}" if multi_pair and _quant(c["pair"]) else "")
-        out.append(f"{c['runtime'][:20]:<20} {setting[:24]:<24} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
-                   f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
-    out += ["tok/s and speedups end to end: prompt processing included; under load, all streams' tokens", ""]
-    for rec in result["recommendations"]:
-        at = f" at N={rec['n']}" if rec["n"] > 1 else ""
-        if rec["speculate"] is None:
-            out.append(f"{rec['runtime']}{at}: no recommendation: {rec['why']}")
-            continue
-        b, best = rec["base"], rec["best"]
-        on = f" on the {_quant(b['pair'])} target" if multi_pair and _quant(b["pair"]) else ""
-        if rec["speculate"]:
-            stop = DraftPolicy.parse(best["policy"]).confidence
-            quant = _quant(best["pair"]) if multi_pair else None
-            head = (f"{rec['runtime']}{at}: speculate with {best['drafter']} at gamma {best['gamma']}"
-                    f"{'' if stop is None else f', stopping below p {stop:g}'}"
-                    f"{f' on the {quant} target' if quant else ''}: {best['tokens_per_s']:.1f} tok/s, "
-                    f"{best['tokens_per_s'] / b['tokens_per_s']:.2f}x the baseline{on} ({b['tokens_per_s']:.1f})")
-            out += textwrap.wrap(head, width, subsequent_indent="  ")
-        else:
-            out += textwrap.wrap(f"{rec['runtime']}{at}: do not speculate{on} ({b['tokens_per_s']:.1f} tok/s; the best "
-                                 f"candidate, {Candidate(**best).label()}, measured {_x(best['measured'])}). "
-                                 f"{rec['why']}", width, subsequent_indent="  ")
-        lib = library_line(rec, pairs)
-        # the commands whole, one line each, ready to paste (the only lines that may pass `width`)
-        out += [f"    {cmd}" for cmd in ([lib] if lib else []) + [harness_line(rec, pair_arg)]]
-    return out

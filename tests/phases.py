@@ -12,7 +12,21 @@ NS = 1e-9
 UNACCOUNTED_MAX = 0.5  # of the wall: a runtime booking its passes nowhere would leave most of it unaccounted
 
 
-def check_phases(g, speculative: bool, sampling_timed: bool = True) -> None:
+def least_unaccounted(make, tries: int = 3):
+    """make() until the loop's own work is under UNACCOUNTED_MAX of the wall, at most `tries` times;
+    the last generation. A worker preempted on a loaded 2-core machine can cross the bound once (a
+    wall of a few ms); a phase that books nothing crosses it every time."""
+    for _ in range(tries):
+        g = make()
+        if g.phases.to_dict()["unaccounted_s"] < UNACCOUNTED_MAX * g.phases.to_dict()["wall_s"]:
+            break
+    return g
+
+
+def check_phases(g, speculative: bool, sampling_timed: bool = True):
+    """g: a generation, or a function that makes one (made again while least_unaccounted asks);
+    returns the generation checked."""
+    g = least_unaccounted(g) if callable(g) else g
     p = g.phases.to_dict()
     assert all(p[f] is not None and p[f] >= 0 for f in TIME_FIELDS), p
     assert p["prefill_s"] > 0 and p["verify_s"] > 0, p
@@ -24,3 +38,4 @@ def check_phases(g, speculative: bool, sampling_timed: bool = True) -> None:
         assert min(parts) >= 0, r  # a round may have no target pass of its own (the token the prefill gave)
         assert r.unaccounted_s <= r.wall_s + NS, r
     assert sum(r.wall_s for r in g.rounds) + p["prefill_s"] <= p["wall_s"] + NS  # rounds exclude the prefill
+    return g

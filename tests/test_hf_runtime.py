@@ -92,8 +92,8 @@ def test_phase_identity(hf_rt, sampling):
     """Also with logits processors run over gamma+1 positions per verification (sampled)."""
     ids = hf_rt.encode(PROMPTS[1])
     gen = settings(gamma=4, sampling=sampling)
-    check_phases(hf_rt.generate_speculative(ids, gen), speculative=True)
-    check_phases(hf_rt.generate_baseline(ids, gen), speculative=False)
+    check_phases(lambda: hf_rt.generate_speculative(ids, gen), speculative=True)
+    check_phases(lambda: hf_rt.generate_baseline(ids, gen), speculative=False)
 
 
 def test_sampling_is_seeded(hf_rt):
@@ -155,10 +155,9 @@ def test_self_draft_accepts_everything(tiny_pair):
     rt = HFRuntime(RuntimeSettings(device="cpu"))
     rt.load(PairSpec("tiny-self", tiny_pair.target, tiny_pair.target))
     ids, gen = rt.encode(PROMPTS[1]), settings(gamma=3, n=12)
-    spec = rt.generate_speculative(ids, gen)
+    spec = check_phases(lambda: rt.generate_speculative(ids, gen), speculative=True)
     assert spec.token_ids == rt.generate_baseline(ids, gen).token_ids
     assert all(r.accepted == r.drafted for r in spec.rounds)
-    check_phases(spec, speculative=True)
 
 
 def test_missing_seam_says_version(monkeypatch):
@@ -256,11 +255,10 @@ def test_library_default_is_transformers_own_and_confidence_maps_to_its_threshol
 def test_prompt_lookup_is_transformers_own(hf_rt, sampling):
     ids = hf_rt.encode("one two three four, one two three four, one two three")
     gen = GenerationSettings(sampling, 4, 30, 0, True, drafter="ngram:2,3")
-    g = hf_rt.generate_speculative(ids, gen)
+    g = check_phases(lambda: hf_rt.generate_speculative(ids, gen), speculative=True)
     assert g.extra["draft_settings"] == {"num_output_tokens": 3, "max_matching_ngram_size": 2}
     assert sum(r.emitted for r in g.rounds) == len(g.token_ids) == 30
     assert max(r.drafted for r in g.rounds) == 3 and g.phases.draft_s > 0  # the lookup is the draft phase
-    check_phases(g, speculative=True)
     assert hf_rt.verify_rule(gen) == ("greedy-match" if sampling.greedy else "sample-match")
     if sampling.greedy:
         assert g.token_ids == hf_rt.generate_baseline(ids, gen).token_ids

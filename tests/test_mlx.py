@@ -91,10 +91,9 @@ def test_self_draft_accepts_everything(mlx_lm, tiny_pair):
     rt = MlxRuntime(RuntimeSettings())
     rt.load(PairSpec("tiny-self", tiny_pair.target, tiny_pair.target))
     ids, gen = rt.encode(PROMPTS[1]), settings(gamma=3, n=12)
-    spec = rt.generate_speculative(ids, gen)
+    spec = check_phases(lambda: rt.generate_speculative(ids, gen), speculative=True)
     assert spec.token_ids == rt.generate_baseline(ids, gen).token_ids
     assert all(r.accepted == r.drafted for r in spec.rounds)
-    check_phases(spec, speculative=True)
 
 
 def test_eos_rule_matches_torch(mlx_rt, torch_rt, monkeypatch):
@@ -161,9 +160,8 @@ def test_accepted_are_the_from_draft_flags_of_the_bare_library(mlx_lm, mlx_rt, s
 def test_phase_identity(mlx_rt, sampling):
     ids = mlx_rt.encode(PROMPTS[1])
     gen = settings(gamma=4, sampling=sampling)
-    spec, base = mlx_rt.generate_speculative(ids, gen), mlx_rt.generate_baseline(ids, gen)
-    check_phases(spec, speculative=True)
-    check_phases(base, speculative=False)
+    spec = check_phases(lambda: mlx_rt.generate_speculative(ids, gen), speculative=True)
+    base = check_phases(lambda: mlx_rt.generate_baseline(ids, gen), speculative=False)
     assert all(r.draft_s > 0 for r in spec.rounds) and all(r.draft_s == 0 for r in base.rounds)
     assert {"prefill_s", "draft_s", "verify_s", "sampling_s", "unaccounted_s"} <= set(spec.notes)
 

@@ -22,7 +22,7 @@ def test_phases_hold_what_was_done_in_them(name, temperature, tiny_gguf):
         ids = rt.encode("The quick brown fox")
         gen = GenerationSettings(SamplingParams(temperature=temperature, top_k=50, top_p=0.9), gamma=3, max_new_tokens=20,
                                  ignore_eos=True)
-        check_phases(rt.generate_baseline(ids, gen), speculative=False)
-        check_phases(rt.generate_speculative(ids, gen), speculative=True)
+        check_phases(lambda: rt.generate_baseline(ids, gen), speculative=False)
+        check_phases(lambda: rt.generate_speculative(ids, gen), speculative=True)
     finally:
         rt.close()

@@ -2,13 +2,12 @@
 the commands in each runtime's terms, and tune end to end on the tiny pair (real runtimes)."""
 
 import json
-import subprocess
-import sys
+from dataclasses import replace
 
 import pytest
 
 from spec_harness.core.config import DrafterSpec, PairSpec
-from spec_harness.harness import tune
+from spec_harness.harness import tune, tune_lines
 from spec_harness.harness.tune import Candidate, Cell, Fit
 from tests.test_cli import harness, invoke
 
@@ -84,13 +83,29 @@ def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
                               _cand("model", 2, 4, 0.8, 80.0), _cand("model", 1, 8, None, None)]}
     confirmed = [_cell(None, 1.0, None, drafter=None, n=1, tps=50.0, runtime="llama-server"),
                  _cell(None, 1.0, None, drafter=None, n=4, tps=100.0, runtime="llama-server")]
-    recs = {r["n"]: r for r in tune.recommend(picks, confirmed)}
+    # hf: every candidate predicted below RULED_OUT, so nothing was confirmed: the probe's baseline
+    ruled = [_cand("ngram", 1, 1, 0.85, None, "hf"), _cand("model", 2, 1, 0.8, None, "hf")]
+    probe = [_cell(None, 1.0, None, drafter=None, tps=15.0, runtime="hf"), _cell(1, 0.8, 1.4, tps=12.0, runtime="hf"),
+             _cell(1, 0.84, 1.05, drafter="ngram", tps=12.6, runtime="hf")]
+    probe[2].reason = "the loop costs"
+    recs = tune.recommend(picks["llama-server"] + ruled, picks, confirmed, probe)
+    hf = next(r for r in recs if r["runtime"] == "hf")
+    assert hf["speculate"] is False and hf["base"]["tokens_per_s"] == 15.0 and hf["best"]["drafter"] == "ngram"
+    assert hf["why"].startswith(f"Every candidate is predicted below {tune.RULED_OUT:g}x") and "the loop costs" in hf["why"]
+    # a variant whose candidates were all ruled out still competes with its probe's baseline
+    q8 = _cell(None, 1.0, None, drafter=None, tps=18.0, runtime="hf")
+    q8.pair = "p@Q8_0"
+    confirmed_hf = [_cell(None, 1.0, None, drafter=None, tps=14.0, runtime="hf")]
+    shown = replace(ruled[0], pair="p", measured=0.9, tokens_per_s=12.6)
+    got = tune.recommend([shown, replace(ruled[1], pair="p@Q8_0")], {"hf": [shown]}, confirmed_hf, probe + [q8])
+    assert got[0]["speculate"] is False and got[0]["base"]["pair"] == "p@Q8_0" and got[0]["base"]["tokens_per_s"] == 18.0
+    recs = {r["n"]: r for r in recs if r["runtime"] == "llama-server"}
     assert recs[1]["speculate"] and recs[1]["best"]["drafter"] == "model" and recs[1]["best"]["gamma"] == 2
     assert recs[4]["speculate"] is False and recs[4]["why"] == "verify costs"  # slower than its baseline
     assert recs[8]["speculate"] is None  # nothing measured at N = 8: no setting recommended there
-    line = tune.harness_line(recs[1], "tiny")
+    line = tune_lines.harness_line(recs[1], "tiny")
     assert line == "harness run --runtime llama-server --pair tiny --drafter model --gamma 2"
-    assert "--drafter" not in tune.harness_line(recs[4], None) and "--concurrency 4" in tune.harness_line(recs[4], None)
+    assert "--drafter" not in tune_lines.harness_line(recs[4], None) and "--concurrency 4" in tune_lines.harness_line(recs[4], None)
 
 
 def test_each_runtime_says_the_setting_in_its_own_terms():
@@ -112,6 +127,7 @@ def test_each_runtime_says_the_setting_in_its_own_terms():
 @pytest.mark.parametrize("args, says", [
     (["--max-gamma", "1"], "--max-gamma 1"),
     (["--confirm", "0"], "--confirm 0"),
+    (["--rule-out", "-1"], "--rule-out -1"),
     (["--runtime", "nope"], "nope"),
 ])
 def test_bad_settings_are_one_line(tmp_path, args, says):
@@ -122,8 +138,9 @@ def test_bad_settings_are_one_line(tmp_path, args, says):
 
 def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
     out = tmp_path / "tune"
-    r = harness("tune", "--runtime", "torch,llamacpp", "--pair", "tiny", "--max-gamma", "3", "--drafter", "model,ngram",
-                "--prompts", "factual", "--max-new-tokens", "16", "--out", str(out))
+    args = ["tune", "--runtime", "torch,llamacpp", "--pair", "tiny", "--max-gamma", "3", "--drafter", "model,ngram",
+            "--prompts", "factual", "--max-new-tokens", "16", "--out", str(out)]
+    r = harness(*args, "--rule-out", "0")  # the best two of each runtime confirmed, whatever their prediction
     assert r.returncode == 0, r.stderr
     result = json.loads((out / "tune.json").read_text())
     runtimes = {c["runtime"] for c in result["candidates"]}
@@ -137,6 +154,8 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
         if c["gamma"] in (1, 3) and c["policy"] == "fixed":
             assert c["predicted"] == pytest.approx(probe[(c["runtime"], c["drafter"], c["gamma"])])
     assert len(result["confirmed"]) == 4 and all(c["measured"] is not None for c in result["confirmed"])
+    # each runtime loaded once: its confirm run follows its probe and borrows it
+    assert r.stderr.count("[llamacpp] loading tiny") == 1 and r.stderr.count("[torch [kernels]] loading tiny") == 1
     recs = result["recommendations"]
     assert {r["runtime"] for r in recs} == runtimes
     for rec in recs:  # never slower than the baseline measured beside it
@@ -150,17 +169,27 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
     assert (out / "probe" / "results.jsonl").is_file() and (out / "report" / "report.html").is_file()
     # --resume measures nothing again
     n_rows = len((out / "probe" / "results.jsonl").read_text().splitlines())
-    again = harness("tune", "--runtime", "torch,llamacpp", "--pair", "tiny", "--max-gamma", "3", "--drafter", "model,ngram",
-                    "--prompts", "factual", "--max-new-tokens", "16", "--out", str(out), "--resume")
+    confirmed = sorted((out / "confirm").rglob("results.jsonl"))
+    n_confirmed = [len(f.read_text().splitlines()) for f in confirmed]
+    again = harness(*args, "--rule-out", "0", "--resume")
     assert again.returncode == 0, again.stderr
     assert len((out / "probe" / "results.jsonl").read_text().splitlines()) == n_rows
+    assert [len(f.read_text().splitlines()) for f in confirmed] == n_confirmed
+    # every candidate ruled out: nothing measured again, "do not speculate" from the probe's baseline
+    ruled = harness(*args, "--rule-out", "100", "--resume")
+    assert ruled.returncode == 0, ruled.stderr
+    result = json.loads((out / "tune.json").read_text())
+    assert result["confirmed"] == [] and [len(f.read_text().splitlines()) for f in confirmed] == n_confirmed
+    assert all(rec["speculate"] is False and "predicted below 100x" in rec["why"] for rec in result["recommendations"])
+    assert "none measured again" in ruled.stdout and "do not speculate" in ruled.stdout
 
 
 @pytest.mark.slow
 def test_tune_under_load_chooses_per_n_from_cells_measured_there(tmp_path):
     out = tmp_path / "tune"
     r = harness("tune", "--runtime", "llama-server", "--pair", "tiny", "--max-gamma", "2", "--drafter", "model",
-                "--concurrency", "1,2", "--prompts", "factual", "--max-new-tokens", "12", "--confirm", "1", "--out", str(out))
+                "--concurrency", "1,2", "--prompts", "factual", "--max-new-tokens", "12", "--confirm", "1", "--rule-out", "0",
+                "--out", str(out))
     assert r.returncode == 0, r.stderr
     result = json.loads((out / "tune.json").read_text())
     assert sorted(rec["n"] for rec in result["recommendations"]) == [1, 2]

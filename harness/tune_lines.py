@@ -1,0 +1,108 @@
+"""What `harness tune` prints: predicted against measured for every confirmed setting, then each
+recommendation in the runtime's own terms (Runtime.library_command) and as the `harness run` line
+that reproduces it, each command whole on one line, ready to paste.
+
+What it does not do: predict, measure or choose (harness/tune.py).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from typing import Optional
+
+from spec_harness.core.config import DrafterSpec, DraftPolicy
+from spec_harness.harness.tune import Candidate, quant_of
+
+
+# ---------------------------------------------------------------- what to paste
+
+
+def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
+    """The `harness run` line that measures a recommendation again."""
+    parts = ["harness run", f"--runtime {rec['name']}"]
+    if pair_arg:
+        parts.append(f"--pair {pair_arg}")
+    quant = quant_of((rec["best"] if rec["speculate"] else rec["base"])["pair"])
+    if quant:
+        parts.append(f"--target-quant {quant}")
+    if rec.get("forward"):
+        parts.append(f"--torch-forward {rec['forward']}")
+    if rec["speculate"]:
+        parts += [f"--drafter {rec['best']['drafter']}", f"--gamma {rec['best']['gamma']}"]
+        if rec["best"]["policy"] != "fixed":
+            parts.append(f"--draft-policy {rec['best']['policy']}")
+    if rec["n"] > 1:
+        parts.append(f"--concurrency {rec['n']}")
+    return " ".join(parts)
+
+
+def library_line(rec: dict, pairs: dict) -> Optional[str]:
+    """The recommendation in the runtime's own terms, where its library has them."""
+    from spec_harness import runtimes
+
+    best = rec["best"] if rec["speculate"] else rec["base"]
+    pair = pairs.get(best["pair"].rpartition("@")[0] if quant_of(best["pair"]) else best["pair"])
+    if pair is None:
+        return None
+    if quant_of(best["pair"]):  # the variant's file (made by the run, cached)
+        from spec_harness.models.quantize import variants
+
+        pair = variants(pair, [quant_of(best["pair"])])[0]
+    cls = runtimes.get(rec["name"])
+    if not cls.reads_target_gguf:  # a GGUF target or draft runs as its float32 folder
+        from spec_harness.models.loading import converted_folder
+
+        folders = {k: converted_folder(v) for k, v in (("target", pair.target), ("draft", pair.draft))
+                   if v and str(v).endswith(".gguf")}
+        pair = replace(pair, **{k: str(f) for k, f in folders.items() if f is not None})
+    p_min = DraftPolicy.parse(best.get("policy") or "fixed").confidence if rec["speculate"] else None
+    return cls.library_command(pair, DrafterSpec.parse(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min)
+
+
+# ---------------------------------------------------------------- the console
+
+
+def _x(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _t(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) -> list[str]:
+    """Predicted against measured for every confirmed candidate, then one recommendation per
+    runtime and N with the lines to paste; every line but those commands within `width` columns."""
+    multi_pair = len({c["pair"] for c in result["confirmed"]}) > 1
+    out = [f"{'runtime':<20} {'setting':<24} {'N':>3} {'predicted':>9} {'measured':>9} {'tok/s':>7} {'baseline':>8}"]
+    base = {(b["runtime"], b["pair"], b["n"]): b["tokens_per_s"] for b in result["baselines"]}
+    for c in result["confirmed"]:
+        setting = Candidate(**c).label() + (f" @{quant_of(c['pair'])}" if multi_pair and quant_of(c["pair"]) else "")
+        out.append(f"{c['runtime'][:20]:<20} {setting[:24]:<24} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
+                   f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
+    out += ["tok/s and speedups end to end: prompt processing included; under load, all streams' tokens", ""]
+    for rec in result["recommendations"]:
+        at = f" at N={rec['n']}" if rec["n"] > 1 else ""
+        if rec["speculate"] is None:
+            out.append(f"{rec['runtime']}{at}: no recommendation: {rec['why']}")
+            continue
+        b, best = rec["base"], rec["best"]
+        on = f" on the {quant_of(b['pair'])} target" if multi_pair and quant_of(b["pair"]) else ""
+        if rec["speculate"]:
+            stop = DraftPolicy.parse(best["policy"]).confidence
+            quant = quant_of(best["pair"]) if multi_pair else None
+            head = (f"{rec['runtime']}{at}: speculate with {best['drafter']} at gamma {best['gamma']}"
+                    f"{'' if stop is None else f', stopping below p {stop:g}'}"
+                    f"{f' on the {quant} target' if quant else ''}: {best['tokens_per_s']:.1f} tok/s, "
+                    f"{best['tokens_per_s'] / b['tokens_per_s']:.2f}x the baseline{on} ({b['tokens_per_s']:.1f})")
+            out += textwrap.wrap(head, width, subsequent_indent="  ")
+        else:
+            out += textwrap.wrap(f"{rec['runtime']}{at}: do not speculate{on} ({b['tokens_per_s']:.1f} tok/s; the best "
+                                 f"candidate, {Candidate(**best).label()}, "
+                                 f"{'predicted ' + _x(best['predicted']) if best['measured'] is None else 'measured ' + _x(best['measured'])}). "
+                                 f"{rec['why']}", width, subsequent_indent="  ")
+        lib = library_line(rec, pairs)
+        # the commands whole, one line each, ready to paste (the only lines that may pass `width`)
+        out += [f"    {cmd}" for cmd in ([lib] if lib else []) + [harness_line(rec, pair_arg)]]
+    return out
