@@ -24,15 +24,14 @@ so the prediction equals the measurement at gamma 1 and G. Confidence stopping a
 rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
 check recorded, read as the runtime reads them (Runtime.confidence_top_k) and stopped as it stops
 (Runtime.confidence_keeps_stop); a round that drafts nothing costs one target step and the loop's
-work per round (Cell.empty_round, from explain). Under load each N has its
-own probe cells, so a choice at N rests on acceptance and costs measured at N.
+work per round (Cell.empty_round, from explain). Under load each N has its own probe cells, so a
+choice at N rests on acceptance and costs measured at N.
 
 The recommendation per runtime and N is the fastest *measured* setting of the confirm run, or
 "do not speculate" (with explain's reason at the best candidate) when none beats the baseline
 measured beside it or the probe ruled them all out; never a setting at an N where it was not
-measured. It is printed in the
-runtime's own terms (Runtime.library_command: llama-server flags, vLLM's --speculative-config, ...)
-and as the `harness run` line that reproduces it; tune.json holds every number.
+measured. tune.json holds every number; harness/tune_lines.py prints the recommendations in the
+runtime's own terms (Runtime.library_command) and as the `harness run` line that reproduces it.
 
 What it does not do: measure (harness/runner.py), decompose a cell (reports/explain.py) or lay
 out the run reports (reports/).
@@ -376,20 +375,22 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     t0 = time.perf_counter()
     log(f"tune 1/3: probe: gamma 1 and {tc.max_gamma} of each drafter, with the baseline -> {tc.out / 'probe'}")
     predicted: set[tuple[str, str]] = set()  # (runtime, pair) predicted (and confirmed) right after its probe
-    confirm_s = [0.0]
+    confirm_s = 0.0
 
     def predict_and_confirm(cands: list[Candidate], lent=None) -> None:
-        log(f"tune 2/3: {_said(cands, tc)}")
-        for runtime, ps in chosen(cands, tc.confirm, tc.rule_out).items():
+        picks = chosen(cands, tc.confirm, tc.rule_out)
+        log(f"tune 2/3: {_said(cands, picks)}")
+        for runtime, ps in picks.items():
             _confirm(tc, runtime, ps, log, lent)
         predicted.update((c.runtime, c.pair) for c in cands)
 
     def confirm_now(runner, name, pair, rt) -> None:
+        nonlocal confirm_s
         t = time.perf_counter()
         rows = [r for r in runner.rows if r["runtime"] == name and r["pair"] == pair.name
                 and r.get("torch_forward") == runner.forward]
         predict_and_confirm(candidates(measured_cells(rows), tc.max_gamma), {(name, pair.name, runner.forward): rt})
-        confirm_s[0] += time.perf_counter() - t
+        confirm_s += time.perf_counter() - t
 
     run_grid(tc.probe(), then=confirm_now)
     probe = measured_cells(_rows(tc.out / "probe"))
@@ -402,7 +403,7 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     confirmed = measured_cells(_rows(tc.out / "confirm")) if picks else []
     _measure(picks, confirmed)
     total = time.perf_counter() - t0
-    result = {"max_gamma": tc.max_gamma, "probe_s": total - confirm_s[0], "total_s": total,
+    result = {"max_gamma": tc.max_gamma, "probe_s": total - confirm_s, "total_s": total,
               "probe": [vars(c) for c in probe], "candidates": [vars(c) for c in cands],
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
@@ -411,11 +412,11 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     return result
 
 
-def _said(cands: list[Candidate], tc: TuneConfig) -> str:
+def _said(cands: list[Candidate], picks: dict[str, list[Candidate]]) -> str:
     """One runtime's predictions in a line: how many, and how many are confirmed or why none is."""
     if not cands:
         return "the probe measured no speculative setting here; nothing to predict from"
-    n, best = sum(len(v) for v in chosen(cands, tc.confirm, tc.rule_out).values()), max(cands, key=lambda c: c.predicted)
+    n, best = sum(len(v) for v in picks.values()), max(cands, key=lambda c: c.predicted)
     return f"{best.runtime}: predicted {len(cands)} settings; " + (
         f"confirming {n}" if n else f"none measured again: the best, {best.label()}, is predicted at {best.predicted:.2f}x")
 
@@ -466,7 +467,7 @@ def _ruled_out(cands: list[Candidate], probe: list[Cell], rule_out: float) -> di
     """"Do not speculate" where no candidate is predicted at rule_out or above: the probe's
     baseline (the fastest variant's) and its best candidate, with explain's reason at the probe
     cell of the same drafter that measured fastest."""
-    best = cands[0]
+    best = max(cands, key=lambda c: c.predicted)  # over every variant of the target
     at = [c for c in probe if c.runtime == best.runtime and c.n == best.n]
     base = max((c for c in at if c.drafter is None and c.tokens_per_s), key=lambda c: c.tokens_per_s, default=None)
     if base is None:

@@ -18,7 +18,8 @@ def least_unaccounted(make, tries: int = 3):
     wall of a few ms); a phase that books nothing crosses it every time."""
     for _ in range(tries):
         g = make()
-        if g.phases.to_dict()["unaccounted_s"] < UNACCOUNTED_MAX * g.phases.to_dict()["wall_s"]:
+        p = g.phases.to_dict()
+        if p["unaccounted_s"] < UNACCOUNTED_MAX * p["wall_s"]:
             break
     return g
 

@@ -99,6 +99,9 @@ def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
     shown = replace(ruled[0], pair="p", measured=0.9, tokens_per_s=12.6)
     got = tune.recommend([shown, replace(ruled[1], pair="p@Q8_0")], {"hf": [shown]}, confirmed_hf, probe + [q8])
     assert got[0]["speculate"] is False and got[0]["base"]["pair"] == "p@Q8_0" and got[0]["base"]["tokens_per_s"] == 18.0
+    # ruled out on every variant: the best candidate over all of them (cands are sorted per variant)
+    over = tune._ruled_out([replace(ruled[1], pair="p"), replace(ruled[0], pair="p@Q8_0")], probe, tune.RULED_OUT)
+    assert over["best"]["drafter"] == "ngram" and over["best"]["pair"] == "p@Q8_0"
     recs = {r["n"]: r for r in recs if r["runtime"] == "llama-server"}
     assert recs[1]["speculate"] and recs[1]["best"]["drafter"] == "model" and recs[1]["best"]["gamma"] == 2
     assert recs[4]["speculate"] is False and recs[4]["why"] == "verify costs"  # slower than its baseline
