@@ -1,6 +1,6 @@
 """What is known of this machine: the CPU's name, the physical cores this process may use, and
-the versions of the libraries a run depends on (for run.json); and memory in huge pages where the
-kernel offers them. Reads /proc and /sys on Linux; elsewhere falls back to what Python's platform
+the versions of the libraries a run depends on (for run.json); the memory free now; and memory in
+huge pages where the kernel offers them. Reads /proc and /sys on Linux; elsewhere falls back to what Python's platform
 module says. Measures nothing."""
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ def cpu_flags() -> str:
     except OSError:
         pass
     return ""
+
+
+def free_memory() -> int:
+    """Bytes of memory available to new processes now (MemAvailable); 0 where it cannot be read."""
+    try:
+        return next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                    if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
 
 
 def physical_cores() -> int:

@@ -2,7 +2,8 @@
 checked before anything runs, and what follows from it alone: the speculative settings of each
 prompt, the requests per prompt of a cell under load, how many rows the run has, and run.json's
 first content; this machine's limits at the run's threads (`machine_limits`, measured once per
-machine); each pair's target variants a run with --target-quant measures (`target_variants`).
+machine); each pair's target variants a run with --target-quant measures (`target_variants`);
+whether the prompts fit a loaded runtime's context (`check_fits`).
 
 What it does not own: running it (harness/runner.py), the defaults (core/config.py's dataclasses)
 or a runtime's capabilities (its class, runtimes/base.py; `runs_variants` and `runs_forwards` ask it).
@@ -71,6 +72,10 @@ class RunConfig:
     # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
     # drafters x policies x gammas (harness tune's candidates); None: the whole grid
     only: Optional[list[tuple[DraftPolicy, int, DrafterSpec]]] = None
+    # a runtime that runs one setting at a time (a server per setting) takes each cell's settings in
+    # turn, as the in-process runtimes do, where it can keep all their servers live (keep_live): the
+    # settings paired prompt by prompt against a machine whose speed drifts (harness tune)
+    interleave: bool = False
 
     def __post_init__(self):
         self._parse()
@@ -228,3 +233,24 @@ def target_variants(cfg: RunConfig) -> dict[str, list[PairSpec]]:
         log(f"target quantizations of {p.name}: {', '.join(cfg.target_quants)} (llama-quantize; cached after the first run)")
         out[p.name] = variants(p, cfg.target_quants, lambda msg: log(f"  {msg}"))
     return out
+
+
+def check_fits(c: RunConfig, name: str, pair: PairSpec, rt, encoded: dict[str, list[int]]) -> None:
+    """Every prompt (`encoded` by the loaded runtime `rt`) and the longest --max-new-tokens in the
+    pair's context, and at each --concurrency N above 1 in what each of N sequences can hold; else
+    one line (HarnessError)."""
+    for p in c.prompts:
+        if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
+            raise HarnessError(
+                f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
+                f"the {rt.context_length}-token context of {pair.name}; "
+                + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
+                   else "choose shorter prompts (--prompts) or a model with a longer context"))
+    if not rt.serves_concurrently:  # its --concurrency above 1 is one skipped row
+        return
+    longest = max(len(v) for v in encoded.values()) + max(c.max_new_tokens)
+    for n in c.concurrencies:
+        if n > 1 and longest > (each := rt.load_capacity(n)):
+            raise HarnessError(f"--concurrency {n}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
+                               f"do not fit {name}'s context ({f'{each} tokens each' if each else 'not a token each'}); "
+                               "raise --n-ctx or lower --concurrency")

@@ -34,7 +34,8 @@ from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
 from spec_harness.harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
-from spec_harness.harness.run_config import RunConfig, limits_or_why, runs_forwards, runs_variants, target_variants
+from spec_harness.harness.run_config import (RunConfig, check_fits, limits_or_why, runs_forwards, runs_variants,
+                                             target_variants)
 from spec_harness.harness.under_load import LoadSetting, Request, UnderLoad, batched_costs
 from spec_harness.runtimes.server import ServerSetting
 
@@ -54,20 +55,22 @@ class Runner:
     `then(runner, name, pair, rt)`, when given, is called after each runtime and pair is measured,
     with the runtime still loaded and the other runtimes' servers still paused: harness tune
     measures its confirm run there. `lent` holds runtimes another runner loaded, (name, pair name,
-    forward) -> Runtime: used instead of loading, and left open."""
+    forward) -> Runtime: used instead of loading, and left open; `checkers` another runner's
+    acceptance checks (pair name -> Checker), their models and cached passes shared, and kept."""
 
     def __init__(self, cfg: RunConfig, then: Optional[Callable[[Runner, str, PairSpec, Runtime], None]] = None,
-                 lent: Optional[dict[tuple, Runtime]] = None):
+                 lent: Optional[dict[tuple, Runtime]] = None, checkers: Optional[dict] = None):
         self.cfg = cfg
         self.then = then
         self.lent = lent or {}
+        self.lent_checkers = checkers is not None
+        self.checkers = {} if checkers is None else checkers  # pair name -> runtimes.expected.Checker
         self.out, existing = open_out_dir(cfg.out, cfg.resume)
         self.rows = existing
         self.done = {row_key(r): r for r in existing if not r.get("error")}
         self.variants = target_variants(cfg)  # pair name -> its target's variants (--target-quant), made now
         every = self._every_pair()
         self.labels = {p.name: label_of(p) for p in every}
-        self.checkers: dict = {}  # pair name -> runtimes.expected.Checker, loaded at its first speculative row
         self.info = cfg.run_info(every, self.labels)
         if self.done:
             log(f"resuming {self.out}: {len(self.done)} rows already measured are kept")
@@ -99,7 +102,8 @@ class Runner:
         finally:
             for rt in self.early.values():
                 rt.close()
-            self.checkers.clear()
+            if not self.lent_checkers:
+                self.checkers.clear()
             self.bar.close()
             self.writer.close()
         return self.rows
@@ -262,7 +266,7 @@ class Runner:
             other.hold()
         encoded = {p.id: rt.encode(p.text) for p in c.prompts}
         self._roofline_inputs(name, pair, encoded)
-        self._check_fits(name, pair, rt, encoded)
+        check_fits(self.cfg, name, pair, rt, encoded)
         m = Measuring(name, pair, rt, tag, encoded, **self._row_kw(pair))
         bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
         blocks = self._blocks(name, pair, rt, bases) if 1 in c.concurrencies else []
@@ -284,32 +288,15 @@ class Runner:
                 starts = desc["server_starts"]
                 log(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items()))
 
-    def _check_fits(self, name: str, pair: PairSpec, rt: Runtime, encoded: dict[str, list[int]]) -> None:
-        """Every prompt and the longest --max-new-tokens in the pair's context, and at each
-        --concurrency N above 1 in what each of N sequences can hold; else one line (HarnessError)."""
-        c = self.cfg
-        for p in c.prompts:
-            if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
-                raise HarnessError(
-                    f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
-                    f"the {rt.context_length}-token context of {pair.name}; "
-                    + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
-                       else "choose shorter prompts (--prompts) or a model with a longer context"))
-        if not rt.serves_concurrently:  # its --concurrency above 1 is one skipped row
-            return
-        longest = max(len(v) for v in encoded.values()) + max(c.max_new_tokens)
-        for n in c.concurrencies:
-            if n > 1 and longest > (each := rt.load_capacity(n)):
-                raise HarnessError(f"--concurrency {n}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
-                                   f"do not fit {name}'s context ({f'{each} tokens each' if each else 'not a token each'}); "
-                                   "raise --n-ctx or lower --concurrency")
-
     def _blocks(self, name, pair, rt, bases) -> list["_Block"]:
         """The generations in the order they are measured: one block per setting for a runtime that
-        runs one setting at a time, else one block of every cell."""
+        runs one setting at a time (unless it keeps them all live for cfg.interleave), else one
+        block of every cell."""
         settings = self._settings()
-        return [self._block(name, pair, rt, [x], bases) for x in settings] if rt.one_setting_at_a_time \
-            else [self._block(name, pair, rt, settings, bases)]
+        whole = self._block(name, pair, rt, settings, bases)
+        if rt.one_setting_at_a_time and not (self.cfg.interleave and rt.keep_live(whole.servers())):
+            return [self._block(name, pair, rt, [x], bases) for x in settings]
+        return [whole]
 
     def _block(self, name, pair, rt, settings, bases) -> "_Block":
         """What is left to measure of some settings over every cell, their warm-up settings (each
@@ -324,7 +311,7 @@ class Runner:
                 elif mode == "baseline":
                     bases[_cell_id(cell)] = self.done[key]
         for _, mode, gen in b.jobs:
-            b.warm.setdefault((mode, gen.draft_policy, gen.drafter), replace(
+            b.warm.setdefault(_drafting(rt, mode, gen), replace(
                 gen, max_new_tokens=min(WARMUP_TOKENS, gen.max_new_tokens), seed=c.seed, sampling=c.samplings[0]))
         b.why = {k: rt.supports(w) if k[0] == "speculative" else None for k, w in b.warm.items()}
         runnable = [(k, w) for k, w in b.warm.items() if not b.why[k]]
@@ -342,7 +329,7 @@ class Runner:
         measured: dict[tuple, list[tuple]] = {}  # per setting: (baseline row, speculative row) of each generation
         for cell, mode, gen in b.jobs:
             s, n, p, rep = cell
-            how = (mode, gen.draft_policy, gen.drafter)
+            how = _drafting(m.rt, mode, gen)
             if b.why.get(how):  # one row says so; the other cells of this drafting are not generated
                 if how not in said:
                     said.add(how)
@@ -375,9 +362,9 @@ class Runner:
         first = m.encoded[c.prompts[0].id]
         try:
             if rt.one_setting_at_a_time and b.runnable:
-                rt.start_setting(b.server, upcoming)
+                rt.start_setting(b.server, [*b.servers()[1:], *upcoming])
             for _ in range(c.warmup):
-                for (mode, _, _), w in runnable:
+                for (mode, *_), w in runnable:
                     (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
             if rt.one_setting_at_a_time and b.runnable:
                 self.under_load.price_batches(m, 1, b.start)
@@ -480,11 +467,22 @@ class _Block:
         """What start_setting is given for it."""
         return ServerSetting.of(self.start) if self.start is not None else ServerSetting.baseline()
 
+    def servers(self) -> list[ServerSetting]:
+        """The server of each drafting it can run, the first one's first (one setting's block: one)."""
+        return list(dict.fromkeys(ServerSetting.of(w) if k[0] == "speculative" else ServerSetting.baseline()
+                                  for k, w in self.warm.items() if not self.why[k]))
+
+
+def _drafting(rt: "Runtime", mode: str, gen: GenerationSettings) -> tuple:
+    """What a block warms up once: a drafting (mode, policy, drafter), and its gamma where each
+    gamma is a server of its own."""
+    return mode, gen.draft_policy, gen.drafter, gen.gamma_max if rt.one_setting_at_a_time else None
+
 
 def _cell_id(cell: tuple) -> tuple:
     s, n, p, rep = cell
     return s, n, p.id, rep
 
 
-def run(cfg: RunConfig, then=None, lent: Optional[dict] = None) -> list[dict]:
-    return Runner(cfg, then, lent).run()
+def run(cfg: RunConfig, then=None, lent: Optional[dict] = None, checkers: Optional[dict] = None) -> list[dict]:
+    return Runner(cfg, then, lent, checkers).run()

@@ -7,9 +7,13 @@ Three steps, each a run folder under --out (resumable as a sweep):
                   the range and the acceptance per draft position at G
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
                   CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
-    confirm/NAME/ the best --confirm candidates of runtime NAME and its baseline, measured side by side
-                  right after NAME's probe, while it is loaded; none where every candidate is
-                  predicted below --rule-out (the probe rules speculation out there)
+    confirm/NAME/ --confirm candidates of runtime NAME (the best of each drafter first: chosen) and
+                  its baseline, measured side by side right after NAME's probe, while it is loaded;
+                  none where every candidate is predicted below --rule-out (the probe rules
+                  speculation out there)
+Both measure a server runtime's settings prompt by prompt where its servers fit in memory at once
+(RunConfig.interleave), as the in-process runtimes are, so that a drift of the machine's speed
+falls on every setting alike.
 
 The model of a candidate (Fit.predict): a round drafting g tokens yields
     tau(g) = s (1 + sum_{i<=g} prod_{j<=i} p_j) + (1 - s)
@@ -89,7 +93,7 @@ class TuneConfig:
         return self.run.out
 
     def probe(self) -> RunConfig:
-        return replace(self.run, gammas=[1, self.max_gamma], out=self.out / "probe")
+        return replace(self.run, gammas=[1, self.max_gamma], out=self.out / "probe", interleave=True)
 
 
 # ---------------------------------------------------------------- measured cells
@@ -330,15 +334,20 @@ def candidates(cells: list[Cell], max_gamma: int) -> list[Candidate]:
 
 
 def chosen(cands: list[Candidate], k: int, rule_out: float = RULED_OUT) -> dict[str, list[Candidate]]:
-    """The k best predicted candidates of each runtime, pair and N that the probe does not rule out
-    (predicted at rule_out or above), grouped by runtime."""
+    """k candidates of each runtime, pair and N that the probe does not rule out (predicted at
+    rule_out or above), grouped by runtime: the best of each drafter first, best drafter first, then
+    the next best predicted. The candidates of one drafter rest on the same two probe cells and
+    share their error; another drafter's best is the hedge against a probe cell measured off."""
+    at: dict[tuple, list[Candidate]] = {}
+    for c in cands:
+        if c.predicted >= rule_out:
+            at.setdefault((c.runtime, c.pair, c.n), []).append(c)
     out: dict[str, list[Candidate]] = {}
-    seen: dict[tuple, int] = {}
-    for c in cands:  # best first within (runtime, pair, n)
-        at = (c.runtime, c.pair, c.n)
-        if seen.get(at, 0) < k and c.predicted >= rule_out:
-            seen[at] = seen.get(at, 0) + 1
-            out.setdefault(c.runtime, []).append(c)
+    for ok in at.values():
+        ok.sort(key=lambda c: -c.predicted)
+        firsts = [c for i, c in enumerate(ok) if all(d.drafter != c.drafter for d in ok[:i])]
+        picked = (firsts + [c for c in ok if c not in firsts])[:k]
+        out.setdefault(ok[0].runtime, []).extend(sorted(picked, key=lambda c: -c.predicted))
     return out
 
 
@@ -354,7 +363,7 @@ def _confirm_config(tc: TuneConfig, runtime: str, picks: list[Candidate]) -> Run
     pairs = [p for p in tc.run.pairs if p.name == (first.pair.rpartition("@")[0] if quant else first.pair)]
     return replace(tc.run, runtimes=[first.name], pairs=pairs, target_quants=[quant] if quant else [],
                    gammas=sorted({c.gamma for c in picks}), drafters=sorted({c.drafter for c in picks}), only=only,
-                   torch_forwards=[first.forward] if first.forward else tc.run.torch_forwards,
+                   torch_forwards=[first.forward] if first.forward else tc.run.torch_forwards, interleave=True,
                    out=tc.out / "confirm" / _folder(runtime + (f" {quant}" if quant else "")))
 
 
@@ -362,10 +371,11 @@ def _folder(runtime: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in runtime).strip("_")
 
 
-def _confirm(tc: TuneConfig, runtime: str, picks: list[Candidate], log: Callable[[str], None], lent=None) -> None:
+def _confirm(tc: TuneConfig, runtime: str, picks: list[Candidate], log: Callable[[str], None], lent=None,
+             checkers=None) -> None:
     said = ", ".join(f"{c.label()}" + (f" N={c.n}" if c.n > 1 else "") + f" ({c.predicted:.2f}x)" for c in picks)
     log(textwrap.fill(f"tune 3/3: confirm {runtime} (predicted): {said}", 100, subsequent_indent="  "))
-    run_grid(_confirm_config(tc, runtime, picks), lent=lent)
+    run_grid(_confirm_config(tc, runtime, picks), lent=lent, checkers=checkers)
 
 
 def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
@@ -377,11 +387,11 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     predicted: set[tuple[str, str]] = set()  # (runtime, pair) predicted (and confirmed) right after its probe
     confirm_s = 0.0
 
-    def predict_and_confirm(cands: list[Candidate], lent=None) -> None:
+    def predict_and_confirm(cands: list[Candidate], lent=None, checkers=None) -> None:
         picks = chosen(cands, tc.confirm, tc.rule_out)
         log(f"tune 2/3: {_said(cands, picks)}")
         for runtime, ps in picks.items():
-            _confirm(tc, runtime, ps, log, lent)
+            _confirm(tc, runtime, ps, log, lent, checkers)
         predicted.update((c.runtime, c.pair) for c in cands)
 
     def confirm_now(runner, name, pair, rt) -> None:
@@ -389,7 +399,8 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
         t = time.perf_counter()
         rows = [r for r in runner.rows if r["runtime"] == name and r["pair"] == pair.name
                 and r.get("torch_forward") == runner.forward]
-        predict_and_confirm(candidates(measured_cells(rows), tc.max_gamma), {(name, pair.name, runner.forward): rt})
+        predict_and_confirm(candidates(measured_cells(rows), tc.max_gamma), {(name, pair.name, runner.forward): rt},
+                            runner.checkers)
         confirm_s += time.perf_counter() - t
 
     run_grid(tc.probe(), then=confirm_now)

@@ -29,8 +29,10 @@ fields are compiled out):
 Each has the run's threads (-t/-tb, and -td/-tbd for the draft), context, batch size, flash
 attention off and GPU layers, like the other llama.cpp runtimes; one slot, no prompt cache, and
 `cache_prompt: false`, so every request prefills. The runner measures one setting at a time, so
-each server starts once per run (runtimes/server.py's ServerRuntime); used directly, at most
-MAX_LIVE servers are kept (the least recently used stopped), every one but the one in use paused.
+each server starts once per run (runtimes/server.py's ServerRuntime), or, with RunConfig.interleave
+where half the free memory holds every setting's server (_room_for), one setting after another
+prompt by prompt, all kept live; used directly, at most MAX_LIVE servers are kept (the least
+recently used stopped), every one but the one in use paused.
 Each is warmed up by one short request before its first measured one.
 A server that died is started again for the next generation (the failed one is an error row).
 
@@ -69,6 +71,7 @@ from pathlib import Path
 from typing import Optional
 
 from spec_harness.core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.machine import free_memory
 from spec_harness.core.records import Generation, Phases
 from spec_harness.models import llama_files
 from spec_harness.runtimes import evidence
@@ -79,6 +82,7 @@ from spec_harness.runtimes.server import ServerPool, ServerRuntime, ServerSettin
 from spec_harness.runtimes.server_common import metrics_delta, spec_metrics, synthetic_rates, version_of
 
 MAX_LIVE = 3  # servers running at once (baseline + two speculative settings)
+SERVER_OVERHEAD = 512 << 20  # a server's memory beyond its model files: KV caches, compute buffers
 # An EAGLE-3 head's top-10 draft candidates are chosen inside the draft graph by default, and with
 # several sequences in one batch every sequence but the last gets the last one's candidate ids
 # (llama.cpp as vendored by llama-cpp-python 0.3.36, common/speculative.cpp's draft-eagle3 with
@@ -131,6 +135,11 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         self.servers.launch([ServerSetting.baseline()], self._launch)
 
     # -- servers -------------------------------------------------------------------------------
+
+    def _room_for(self, n: int) -> bool:
+        """n servers, each its model files and SERVER_OVERHEAD, in half the free memory."""
+        each = sum(Path(p).stat().st_size for p in self.paths) + SERVER_OVERHEAD
+        return n * each < free_memory() / 2
 
     def _argv(self, setting: ServerSetting) -> list[str]:
         s = self.settings

@@ -5,7 +5,8 @@
 a dead one started again, and counts the starts of each setting; `ServerRuntime` is what a runtime
 over it shares: when the runner measures a setting (`start_setting`), that setting's server runs,
 the next setting's may be starting beside it before the measuring begins, and no other is left;
-`start_early` launches the first setting's servers while other runtimes load (the runner holds
+`keep_live(settings)` keeps their servers live at once where memory holds them, for a runner that takes several
+settings in turn prompt by prompt (RunConfig.interleave); `start_early` launches the first setting's servers while other runtimes load (the runner holds
 them paused whenever anything is measured); under load, `load_capacity` is the tokens each of N
 sequences can hold, and `most_sequences` a bound on N known before any load (the run's settings
 are refused with it before anything starts). `server_rounds`: the round records of a server that
@@ -230,14 +231,32 @@ class ServerRuntime:
         return tuple(upcoming)[:max(self.starts_together - 1, 0)]
 
     def start_setting(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
+        """The server of `setting` running, the next starts_together - 1 of `upcoming` starting
+        beside it, and every server of a setting neither now nor upcoming (measured already) stopped."""
         later = self._together(upcoming)
-        self.servers.keep_only({setting, *later})
+        self.servers.keep_only({setting, *upcoming})
         self._server(setting, later)
 
     def start_early(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
         """Launch the servers start_setting(setting, upcoming) would, and return at once: the runner
         lets them start while other runtimes load and pauses them (hold) while anything is measured."""
         self.servers.launch([setting, *self._together(upcoming)], self._launch)
+
+    def keep_live(self, settings: Sequence[ServerSetting]) -> bool:
+        """Whether the servers of `settings` fit here at once (the servers of other settings stopped
+        first, _room_for the ones not running); if so the pool keeps that many live, so that the
+        runner can take one setting after another prompt by prompt (RunConfig.interleave)."""
+        if len(settings) <= self.servers.max_live:
+            return True
+        self.servers.keep_only(set(settings))
+        if not self._room_for(sum(1 for k in settings if k not in self.servers)):
+            return False
+        self.servers.max_live = len(settings)
+        return True
+
+    def _room_for(self, n: int) -> bool:
+        """Whether this machine's free memory holds n of this runtime's servers at once."""
+        return False
 
     def hold(self) -> None:
         """Pause every server (SIGSTOP to its group), starting or idle: another runtime measures."""

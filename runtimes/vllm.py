@@ -70,6 +70,7 @@ from spec_harness.core.config import WARMUP_TOKENS, DrafterSpec, GenerationSetti
 from spec_harness.core import metrics
 from spec_harness.core.errors import RuntimeUnavailable
 from spec_harness.core.limits import threads_of
+from spec_harness.core.machine import free_memory
 from spec_harness.core.records import Generation, Phases
 from spec_harness.runtimes.base import Runtime, TokenizerText
 from spec_harness.runtimes.process import HOST, Forker, ServerError, ServerProcess
@@ -149,25 +150,23 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
             if not pair.self_draft:
                 check_tokenizers(self.tokenizer, load_hf_tokenizer(self.paths[1], "draft"))
             self.context = self.settings.resolve_n_ctx(context_length(load_config(self.paths[0], "target")) or 0)
-            self.starts_together = 2 if self.on_cpu and self._room_for_two() else 1
+            self.starts_together = 2 if self.on_cpu and self._room_for(2) else 1
         except BaseException:
             self.close()  # the fork server goes with the failure
             raise
         # no engine yet: the runner's start_setting starts the baseline's with the next setting's
         # (an engine that cannot run the target then skips the runtime with vLLM's own reason)
 
-    def _room_for_two(self) -> bool:
-        """Whether this machine's free memory holds two engines at once: each the weights of both
+    def _room_for(self, n: int) -> bool:
+        """Whether this machine's free memory holds n engines at once: each the weights of both
         models, its KV cache and ENGINE_OVERHEAD_GIB of processes."""
         sizes = self._model_sizes() or {}
         weights = sum((sizes.get(k) or {}).get("weight_bytes", 0) for k in ("target", "draft"))
         try:
-            need = 2 * (weights + (float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + ENGINE_OVERHEAD_GIB) * 2**30)
-            free = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-                        if line.startswith("MemAvailable:"))
-        except (OSError, StopIteration, ValueError):
+            need = n * (weights + (float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + ENGINE_OVERHEAD_GIB) * 2**30)
+        except ValueError:
             return False
-        return free > need
+        return free_memory() > need
 
     # -- engines -------------------------------------------------------------------------------
 

@@ -78,6 +78,19 @@ def _cand(drafter, gamma, n, measured, tps, runtime="llama-server"):
     return Candidate(runtime, runtime, None, "p", drafter, gamma, n, measured, None, measured, tps, "verify costs")
 
 
+def test_the_confirm_takes_each_drafters_best_first():
+    """A drafter's candidates share its two probe cells and their error: the second confirmed is
+    the next drafter's best, not the best drafter's next gamma; candidates below rule-out never."""
+    cands = [_cand("model", 2, 1, 1.3, None), _cand("model", 3, 1, 1.25, None), _cand("ngram", 1, 1, 1.1, None),
+             _cand("eagle3", 1, 1, 0.8, None), _cand("model", 1, 4, 0.95, None)]
+    label = lambda ps: [(c.drafter, c.gamma, c.n) for c in ps]  # noqa: E731
+    assert label(tune.chosen(cands, 2)["llama-server"]) == [("model", 2, 1), ("ngram", 1, 1), ("model", 1, 4)]
+    assert label(tune.chosen(cands, 3)["llama-server"]) == [("model", 2, 1), ("model", 3, 1), ("ngram", 1, 1), ("model", 1, 4)]
+    assert label(tune.chosen(cands, 1)["llama-server"]) == [("model", 2, 1), ("model", 1, 4)]
+    assert label(tune.chosen(cands, 3, rule_out=1.2)["llama-server"]) == [("model", 2, 1), ("model", 3, 1)]
+    assert tune.chosen(cands, 2, rule_out=2.0) == {}
+
+
 def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
     picks = {"llama-server": [_cand("model", 2, 1, 1.2, 60.0), _cand("ngram", 4, 1, 1.1, 55.0),
                               _cand("model", 2, 4, 0.8, 80.0), _cand("model", 1, 8, None, None)]}
