@@ -176,14 +176,15 @@ class RunFigures:
 
     def _side_by_side(self, keep: Path, rec: dict, mine, best) -> Optional[float]:
         """Tune's pick and the sweep's best measured again in one run, beside one baseline, every
-        prompt twice (harness run --repeats 2 over the smallest grid holding both): the pick's
+        prompt twice, the settings in turn (harness run --repeats 2 --interleave over the smallest
+        grid holding both): the pick's
         tokens/s over the best's. The sweep's best is the fastest of some 37 cells measured once
         each, so it reads high by selection; measured again beside the pick, it does not."""
         from spec_harness.harness import tune
 
         spec = [c for c in (mine, best) if c.drafter is not None]
         out = keep / "side-by-side" / tune._folder(rec["runtime"])
-        args = ["run", "--runtime", rec["name"], "--repeats", "2", "--out", str(out),
+        args = ["run", "--runtime", rec["name"], "--repeats", "2", "--interleave", "--out", str(out),
                 "--drafter", ",".join(sorted({c.drafter for c in spec})), "--gamma", ",".join(sorted({str(c.gamma) for c in spec})),
                 "--draft-policy", ",".join(sorted({c.policy for c in spec}))]
         if rec.get("forward"):

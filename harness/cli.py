@@ -123,7 +123,11 @@ def _common(gammas: str):
                            help=f"{DRAFTER_HELP} [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, "
                                 f"else {default_of(GenerationSettings, 'drafter')}]")
     table = [click.option("--table", is_flag=True, help="Also print the full table (every phase, tau, drafts per round) "
-                                                        "before the verdict; the report always has it.")]
+                                                        "before the verdict; the report always has it."),
+             click.option("--interleave", is_flag=True,
+                          help="A server runtime (llama-server, vllm) takes each prompt's settings in turn, as the others "
+                               "do, all its servers kept live where free memory holds them (default: one setting "
+                               "after another, each server started once).")]
     return options(axes(gammas), [runtime_option(RUN_RUNTIMES)], MODEL_OPTIONS,
                    [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS, table)
 
@@ -191,7 +195,7 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafte
     return RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                      policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
                      concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
-                     verbose=o["verbose"], target_quants=quants)
+                     verbose=o["verbose"], target_quants=quants, interleave=o.get("interleave", False))
 
 
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:

@@ -282,27 +282,28 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
 
 
 def test_interleaved_settings_take_turns_prompt_by_prompt(tmp_path):
-    """RunConfig.interleave (harness tune): baseline, gamma 1 and gamma 2 each a server of its own,
-    all live at once (the pool's limit raised past MAX_LIVE where memory holds them), measured in
-    turn for each prompt as the in-process runtimes are; each server starts and warms up once,
-    every one but the one generating is paused, and none is left."""
-    from spec_harness.harness.prompts import load_prompts
-    from spec_harness.harness.run_config import RunConfig
-    from spec_harness.harness.runner import Runner
-    from spec_harness.models.presets import resolve_pair
+    """`--interleave` (harness tune always): baseline, gamma 1 and 2 of the draft model and of prompt
+    lookup, each a server of its own, all live at once (the pool's limit raised past MAX_LIVE where
+    memory holds them), measured in turn for each prompt as the in-process runtimes are; each
+    server starts once, and none is left."""
+    from click.testing import CliRunner
+
+    from spec_harness.harness.cli import main
 
     before = server_pids()
-    prompts = load_prompts("math")[:2]
-    cfg = RunConfig(["llama-server"], [resolve_pair("tiny")], prompts, [1, 2], max_new_tokens=[8], runtime=SETTINGS,
-                    drafters=["model", "ngram"], warmup=1, out=tmp_path / "o", interleave=True)
-    rows = sorted(Runner(cfg).run(), key=lambda r: r["started_at"])
-    assert not [r for r in rows if r["error"]]
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["sweep", "--runtime", "llama-server", "--pair", "tiny", "--gamma", "1,2", "--drafter",
+                                    "model,ngram", "--max-new-tokens", "8", "--prompts", "math", "--threads", "1",
+                                    "--n-ctx", "512", "--interleave", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = sorted((json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()), key=lambda r: r["started_at"])
+    assert len(rows) == 5 * 5 and not [r for r in rows if r["error"]]
     turn = [(r["mode"], r["drafter"], r["gamma"]) for r in rows[:5]]
     assert turn == [("baseline", None, None), ("speculative", "model", 1), ("speculative", "model", 2),
                     ("speculative", "ngram", 1), ("speculative", "ngram", 2)]
-    assert [r["prompt_id"] for r in rows] == [prompts[0].id] * 5 + [prompts[1].id] * 5
+    assert [r["prompt_id"] for r in rows] == [p for p in dict.fromkeys(r["prompt_id"] for r in rows) for _ in range(5)]
     assert all(r["greedy_match"] for r in rows if r["mode"] == "speculative")
-    starts = json.loads((tmp_path / "o" / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
+    starts = json.loads((out / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
     assert starts == dict.fromkeys(["baseline", "fixed-gamma1", "fixed-gamma2", "fixed-gamma1-ngram", "fixed-gamma2-ngram"], 1)
     assert not server_pids() - before
 
