@@ -86,6 +86,7 @@ MAX_LIVE = 2  # engines at once: the one measured and the next, started beside i
 READY_TIMEOUT_S = 900.0  # an engine's start: imports, model load, KV cache, warm-up
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the user set it: the batch-1 runs need little
 ENGINE_OVERHEAD_GIB = 3  # an engine's processes beyond weights and KV cache
+FORKED_OVERHEAD_GIB = 1  # the same forked from the fork server, sharing its imports (docs/findings.md)
 PASS_REPEATS, PASS_QUANTILE = 15, 0.2  # _probe: this many rounds of n requests at once, this quantile of their times
 STEP_PROMPT, STEP_TOKENS = 8, 9  # decode_step_s: prompt and answer tokens (8 decode steps without drafting)
 PARALLEL_ARGS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--distributed-executor-backend")
@@ -159,11 +160,12 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _room_for(self, n: int) -> bool:
         """Whether this machine's free memory holds n engines at once: each the weights of both
-        models, its KV cache and ENGINE_OVERHEAD_GIB of processes."""
+        models, its KV cache and its processes' overhead (FORKED_OVERHEAD_GIB where forked)."""
         sizes = self._model_sizes() or {}
         weights = sum((sizes.get(k) or {}).get("weight_bytes", 0) for k in ("target", "draft"))
         try:
-            need = n * (weights + (float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + ENGINE_OVERHEAD_GIB) * 2**30)
+            over = FORKED_OVERHEAD_GIB if self._in_process_worker() else ENGINE_OVERHEAD_GIB
+            need = n * (weights + (float(self._env()["VLLM_CPU_KVCACHE_SPACE"]) + over) * 2**30)
         except ValueError:
             return False
         return free_memory() > need
