@@ -353,7 +353,8 @@ class Runner:
             log(setting_line(m.tag, policy, gamma, drafter, s.temperature, pairs))
 
     def _warm_up(self, m: Measuring, b: "_Block", upcoming: list) -> None:
-        """A block's setting started (start_setting, when one setting at a time), each of its
+        """A block's settings started (start_setting, when one setting at a time: an interleaved
+        block's servers starts_together at a time, the first one's last, so it runs), each of its
         draftings generated --warmup times on the first prompt, and the engine's batches priced
         where it prices them. A runtime that cannot generate at all (a server that dies at once) is
         skipped (_LoadFailed); a setting whose server cannot start is one row saying why."""
@@ -361,8 +362,9 @@ class Runner:
         runnable = [(k, w) for k, w in b.warm.items() if not b.why[k]]
         first = m.encoded[c.prompts[0].id]
         try:
-            if rt.one_setting_at_a_time and b.runnable:
-                rt.start_setting(b.server, [*b.servers()[1:], *upcoming])
+            servers = b.servers() if rt.one_setting_at_a_time and b.runnable else []
+            for i in reversed(range(0, len(servers), rt.starts_together)):  # each with the next; the first last: it runs
+                rt.start_setting(servers[i], [*servers[i + 1:], *servers[:i], *upcoming])
             for _ in range(c.warmup):
                 for (mode, *_), w in runnable:
                     (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)

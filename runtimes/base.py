@@ -43,6 +43,7 @@ class Runtime(ABC):
     # True for a runtime whose settings each need a process of their own (a server started for a
     # draft setting): the runner then measures one setting's generations together (start_setting).
     one_setting_at_a_time: bool = False
+    starts_together: int = 1  # such a runtime's processes that start side by side (start_setting)
     # True for a runtime whose servers take long to start: the runner may load it at the start of a
     # run and have it launch its first servers then (start_early), pausing them (hold) while any
     # other runtime measures and resuming them (release) while the others load.
@@ -106,6 +107,11 @@ class Runtime(ABC):
         ServerSetting: the baseline or a speculative one, at a concurrency), when
         `one_setting_at_a_time`: have what it needs running, nothing else taking CPU; `upcoming`
         are the settings it measures next, in order (a server may be started early)."""
+
+    def keep_live(self, settings: Sequence[ServerSetting]) -> bool:
+        """When `one_setting_at_a_time`: whether what every one of `settings` needs can run at once,
+        kept so, so that the runner takes them in turn prompt by prompt (RunConfig.interleave)."""
+        return False
 
     def start_early(self, setting: ServerSetting, upcoming: Sequence[ServerSetting] = ()) -> None:
         """When `starts_early`: launch what start_setting(setting, upcoming) will need, without waiting for it."""

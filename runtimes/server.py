@@ -176,7 +176,6 @@ class ServerRuntime:
 
     one_setting_at_a_time = True
     starts_early = True
-    starts_together = 1
     serves_concurrently = True  # --concurrency N > 1: closed-loop cells (generate_load)
     servers: ServerPool
     load_path = "/completion"  # the streaming endpoint of generate_load
