@@ -1,7 +1,7 @@
 """What is known of this machine: the CPU's name, the physical cores this process may use, and
 the versions of the libraries a run depends on (for run.json); the memory free now; and memory in
-huge pages where the kernel offers them. Reads /proc and /sys on Linux; elsewhere falls back to what Python's platform
-module says. Measures nothing."""
+huge pages where the kernel offers them. Reads /proc and /sys on Linux; elsewhere falls back to
+what Python's platform module says. Measures nothing."""
 
 from __future__ import annotations
 

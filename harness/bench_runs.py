@@ -177,8 +177,7 @@ class RunFigures:
     def _side_by_side(self, keep: Path, rec: dict, mine, best) -> Optional[float]:
         """Tune's pick and the sweep's best measured again in one run, beside one baseline, every
         prompt twice, the settings in turn (harness run --repeats 2 --interleave over the smallest
-        grid holding both): the pick's
-        tokens/s over the best's. The sweep's best is the fastest of some 37 cells measured once
+        grid holding both): the pick's tokens/s over the best's. The sweep's best is the fastest of some 37 cells measured once
         each, so it reads high by selection; measured again beside the pick, it does not."""
         from spec_harness.harness import tune
 

@@ -157,7 +157,7 @@ class RunConfig:
             "drafters": [str(d) for d in self.drafters], "torch_forwards": self.torch_forwards, "seed": self.seed,
             "ignore_eos": self.ignore_eos,
             "runtime_settings": asdict(self.runtime), "repeats": self.repeats, "warmup": self.warmup,
-            "prompts": [asdict(p) for p in self.prompts],
+            "interleave": self.interleave, "prompts": [asdict(p) for p in self.prompts],
         }
         # a variant's own file only (its float32 folder is that file's weights, its draft the pair's)
         files = model_files(ref for p in pairs for ref in ((p.target_gguf,) if p.target_quant else

@@ -303,7 +303,9 @@ def test_interleaved_settings_take_turns_prompt_by_prompt(tmp_path):
                     ("speculative", "ngram", 1), ("speculative", "ngram", 2)]
     assert [r["prompt_id"] for r in rows] == [p for p in dict.fromkeys(r["prompt_id"] for r in rows) for _ in range(5)]
     assert all(r["greedy_match"] for r in rows if r["mode"] == "speculative")
-    starts = json.loads((out / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
+    info = json.loads((out / "run.json").read_text())
+    assert info["config"]["interleave"] is True
+    starts = info["runtimes"]["llama-server"]["server_starts"]
     assert starts == dict.fromkeys(["baseline", "fixed-gamma1", "fixed-gamma2", "fixed-gamma1-ngram", "fixed-gamma2-ngram"], 1)
     assert not server_pids() - before
 
