@@ -4,7 +4,8 @@ Three steps, each a run folder under --out (resumable as a sweep):
 
     probe/        every runtime x drafter at gamma 1 and gamma G (--max-gamma), fixed policy, at
                   each --concurrency N, with the baseline: what a round costs at the two ends of
-                  the range and the acceptance per draft position at G
+                  the range and the acceptance per draft position at G; the draft model at gamma 1
+                  stopping every round (STOPS_EVERY_ROUND): what a stopped round costs
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
                   CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
     confirm/NAME/ --confirm candidates of runtime NAME (the best of each drafter first: chosen) and
@@ -15,21 +16,8 @@ Both measure a server runtime's settings prompt by prompt where its servers fit 
 (RunConfig.interleave), as the in-process runtimes are, so that a drift of the machine's speed
 falls on every setting alike.
 
-The model of a candidate (Fit.predict): a round drafting g tokens yields
-    tau(g) = s (1 + sum_{i<=g} prod_{j<=i} p_j) + (1 - s)
-tokens, with p_j the conditional acceptance at position j measured at G (core.metrics.
-per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds no match in
-the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R is
-measured at gamma 1 and G (R = measured tau / measured speedup: every cost of the round, the draft's,
-the verify pass's, sampling, orchestration and prefill's share, in the baseline's time per token) and
-taken linear in g in between, as a verify pass over g + 1 tokens and g draft steps grow; measured
-tau / model tau at the two ends (the last round cut at max_new_tokens) is interpolated the same way,
-so the prediction equals the measurement at gamma 1 and G. Confidence stopping at P is the probe's
-rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
-check recorded, read as the runtime reads them (Runtime.confidence_top_k) and stopped as it stops
-(Runtime.confidence_keeps_stop); a round that drafts nothing costs one target step and the loop's
-work per round (Cell.empty_round, from explain). Under load each N has its own probe cells, so a
-choice at N rests on acceptance and costs measured at N.
+The model that predicts each candidate from the probe's cells is harness/tune_model.py; under load
+each N has its own probe cells, so a choice at N rests on acceptance and costs measured at N.
 
 The recommendation per runtime and N is the fastest *measured* setting of the confirm run, or
 "do not speculate" (with explain's reason at the best candidate) when none beats the baseline
@@ -47,16 +35,17 @@ import itertools
 import json
 import textwrap
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from spec_harness.core import metrics, theory
+from spec_harness.core import metrics
 from spec_harness.core.config import DraftPolicy
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
 from spec_harness.harness.run_config import RunConfig
 from spec_harness.harness.runner import run as run_grid
+from spec_harness.harness.tune_model import STOPS_EVERY_ROUND, Cell, fits
 
 DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
@@ -93,42 +82,15 @@ class TuneConfig:
         return self.run.out
 
     def probe(self) -> RunConfig:
-        return replace(self.run, gammas=[1, self.max_gamma], out=self.out / "probe", interleave=True)
+        """Each drafter at gamma 1 and G, fixed; the draft model at gamma 1 stopping every round
+        (STOPS_EVERY_ROUND: one skipped row on a runtime without confidence stopping)."""
+        gammas = [1, self.max_gamma]
+        only = [(DraftPolicy.parse("fixed"), g, d) for d in self.run.drafters for g in gammas]
+        only += [(DraftPolicy.parse(f"confidence:{STOPS_EVERY_ROUND}"), 1, d) for d in self.run.drafters if d.kind == "model"]
+        return replace(self.run, gammas=gammas, only=only, out=self.out / "probe", interleave=True)
 
 
 # ---------------------------------------------------------------- measured cells
-
-
-@dataclass
-class Cell:
-    """One measured setting of one runtime's drafting at N: speed against its baseline."""
-
-    runtime: str  # the runtime as the reports name it (torch, torch [kernels]), without the drafting
-    name: str  # the registry name (harness run --runtime)
-    forward: Optional[str]
-    pair: str
-    drafter: Optional[str]  # None: the baseline
-    gamma: Optional[int]
-    n: int
-    tokens_per_s: Optional[float]
-    speedup: Optional[float]
-    tau: Optional[float] = None
-    positions: list = field(default_factory=list)  # conditional acceptance per position
-    share: Optional[float] = None  # rounds that drafted
-    alpha: Optional[float] = None
-    reason: Optional[str] = None  # explain's sentence (N = 1)
-    policy: str = "fixed"
-    view: Optional[str] = None  # the reports' name of the cell's runtime and drafting (torch [eagle3])
-    draft_cost: Optional[float] = None  # one draft pass in the baseline's time per token (explain's c / (1 + o_base))
-    empty_round: Optional[float] = None  # a round that verifies no draft: one target step and the loop's (1 + o) / (1 + o_base)
-    # (drafted, accepted, the draft's top-1 probability at each tested position) of each round, where
-    # the acceptance check recorded them (runtimes/expected.py): confidence stopping, replayed
-    confidence_rounds: list = field(default_factory=list)
-    keeps_stop: bool = False  # the runtime proposes the token its confidence stopping stopped at
-
-    @property
-    def key(self) -> tuple:
-        return (self.runtime, self.pair, self.drafter, self.policy, self.n)
 
 
 def _rows(folder: Path) -> list[dict]:
@@ -186,9 +148,8 @@ def _reasons(rows: list[dict], cells: list[Cell]) -> None:
         e = by.get((c.view, c.pair, c.gamma)) if c.drafter and c.n == 1 else None
         if e:
             c.reason = e["verdict"]
-            if e["o_base"] is not None:
-                c.draft_cost = None if e["c"] is None else e["c"] / (1 + e["o_base"])
-                c.empty_round = None if e["o"] is None else (1 + e["o"]) / (1 + e["o_base"])
+            if e["o_base"] is not None and e["o"] is not None:
+                c.empty_round = (1 + e["o"]) / (1 + e["o_base"])
 
 
 def _confidence_reading(name: str) -> tuple[int, bool]:
@@ -220,77 +181,7 @@ def _confidence_rounds(spec: list[dict], top_k: int = 0) -> list[tuple[int, int,
     return out
 
 
-# ---------------------------------------------------------------- the model
-
-
-def tau_model(positions: list, share: float, g: int, alpha: Optional[float]) -> float:
-    """Tokens per round drafting g: s (1 + sum_i prod_{j<=i} p_j) + 1 - s; a position never
-    reached takes the last known p (alpha_hat when none is known)."""
-    total, run, last = 1.0, 1.0, alpha if alpha is not None else 0.0
-    for i in range(g):
-        p = positions[i] if i < len(positions) and positions[i] is not None else last
-        last = p
-        run *= p
-        total += run
-    return share * total + 1 - share
-
-
-@dataclass
-class Fit:
-    """One runtime's drafting at N, from its probe cells: speedup(g) for g in 1..G."""
-
-    cells: dict[int, Cell]  # gamma -> probe cell
-
-    @property
-    def top(self) -> Cell:
-        return self.cells[max(self.cells)]
-
-    def _model_tau(self, g: int) -> float:
-        t = self.top
-        return tau_model(t.positions, t.share if t.share is not None else 1.0, g, t.alpha)
-
-    def _line(self, y: Callable[[Cell, int], Optional[float]], anchor: Optional[float] = None) -> Optional[Callable[[float], float]]:
-        pts = {g: y(c, g) for g, c in self.cells.items()}
-        pts = {g: v for g, v in pts.items() if v is not None}
-        return theory.piecewise_linear(pts, anchor) if pts else None
-
-    def predict(self, g: int, p_min: Optional[float] = None) -> Optional[float]:
-        """Predicted speedup at gamma g (the measured one at a probe gamma), under confidence
-        stopping at p_min when given (None where the probe has no confidences to replay)."""
-        cost = self._line(lambda c, _: c.tau / c.speedup if c.tau and c.speedup else None, anchor=self.top.empty_round or 1.0)
-        bias = self._line(lambda c, gg: c.tau / self._model_tau(gg) if c.tau else None)
-        if p_min is not None:
-            return self._confident(g, p_min, cost, bias)
-        if cost is None or bias is None:
-            speed = self._line(lambda c, _: c.speedup)
-            return speed(g) if speed else None
-        return bias(g) * self._model_tau(g) / cost(g)
-
-    def _confident(self, g: int, p_min: float, cost, bias) -> Optional[float]:
-        """Confidence stopping replayed on the probe's rounds at G: a round stops at its first
-        tested position i <= g whose top-1 probability is < p_min. Where the runtime drops that
-        token (its pass paid, not proposed) the round drafts i - 1, where it keeps it (transformers)
-        i; it accepts min(accepted, drafted). Where no tested position stops it, it drafts
-        min(g, drafted) as a fixed round would."""
-        t = self.top
-        if not t.confidence_rounds or cost is None or bias is None or t.draft_cost is None:
-            return None
-        tokens = spent = 0.0
-        for d, n, confs in t.confidence_rounds:
-            stop = next((i for i, p in enumerate(confs[:g], 1) if p < p_min), None)
-            dropped = stop is not None and not t.keeps_stop
-            drafted = min(g, d) if stop is None else stop - dropped
-            tokens += min(n, drafted) + 1
-            spent += cost(drafted) + (t.draft_cost if dropped else 0.0)
-        return bias(g) * tokens / spent
-
-
-def fits(cells: list[Cell]) -> dict[tuple, Fit]:
-    out: dict[tuple, Fit] = {}
-    for c in cells:
-        if c.drafter is not None and c.policy == "fixed" and c.speedup is not None:
-            out.setdefault(c.key, Fit({})).cells[c.gamma] = c
-    return out
+# ---------------------------------------------------------------- the candidates
 
 
 @dataclass
@@ -484,7 +375,8 @@ def _ruled_out(cands: list[Candidate], probe: list[Cell], rule_out: float) -> di
     if base is None:
         return {"runtime": best.runtime, "name": best.name, "forward": best.forward, "n": best.n, "speculate": None,
                 "why": "the probe measured no baseline here (its rows say why)"}
-    cell = max((c for c in at if c.drafter == best.drafter and c.speedup), key=lambda c: c.speedup, default=None)
+    cell = max((c for c in at if c.drafter == best.drafter and c.policy == "fixed" and c.speedup), key=lambda c: c.speedup,
+               default=None)
     why = f"Every candidate is predicted below {rule_out:g}x, so none was measured again."
     return {"runtime": best.runtime, "name": best.name, "forward": best.forward, "n": best.n, "base": vars(base),
             "best": vars(best), "speculate": False, "why": why + (f" {cell.reason}" if cell and cell.reason else "")}

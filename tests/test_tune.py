@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from spec_harness.core.config import DrafterSpec, PairSpec
-from spec_harness.harness import tune, tune_lines
-from spec_harness.harness.tune import Candidate, Cell, Fit
+from spec_harness.harness import tune, tune_lines, tune_model
+from spec_harness.harness.tune import Candidate
+from spec_harness.harness.tune_model import Cell, Fit
 from tests.test_cli import harness, invoke
 
 
@@ -17,10 +18,10 @@ def _cell(gamma, speedup, tau, positions=(), drafter="model", n=1, tps=None, run
 
 
 def test_tau_model_is_one_plus_the_products_of_the_conditionals():
-    assert tune.tau_model([0.5, 0.5], 1.0, 2, None) == pytest.approx(1 + 0.5 + 0.25)
-    assert tune.tau_model([1.0, None], 1.0, 3, None) == pytest.approx(4.0)  # a position never reached: the last p
-    assert tune.tau_model([0.8], 0.5, 1, None) == pytest.approx(0.5 * 1.8 + 0.5)  # half the rounds drafted nothing
-    assert tune.tau_model([], 1.0, 2, 0.5) == pytest.approx(1.75)  # no positions: alpha_hat
+    assert tune_model.tau_model([0.5, 0.5], 1.0, 2, None) == pytest.approx(1 + 0.5 + 0.25)
+    assert tune_model.tau_model([1.0, None], 1.0, 3, None) == pytest.approx(4.0)  # a position never reached: the last p
+    assert tune_model.tau_model([0.8], 0.5, 1, None) == pytest.approx(0.5 * 1.8 + 0.5)  # half the rounds drafted nothing
+    assert tune_model.tau_model([], 1.0, 2, 0.5) == pytest.approx(1.75)  # no positions: alpha_hat
 
 
 def test_the_prediction_is_the_measurement_at_the_probe_gammas_and_the_model_between():
@@ -31,36 +32,62 @@ def test_the_prediction_is_the_measurement_at_the_probe_gammas_and_the_model_bet
         assert fit.predict(g) == pytest.approx((g + 1) / (1 + g / 2))
     # acceptance that halves at each position: the gain stops growing, the cost does not
     half = [0.5] * 5
-    fit = Fit({1: _cell(1, 1.5 / 1.3, 1.5, half), 5: _cell(5, tune.tau_model(half, 1, 5, None) / 2.1,
-                                                          tune.tau_model(half, 1, 5, None), half)})
+    fit = Fit({1: _cell(1, 1.5 / 1.3, 1.5, half), 5: _cell(5, tune_model.tau_model(half, 1, 5, None) / 2.1,
+                                                          tune_model.tau_model(half, 1, 5, None), half)})
     assert fit.predict(2) == pytest.approx(1.75 / 1.5)
     assert max(range(1, 6), key=fit.predict) == 2
+
+
+def _stopped(cost, share=0.0):
+    """The probe's cell stopped at every round's first draft: a round costs `cost` baseline
+    token-times, a share of them drafted one token (all accepted)."""
+    tau = 1 + share
+    c = _cell(1, tau / cost, tau, [1.0])
+    c.policy, c.share = f"confidence:{tune_model.STOPS_EVERY_ROUND}", share
+    return c
 
 
 def test_confidence_stopping_is_replayed_on_the_probes_rounds():
     # every draft accepted; a round costs 1 + g/2; at the third position the draft is unsure (p 0.2)
     top = _cell(4, 5 / 3, 5.0, [1.0] * 4)
-    top.confidence_rounds, top.draft_cost = [(4, 4, [0.9, 0.9, 0.2, 0.9])] * 10, 0.1
-    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top})
+    top.confidence_rounds = [(4, 4, [0.9, 0.9, 0.2, 0.9])] * 10
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top}, _stopped(1.1))  # a stopped round: a step and 0.1
+    assert fit.stop_extra() == pytest.approx(0.1)
     assert fit.predict(4, 0.1) == pytest.approx(fit.predict(4)) == pytest.approx(5 / 3)  # never stops: fixed
-    assert fit.predict(4, 0.5) == pytest.approx(3 / (2 + 0.1))  # drafts 2, pays the stopping pass
+    assert fit.predict(4, 0.5) == pytest.approx(3 / (2 + 0.1))  # drafts 2, pays what stopping costs
     assert fit.predict(2, 0.5) == pytest.approx(3 / 2)  # stops at gamma 2 before its confidence is read
     top.keeps_stop = True  # transformers proposes the unsure token as the round's last draft
-    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # drafts 3, all accepted: 4 tokens for 1 + 3/2, no extra pass
-    top.keeps_stop = False
+    fit.stopped = _stopped(1.5, share=1.0)  # each stopped round drafted one: R(1), nothing beyond
+    assert fit.stop_extra() == pytest.approx(0.0)
+    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # drafts 3, all accepted: 4 tokens for 1 + 3/2
+    fit.stopped = _stopped(1.7, share=1.0)  # stopping costs 0.2 beyond the fixed round
+    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.7)
+    fit.stopped = None
+    assert fit.predict(4, 0.5) is None  # what stopping costs was not measured: no prediction
+    fit.stopped = _stopped(1.1)
     top.confidence_rounds = []
     assert fit.predict(4, 0.5) is None  # nothing recorded: no prediction
 
 
-def test_a_round_that_stops_before_its_first_draft_costs_a_step_and_the_loops_work():
+def test_a_round_that_stops_before_its_first_draft_costs_what_the_probe_measured():
     # every draft accepted; a round costs 1 + g/2; the draft is unsure at once in every round
     top = _cell(4, 5 / 3, 5.0, [1.0] * 4)
-    top.confidence_rounds, top.draft_cost = [(4, 4, [0.2, 0.9, 0.9, 0.9])] * 10, 0.1
-    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top})
-    assert fit.predict(4, 0.5) == pytest.approx(1 / (1 + 0.1))  # one token for a target step and the pass
-    top.empty_round = 1.2  # the loop's work per round beyond the baseline's (explain's (1 + o) / (1 + o_base))
-    assert fit.predict(4, 0.5) == pytest.approx(1 / (1.2 + 0.1))
+    top.confidence_rounds = [(4, 4, [0.2, 0.9, 0.9, 0.9])] * 10
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top}, _stopped(1.3))
+    assert fit.predict(4, 0.5) == pytest.approx(1 / 1.3)  # one token for the stopped round the probe measured
+    top.empty_round = 1.2  # explain's round without a draft; the stopped cell's rounds still cost 1.3
+    assert fit.predict(4, 0.5) == pytest.approx(1 / 1.3)
     assert fit.predict(1) == pytest.approx(2 / 1.5)  # a fixed length is the line between the probe gammas
+
+
+def test_the_probe_stops_the_draft_model_at_every_round():
+    from spec_harness.core.config import DraftPolicy
+
+    cells = [_cell(1, 1.2, 1.5, [0.5]), _cell(4, 1.1, 2.0, [0.5] * 4), _stopped(1.2), _cell(1, 1.1, 1.4, [0.4], "eagle3")]
+    fit = tune_model.fits(cells)[("torch", "p", "model", "fixed", 1)]
+    assert sorted(fit.cells) == [1, 4] and fit.stopped is cells[2]
+    assert tune_model.fits(cells)[("torch", "p", "eagle3", "fixed", 1)].stopped is None
+    assert DraftPolicy.parse(f"confidence:{tune_model.STOPS_EVERY_ROUND}").confidence == tune_model.STOPS_EVERY_ROUND
 
 
 def test_confidence_is_read_as_the_runtime_reads_it():
@@ -165,7 +192,11 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
         got = sorted((c["drafter"], c["policy"], c["gamma"]) for c in result["candidates"] if c["runtime"] == rt)
         assert got == sorted((d, p, g) for g in (1, 2, 3) for d, p in [("ngram", "fixed"), ("model", "fixed")]
                              + [("model", f"confidence:{x:g}") for x in tune.CONFIDENCE_P])
-    probe = {(c["runtime"], c["drafter"], c["gamma"]): c["speedup"] for c in result["probe"] if c["drafter"]}
+    probe = {(c["runtime"], c["drafter"], c["gamma"]): c["speedup"] for c in result["probe"]
+             if c["drafter"] and c["policy"] == "fixed"}
+    stopped = [c for c in result["probe"] if c["policy"] == f"confidence:{tune_model.STOPS_EVERY_ROUND}"]
+    assert sorted((c["runtime"], c["drafter"], c["gamma"]) for c in stopped) == [(rt, "model", 1) for rt in sorted(runtimes)]
+    assert all(c["share"] < 0.2 for c in stopped)  # a round that stops at its first draft drafts nothing
     for c in result["candidates"]:  # at the probe's gammas the prediction is the measurement
         if c["gamma"] in (1, 3) and c["policy"] == "fixed":
             assert c["predicted"] == pytest.approx(probe[(c["runtime"], c["drafter"], c["gamma"])])
