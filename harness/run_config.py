@@ -72,6 +72,9 @@ class RunConfig:
     # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
     # drafters x policies x gammas (harness tune's candidates); None: the whole grid
     only: Optional[list[tuple[DraftPolicy, int, DrafterSpec]]] = None
+    # (draft policy, gamma, drafter) settings that one runtime (its registry name) runs after the
+    # others (harness tune's probe: a runtime's own extra cells)
+    also: dict[str, list[tuple[DraftPolicy, int, DrafterSpec]]] = field(default_factory=dict)
     # a runtime that runs one setting at a time (a server per setting) takes each cell's settings in
     # turn, as the in-process runtimes do, where it can keep all their servers live (keep_live): the
     # settings paired prompt by prompt against a machine whose speed drifts (harness tune)
@@ -93,7 +96,7 @@ class RunConfig:
         for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
                                                   self.forced or [None], self.concurrencies):
             GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
-        for p, g, d in self.only or []:
+        for p, g, d in (self.only or []) + [x for xs in self.also.values() for x in xs]:
             GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
         self._check_loads_fit()
         if self.target_quants:
@@ -108,6 +111,7 @@ class RunConfig:
         self.torch_forwards = [TorchForward.parse(f) for f in self.torch_forwards]
         if self.only is not None:
             self.only = [(DraftPolicy.of(p), g, DrafterSpec.of(d)) for p, g, d in self.only]
+        self.also = {n: [(DraftPolicy.of(p), g, DrafterSpec.of(d)) for p, g, d in xs] for n, xs in self.also.items()}
 
     def _check_loads_fit(self) -> None:
         """Each --concurrency N above 1 against what each runtime of the run that serves
@@ -171,29 +175,33 @@ class RunConfig:
             return self.repeats
         return max(self.repeats, -(-2 * concurrency // len(self.prompts)))
 
-    def speculative_settings(self) -> list[tuple[DraftPolicy, Optional[int], DrafterSpec, Optional[tuple]]]:
-        """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt:
-        every gamma for every policy in which gamma is the most drafts per round, one generation
-        (gamma None) for library-default, in which the library chooses the length; each forced
-        acceptance setting when `forced` is given (harness calibrate); the `only` list when given."""
+    def speculative_settings(self, name: Optional[str] = None) -> list[tuple[DraftPolicy, Optional[int], DrafterSpec,
+                                                                            Optional[tuple]]]:
+        """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt
+        of runtime `name`: every gamma for every policy in which gamma is the most drafts per
+        round, one generation (gamma None) for library-default, in which the library chooses the
+        length; each forced acceptance setting when `forced` is given (harness calibrate); the
+        `only` list when given; then the runtime's `also`."""
         if self.only is not None:
-            return [(p, g, d, None) for p, g, d in self.only]
-        return [(p, g, d, f) for d in self.drafters for p in self.draft_policies
-                for g in (self.gammas if not p.library_default else [None]) for f in (self.forced or [None])]
+            grid = [(p, g, d, None) for p, g, d in self.only]
+        else:
+            grid = [(p, g, d, f) for d in self.drafters for p in self.draft_policies
+                    for g in (self.gammas if not p.library_default else [None]) for f in (self.forced or [None])]
+        return grid + [(p, g, d, None) for p, g, d in self.also.get(name, [])]
 
     def n_pairs(self, name: str) -> int:
         """Pairs runtime `name` measures: each pair once per --target-quant where it reads the target's GGUF."""
         return len(self.pairs) * (len(self.target_quants) if self.target_quants and runs_variants(name) else 1)
 
-    def rows_per_pair(self) -> int:
+    def rows_per_pair(self, name: Optional[str] = None) -> int:
         """Rows of one runtime (one forward) and one pair."""
-        per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings())) \
+        per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings(name))) \
             * len(self.samplings) * len(self.max_new_tokens)
         return len(self.prompts) * per_prompt
 
     def n_rows(self) -> int:
         forwards = len(set(self.torch_forwards))
-        return sum((forwards if runs_forwards(n) else 1) * self.n_pairs(n) for n in self.runtimes) * self.rows_per_pair()
+        return sum((forwards if runs_forwards(n) else 1) * self.n_pairs(n) * self.rows_per_pair(n) for n in self.runtimes)
 
 
 def _declares(name: str, capability: str) -> bool:

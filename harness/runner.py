@@ -181,9 +181,10 @@ class Runner:
         c = self.cfg
         return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats_at(concurrency)))
 
-    def _settings(self) -> list[tuple[str, tuple]]:
-        """(mode, (draft policy, gamma, drafter, forced)) of the baseline and each speculative setting."""
-        return [("baseline", BASELINE)] + [("speculative", x) for x in self.cfg.speculative_settings()]
+    def _settings(self, name: str) -> list[tuple[str, tuple]]:
+        """(mode, (draft policy, gamma, drafter, forced)) of the baseline and each speculative
+        setting of runtime `name`."""
+        return [("baseline", BASELINE)] + [("speculative", x) for x in self.cfg.speculative_settings(name)]
 
     def _key(self, name: str, pair: PairSpec, cell: tuple, mode: str, setting: tuple,
              concurrency: int = 1) -> tuple[GenerationSettings, tuple]:
@@ -202,12 +203,12 @@ class Runner:
 
     def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
         """The row keys of this runtime and pair not measured yet."""
-        return [k for c in self.cfg.concurrencies for cell in self._cells(c) for mode, x in self._settings()
+        return [k for c in self.cfg.concurrencies for cell in self._cells(c) for mode, x in self._settings(name)
                 if (k := self._key(name, pair, cell, mode, x, c)[1]) not in self.done]
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
         todo = self._todo(name, pair)
-        self.bar.update(self.cfg.rows_per_pair() - len(todo))
+        self.bar.update(self.cfg.rows_per_pair(name) - len(todo))
         if not todo:
             return
         rt = None
@@ -292,7 +293,7 @@ class Runner:
         """The generations in the order they are measured: one block per setting for a runtime that
         runs one setting at a time (unless it keeps them all live for cfg.interleave), else one
         block of every cell."""
-        settings = self._settings()
+        settings = self._settings(name)
         whole = self._block(name, pair, rt, settings, bases)
         if rt.one_setting_at_a_time and not (self.cfg.interleave and rt.keep_live(whole.servers())):
             return [self._block(name, pair, rt, [x], bases) for x in settings]
@@ -382,7 +383,7 @@ class Runner:
         """Every cell at concurrency n > 1 (harness/under_load.py); a runtime that runs one sequence
         at a time is one skipped row."""
         if not m.rt.serves_concurrently:
-            self.under_load.refuse(m, n, sum(1 for _ in self._cells(n)) * len(self._settings()))
+            self.under_load.refuse(m, n, sum(1 for _ in self._cells(n)) * len(self._settings(m.name)))
             return
         self.under_load.measure(m, n, self._load_plan(m, n))
 
@@ -392,7 +393,7 @@ class Runner:
         (resume by cell)."""
         c = self.cfg
         plan = []
-        for mode, x in self._settings():
+        for mode, x in self._settings(m.name):
             cells = []
             for s, maxn in itertools.product(c.samplings, c.max_new_tokens):
                 reqs = [Request((s, maxn, p, rep), *self._key(m.name, m.pair, (s, maxn, p, rep), mode, x, n))

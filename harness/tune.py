@@ -4,8 +4,9 @@ Three steps, each a run folder under --out (resumable as a sweep):
 
     probe/        every runtime x drafter at gamma 1 and gamma G (--max-gamma), fixed policy, at
                   each --concurrency N, with the baseline: what a round costs at the two ends of
-                  the range and the acceptance per draft position at G; the draft model at gamma 1
-                  stopping every round (STOPS_EVERY_ROUND): what a stopped round costs
+                  the range and the acceptance per draft position at G; where the runtime has
+                  confidence stopping, the draft model at G stopping under STOPPING_P: what
+                  stopping costs a round
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
                   CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
     confirm/NAME/ --confirm candidates of runtime NAME (the best of each drafter first: chosen) and
@@ -31,6 +32,7 @@ out the run reports (reports/).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import textwrap
@@ -40,12 +42,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from spec_harness.core import metrics
-from spec_harness.core.config import DraftPolicy
+from spec_harness.core.config import DrafterSpec, DraftPolicy
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
 from spec_harness.harness.run_config import RunConfig
 from spec_harness.harness.runner import run as run_grid
-from spec_harness.harness.tune_model import STOPS_EVERY_ROUND, Cell, fits
+from spec_harness.harness.tune_model import STOPPING_P, Cell, fits
 
 DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
@@ -82,12 +84,15 @@ class TuneConfig:
         return self.run.out
 
     def probe(self) -> RunConfig:
-        """Each drafter at gamma 1 and G, fixed; the draft model at gamma 1 stopping every round
-        (STOPS_EVERY_ROUND: one skipped row on a runtime without confidence stopping)."""
-        gammas = [1, self.max_gamma]
-        only = [(DraftPolicy.parse("fixed"), g, d) for d in self.run.drafters for g in gammas]
-        only += [(DraftPolicy.parse(f"confidence:{STOPS_EVERY_ROUND}"), 1, d) for d in self.run.drafters if d.kind == "model"]
-        return replace(self.run, gammas=gammas, only=only, out=self.out / "probe", interleave=True)
+        """Each drafter at gamma 1 and G, fixed; where a runtime has confidence stopping, also the
+        draft model at G stopping under STOPPING_P (RunConfig.also)."""
+        from spec_harness import runtimes
+
+        stopping = (DraftPolicy.parse(f"confidence:{STOPPING_P}"), self.max_gamma, DrafterSpec())
+        also = {n: [stopping] for n in self.run.runtimes
+                if "confidence" in runtimes.get(n).policies and DrafterSpec() in self.run.drafters}
+        return replace(self.run, gammas=[1, self.max_gamma], draft_policies=[DraftPolicy.parse("fixed")], also=also,
+                       out=self.out / "probe", interleave=True)
 
 
 # ---------------------------------------------------------------- measured cells
@@ -133,6 +138,7 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
             top_k, c.keeps_stop = _confidence_reading(first["registry_name"])
             c.confidence_rounds = _confidence_rounds(spec, top_k)
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
+            c.drafted = dict(collections.Counter(rd["drafted"] for rd in rounds))
             c.positions = metrics.per_position_acceptance(rounds, rec["gamma"])
         out.append(c)
     _reasons(ok, out)

@@ -5,15 +5,16 @@ The model of a candidate (Fit.predict): a round drafting g tokens yields
 tokens, with p_j the conditional acceptance at position j measured at G (core.metrics.
 per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds no match in
 the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R is
-measured at gamma 1 and G (R = measured tau / measured speedup: every cost of the round, the draft's,
-the verify pass's, sampling, orchestration and prefill's share, in the baseline's time per token) and
-taken linear in g in between, as a verify pass over g + 1 tokens and g draft steps grow; measured
-tau / model tau at the two ends (the last round cut at max_new_tokens) is interpolated the same way,
-so the prediction equals the measurement at gamma 1 and G. Confidence stopping at P is the probe's
+measured at the probe's gammas, 1 and G (R = measured tau / measured speedup: every cost of the
+round, the draft's, the verify pass's, sampling, orchestration and prefill's share, in the
+baseline's time per token) and taken linear in g in between, as a verify pass over g + 1 tokens and
+g draft steps grow; measured tau / model tau at those gammas (the last round cut at
+max_new_tokens) is interpolated the same way, so the prediction equals the measurement at each
+probe gamma. Confidence stopping at P is the probe's
 rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
 check recorded, read as the runtime reads them (Runtime.confidence_top_k) and stopped as it stops
 (Runtime.confidence_keeps_stop), each stopped round costing what stopping cost the probe's
-rounds beyond a fixed round (Fit.stop_extra).
+rounds under STOPPING_P beyond a fixed round (Fit.stop_extra).
 
 What it does not own: reading rows into cells, choosing, confirming and recommending (harness/tune.py).
 """
@@ -26,9 +27,9 @@ from typing import Callable, Optional
 from spec_harness.core import theory
 from spec_harness.core.config import DraftPolicy
 
-# the probe's confidence stopping at gamma 1 stops every round at its first draft (no top-1
-# probability of the default draft reached 0.9999 in a probe's rounds): what a stopped round costs
-STOPS_EVERY_ROUND = 0.9999
+# the probe measures the draft model stopping under this confidence at gamma G: what stopping
+# costs a round beyond a fixed round of the same drafts (Fit.stop_extra)
+STOPPING_P = 0.5
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Cell:
     # the acceptance check recorded them (runtimes/expected.py): confidence stopping, replayed
     confidence_rounds: list = field(default_factory=list)
     keeps_stop: bool = False  # the runtime proposes the token its confidence stopping stopped at
+    drafted: dict = field(default_factory=dict)  # rounds by how many tokens they drafted
 
     @property
     def key(self) -> tuple:
@@ -80,7 +82,7 @@ class Fit:
     """One runtime's drafting at N, from its probe cells: speedup(g) for g in 1..G."""
 
     cells: dict[int, Cell]  # gamma -> probe cell
-    stopped: Optional[Cell] = None  # the probe's rounds stopped at their first draft (STOPS_EVERY_ROUND)
+    stopping: Optional[Cell] = None  # the probe's draft model at G stopping under STOPPING_P
 
     @property
     def top(self) -> Cell:
@@ -97,15 +99,19 @@ class Fit:
 
     def stop_extra(self) -> Optional[float]:
         """What stopping costs a round beyond a fixed round of the drafts it proposes: the
-        stopped cell's cost per round less R of what its rounds drafted (gamma 1: a share s
-        drafted one, a runtime that proposes the token it stopped at; the others none), every
-        round of it taken as stopped. It holds the pass whose token is dropped and whatever else
-        the runtime does when it stops (llama-server's is several draft passes)."""
-        c, cost = self.stopped, self._cost()
+        stopping cell's cost (its rounds times its cost per round) less R of what each of its
+        rounds drafted, over its rounds that stopped (drafted fewer than its gamma). It holds the
+        pass whose token is dropped and whatever else a runtime does when its drafts vary in
+        length (llama-server's is about three draft passes on the default pair: docs/findings.md)."""
+        c, cost = self.stopping, self._cost()
         if c is None or not c.tau or not c.speedup or cost is None:
             return None
-        s = c.share if c.share is not None else 1.0
-        return c.tau / c.speedup - (s * cost(1) + (1 - s) * cost(0))
+        rounds = {int(d): k for d, k in c.drafted.items()}
+        stopped = sum(k for d, k in rounds.items() if d < c.gamma)
+        if not stopped:
+            return None
+        spent = sum(rounds.values()) * c.tau / c.speedup
+        return (spent - sum(k * cost(d) for d, k in rounds.items())) / stopped
 
     def _line(self, y: Callable[[Cell, int], Optional[float]], anchor: Optional[float] = None) -> Optional[Callable[[float], float]]:
         pts = {g: y(c, g) for g, c in self.cells.items()}
@@ -144,13 +150,13 @@ class Fit:
 
 def fits(cells: list[Cell]) -> dict[tuple, Fit]:
     """Each runtime's drafting at N from its probe cells: the fixed ones by gamma, and the one
-    stopped at every round."""
+    stopping under STOPPING_P."""
     out: dict[tuple, Fit] = {}
     for c in cells:
         if c.drafter is not None and c.policy == "fixed" and c.speedup is not None:
             out.setdefault(c.key, Fit({})).cells[c.gamma] = c
     for c in cells:
-        stop = c.drafter is not None and DraftPolicy.parse(c.policy).confidence == STOPS_EVERY_ROUND
+        stop = c.drafter is not None and DraftPolicy.parse(c.policy).confidence == STOPPING_P
         if stop and (c.runtime, c.pair, c.drafter, "fixed", c.n) in out:
-            out[(c.runtime, c.pair, c.drafter, "fixed", c.n)].stopped = c
+            out[(c.runtime, c.pair, c.drafter, "fixed", c.n)].stopping = c
     return out

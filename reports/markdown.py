@@ -233,7 +233,7 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
             out += [f"![Speed of each runtime and drafter, and why]({VERDICT_PNG})", ""]
     if tune:
         out += ["## Tune: what to run here", "", "Predicted from the probe (gamma 1 and the largest; the draft model stopping "
-                "at every round), confirmed beside "
+                "under confidence 0.5), confirmed beside "
                 "the baseline; the rest of this report pools the probe's and the confirm runs' rows.", "", "```"]
         out += tune + ["```", ""]
     spec = [c for c in cells if c["mode"] == "speculative"]

@@ -38,12 +38,13 @@ def test_the_prediction_is_the_measurement_at_the_probe_gammas_and_the_model_bet
     assert max(range(1, 6), key=fit.predict) == 2
 
 
-def _stopped(cost, share=0.0):
-    """The probe's cell stopped at every round's first draft: a round costs `cost` baseline
-    token-times, a share of them drafted one token (all accepted)."""
-    tau = 1 + share
-    c = _cell(1, tau / cost, tau, [1.0])
-    c.policy, c.share = f"confidence:{tune_model.STOPS_EVERY_ROUND}", share
+def _stopping(rounds, extra, gamma=4, empty=1.0):
+    """The probe's draft model stopping under STOPPING_P at `gamma`: `rounds` by tokens drafted,
+    each costing R(d) = 1 + d/2 (`empty` at d = 0) and those that stopped (d < gamma) `extra` more."""
+    spent = sum(k * (1 + d / 2 if d else empty) for d, k in rounds.items()) + extra * sum(k for d, k in rounds.items() if d < gamma)
+    tau = 2.0
+    c = _cell(gamma, tau * sum(rounds.values()) / spent, tau, [1.0] * gamma)
+    c.policy, c.drafted = f"confidence:{tune_model.STOPPING_P}", rounds
     return c
 
 
@@ -51,20 +52,21 @@ def test_confidence_stopping_is_replayed_on_the_probes_rounds():
     # every draft accepted; a round costs 1 + g/2; at the third position the draft is unsure (p 0.2)
     top = _cell(4, 5 / 3, 5.0, [1.0] * 4)
     top.confidence_rounds = [(4, 4, [0.9, 0.9, 0.2, 0.9])] * 10
-    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top}, _stopped(1.1))  # a stopped round: a step and 0.1
-    assert fit.stop_extra() == pytest.approx(0.1)
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top}, _stopping({0: 10, 2: 10, 4: 5}, 0.1))
+    assert fit.stop_extra() == pytest.approx(0.1)  # what its 20 stopped rounds cost beyond R of their drafts
     assert fit.predict(4, 0.1) == pytest.approx(fit.predict(4)) == pytest.approx(5 / 3)  # never stops: fixed
     assert fit.predict(4, 0.5) == pytest.approx(3 / (2 + 0.1))  # drafts 2, pays what stopping costs
     assert fit.predict(2, 0.5) == pytest.approx(3 / 2)  # stops at gamma 2 before its confidence is read
     top.keeps_stop = True  # transformers proposes the unsure token as the round's last draft
-    fit.stopped = _stopped(1.5, share=1.0)  # each stopped round drafted one: R(1), nothing beyond
-    assert fit.stop_extra() == pytest.approx(0.0)
+    fit.stopping = _stopping({3: 10}, 0.0)
     assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # drafts 3, all accepted: 4 tokens for 1 + 3/2
-    fit.stopped = _stopped(1.7, share=1.0)  # stopping costs 0.2 beyond the fixed round
+    fit.stopping = _stopping({3: 10}, 0.2)  # stopping costs 0.2 beyond the fixed round
     assert fit.predict(4, 0.5) == pytest.approx(4 / 2.7)
-    fit.stopped = None
-    assert fit.predict(4, 0.5) is None  # what stopping costs was not measured: no prediction
-    fit.stopped = _stopped(1.1)
+    fit.stopping = _stopping({4: 10}, 0.0)
+    assert fit.predict(4, 0.5) is None  # no round of the probe stopped: what stopping costs is unknown
+    fit.stopping = None
+    assert fit.predict(4, 0.5) is None
+    fit.stopping = _stopping({0: 10}, 0.1)
     top.confidence_rounds = []
     assert fit.predict(4, 0.5) is None  # nothing recorded: no prediction
 
@@ -73,21 +75,39 @@ def test_a_round_that_stops_before_its_first_draft_costs_what_the_probe_measured
     # every draft accepted; a round costs 1 + g/2; the draft is unsure at once in every round
     top = _cell(4, 5 / 3, 5.0, [1.0] * 4)
     top.confidence_rounds = [(4, 4, [0.2, 0.9, 0.9, 0.9])] * 10
-    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top}, _stopped(1.3))
-    assert fit.predict(4, 0.5) == pytest.approx(1 / 1.3)  # one token for the stopped round the probe measured
-    top.empty_round = 1.2  # explain's round without a draft; the stopped cell's rounds still cost 1.3
+    fit = Fit({1: _cell(1, 2 / 1.5, 2.0, [1.0]), 4: top}, _stopping({0: 10}, 0.0, empty=1.3))
+    assert fit.predict(4, 0.5) == pytest.approx(1 / 1.3)  # one token for the round the probe measured
+    top.empty_round = 1.2  # explain's round without a draft: the rest of what the probe measured is stopping's
+    assert fit.stop_extra() == pytest.approx(0.1)
     assert fit.predict(4, 0.5) == pytest.approx(1 / 1.3)
     assert fit.predict(1) == pytest.approx(2 / 1.5)  # a fixed length is the line between the probe gammas
 
 
-def test_the_probe_stops_the_draft_model_at_every_round():
+def test_the_probe_measures_the_draft_model_stopping():
     from spec_harness.core.config import DraftPolicy
 
-    cells = [_cell(1, 1.2, 1.5, [0.5]), _cell(4, 1.1, 2.0, [0.5] * 4), _stopped(1.2), _cell(1, 1.1, 1.4, [0.4], "eagle3")]
+    stopping = _stopping({0: 10, 4: 2}, 0.1)
+    cells = [_cell(1, 1.2, 1.5, [0.5]), _cell(4, 1.1, 2.0, [0.5] * 4), stopping, _cell(1, 1.1, 1.4, [0.4], "eagle3")]
     fit = tune_model.fits(cells)[("torch", "p", "model", "fixed", 1)]
-    assert sorted(fit.cells) == [1, 4] and fit.stopped is cells[2]
-    assert tune_model.fits(cells)[("torch", "p", "eagle3", "fixed", 1)].stopped is None
-    assert DraftPolicy.parse(f"confidence:{tune_model.STOPS_EVERY_ROUND}").confidence == tune_model.STOPS_EVERY_ROUND
+    assert fit.cells == {1: cells[0], 4: cells[1]} and fit.stopping is stopping
+    assert tune_model.fits(cells)[("torch", "p", "eagle3", "fixed", 1)].stopping is None
+    assert DraftPolicy.parse(f"confidence:{tune_model.STOPPING_P}").confidence == tune_model.STOPPING_P
+
+
+def test_the_probe_measures_stopping_only_where_a_runtime_has_it():
+    from spec_harness.harness.prompts import Prompt
+    from spec_harness.harness.run_config import RunConfig
+
+    run = RunConfig(["torch", "vllm", "llamacpp-native"], [PairSpec("p")], [Prompt("a", "factual", "Hi")],
+                    drafters=["model", "ngram"])
+    probe = tune.TuneConfig(run, max_gamma=6).probe()
+    said = {n: sorted((str(p), g, str(d)) for p, g, d, _ in probe.speculative_settings(n)) for n in run.runtimes}
+    grid = sorted(("fixed", g, d) for g in (1, 6) for d in ("model", "ngram"))
+    assert said["llamacpp-native"] == said["vllm"] == grid  # fixed only: the two ends
+    assert said["torch"] == sorted(grid + [(f"confidence:{tune_model.STOPPING_P}", 6, "model")])  # and stopping
+    assert probe.n_rows() == sum(probe.rows_per_pair(n) for n in run.runtimes) == 5 + 5 + 6
+    no_model = tune.TuneConfig(replace(run, drafters=["ngram"]), max_gamma=6).probe()
+    assert no_model.speculative_settings("torch") == no_model.speculative_settings("vllm")  # no draft model: nothing to stop
 
 
 def test_confidence_is_read_as_the_runtime_reads_it():
@@ -194,9 +214,10 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
                              + [("model", f"confidence:{x:g}") for x in tune.CONFIDENCE_P])
     probe = {(c["runtime"], c["drafter"], c["gamma"]): c["speedup"] for c in result["probe"]
              if c["drafter"] and c["policy"] == "fixed"}
-    stopped = [c for c in result["probe"] if c["policy"] == f"confidence:{tune_model.STOPS_EVERY_ROUND}"]
-    assert sorted((c["runtime"], c["drafter"], c["gamma"]) for c in stopped) == [(rt, "model", 1) for rt in sorted(runtimes)]
-    assert all(c["share"] < 0.2 for c in stopped)  # a round that stops at its first draft drafts nothing
+    stopping = [c for c in result["probe"] if c["policy"] == f"confidence:{tune_model.STOPPING_P}"]
+    assert sorted((c["runtime"], c["drafter"], c["gamma"]) for c in stopping) == [(rt, "model", 3) for rt in sorted(runtimes)]
+    for c in stopping:  # rounds by what they drafted: every round, and what a stopped round costs from them
+        assert sum(c["drafted"].values()) > 0 and all(0 <= int(d) <= 3 for d in c["drafted"])
     for c in result["candidates"]:  # at the probe's gammas the prediction is the measurement
         if c["gamma"] in (1, 3) and c["policy"] == "fixed":
             assert c["predicted"] == pytest.approx(probe[(c["runtime"], c["drafter"], c["gamma"])])
