@@ -64,7 +64,6 @@ class Cell:
         return (self.runtime, self.pair, self.drafter, self.policy, self.n)
 
 
-
 def tau_model(positions: list, share: float, g: int, alpha: Optional[float]) -> float:
     """Tokens per round drafting g: s (1 + sum_i prod_{j<=i} p_j) + 1 - s; a position never
     reached takes the last known p (alpha_hat when none is known)."""
