@@ -245,7 +245,7 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @click.option("--drafter", "drafter_list", default=None,
               help=f"{DRAFTER_HELP} [default: {TUNE_DRAFTERS}, without eagle3 where the pair has no head]")
 @click.option("--max-gamma", default=default_of(TuneConfig, "max_gamma"), show_default=True, type=int,
-              help="The longest draft tried: tune measures gamma 1 and this one and predicts those between.")
+              help="The longest draft tried: tune measures gamma 1 (vLLM: 2) and this one and predicts those between.")
 @click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
               help="Best predicted settings per runtime (and N) measured again beside the baseline.")
 @click.option("--rule-out", default=default_of(TuneConfig, "rule_out"), show_default=True, type=float,
@@ -254,7 +254,7 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
 def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
-    and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
+    (vLLM: 2) and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
     from spec_harness.harness import tune as tuning
     from spec_harness.harness.tune_lines import lines
 

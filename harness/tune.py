@@ -2,11 +2,12 @@
 
 Three steps, each a run folder under --out (resumable as a sweep):
 
-    probe/        every runtime x drafter at gamma 1 and gamma G (--max-gamma), fixed policy, at
+    probe/        every runtime x drafter at gamma 1 (vLLM: 2, Runtime.tune_low_gamma) and at
+                  gamma G (--max-gamma), fixed policy, at
                   each --concurrency N, with the baseline: what a round costs at the two ends of
                   the range and the acceptance per draft position at G; where the runtime has
-                  confidence stopping, the draft model at G stopping under STOPPING_P: what
-                  stopping costs a round
+                  confidence stopping and drops the token it stopped at, the draft model at G
+                  stopping under STOPPING_P: what stopping costs a round
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
                   CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
     confirm/NAME/ --confirm candidates of runtime NAME (the best of each drafter first: chosen) and
@@ -70,7 +71,7 @@ class TuneConfig:
 
     def __post_init__(self):
         if self.max_gamma < 2:
-            raise HarnessError(f"--max-gamma {self.max_gamma}: tune measures gamma 1 and --max-gamma, so it must be at least 2")
+            raise HarnessError(f"--max-gamma {self.max_gamma}: tune measures a smaller gamma and --max-gamma, so it must be at least 2")
         if self.confirm < 1:
             raise HarnessError(f"--confirm {self.confirm}: at least one candidate per runtime must be measured")
         if self.rule_out < 0:
@@ -84,15 +85,36 @@ class TuneConfig:
         return self.run.out
 
     def probe(self) -> RunConfig:
-        """Each drafter at gamma 1 and G, fixed; where a runtime has confidence stopping, also the
-        draft model at G stopping under STOPPING_P (RunConfig.also)."""
+        """Each drafter fixed at G and at the runtime's smaller probe gamma (RunConfig.also: 1, vLLM 2);
+        where the runtime drops the token its confidence stopping stopped at (its pass paid, not
+        proposed), also the draft model at G stopping under STOPPING_P: what stopping costs beyond
+        a fixed round. Where it proposes that token (transformers), a stopped round is a fixed
+        round of what it proposed, and no cell is needed."""
         from spec_harness import runtimes
 
+        fixed = DraftPolicy.parse("fixed")
         stopping = (DraftPolicy.parse(f"confidence:{STOPPING_P}"), self.max_gamma, DrafterSpec())
-        also = {n: [stopping] for n in self.run.runtimes
-                if "confidence" in runtimes.get(n).policies and DrafterSpec() in self.run.drafters}
-        return replace(self.run, gammas=[1, self.max_gamma], draft_policies=[DraftPolicy.parse("fixed")], also=also,
+        also = {}
+        for n in self.run.runtimes:
+            cls = runtimes.get(n)
+            also[n] = [(fixed, self.low_gamma(n), d) for d in self.run.drafters]
+            if "confidence" in cls.policies and not cls.confidence_keeps_stop and DrafterSpec() in self.run.drafters:
+                also[n].append(stopping)
+        return replace(self.run, gammas=[self.max_gamma], draft_policies=[fixed], also=also,
                        out=self.out / "probe", interleave=True)
+
+    def low_gamma(self, name: str) -> int:
+        """The smaller gamma the probe measures runtime `name` at (Runtime.tune_low_gamma, below G)."""
+        from spec_harness import runtimes
+
+        return min(runtimes.get(name).tune_low_gamma, self.max_gamma - 1)
+
+    def low_gammas(self) -> str:
+        """The probe's smaller gamma, for its progress line: "1", or "1 (vllm: 2)"."""
+        lows = {n: self.low_gamma(n) for n in self.run.runtimes}
+        if len(set(lows.values())) == 1:
+            return str(next(iter(lows.values())))
+        return "1 (" + ", ".join(f"{n}: {g}" for n, g in lows.items() if g != 1) + ")"
 
 
 # ---------------------------------------------------------------- measured cells
@@ -280,7 +302,7 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     Each runtime's confirm run follows its probe while it is still loaded (its model, a server's
     engine process), the other runtimes' servers held paused as in any measurement."""
     t0 = time.perf_counter()
-    log(f"tune 1/3: probe: gamma 1 and {tc.max_gamma} of each drafter, with the baseline -> {tc.out / 'probe'}")
+    log(f"tune 1/3: probe: gamma {tc.low_gammas()} and {tc.max_gamma} of each drafter, with the baseline -> {tc.out / 'probe'}")
     predicted: set[tuple[str, str]] = set()  # (runtime, pair) predicted (and confirmed) right after its probe
     confirm_s = 0.0
 

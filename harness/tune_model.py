@@ -5,16 +5,17 @@ The model of a candidate (Fit.predict): a round drafting g tokens yields
 tokens, with p_j the conditional acceptance at position j measured at G (core.metrics.
 per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds no match in
 the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R is
-measured at the probe's gammas, 1 and G (R = measured tau / measured speedup: every cost of the
-round, the draft's, the verify pass's, sampling, orchestration and prefill's share, in the
-baseline's time per token) and taken linear in g in between, as a verify pass over g + 1 tokens and
-g draft steps grow; measured tau / model tau at those gammas (the last round cut at
-max_new_tokens) is interpolated the same way, so the prediction equals the measurement at each
-probe gamma. Confidence stopping at P is the probe's
+measured at the probe's gammas, 1 (vLLM: 2) and G (R = measured tau / measured speedup: every
+cost of the round, the draft's, the verify pass's, sampling, orchestration and prefill's share, in
+the baseline's time per token) and taken linear in g in between and from the round that drafts
+nothing (explain's, at 0), as a verify pass over g + 1 tokens and g draft steps grow; measured tau
+/ model tau at those gammas (the last round cut at max_new_tokens) is interpolated between them, so
+the prediction equals the measurement at each probe gamma. Confidence stopping at P is the probe's
 rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
 check recorded, read as the runtime reads them (Runtime.confidence_top_k) and stopped as it stops
-(Runtime.confidence_keeps_stop), each stopped round costing what stopping cost the probe's
-rounds under STOPPING_P beyond a fixed round (Fit.stop_extra).
+(Runtime.confidence_keeps_stop). A round stopped where the runtime drops the stopping token costs
+what stopping cost the probe's rounds under STOPPING_P beyond a fixed round (Fit.stop_extra); where
+the runtime proposes it, a fixed round of what it proposed.
 
 What it does not own: reading rows into cells, choosing, confirming and recommending (harness/tune.py).
 """
@@ -135,7 +136,8 @@ class Fit:
         token (its pass paid, not proposed) the round drafts i - 1, where it keeps it (transformers)
         i; it accepts min(accepted, drafted) and costs R(drafted) + stop_extra. Where no tested
         position stops it, it drafts min(g, drafted) as a fixed round would."""
-        t, extra = self.top, self.stop_extra()
+        t = self.top
+        extra = 0.0 if t.keeps_stop else self.stop_extra()  # a kept stop is a fixed round of what it proposed
         if not t.confidence_rounds or cost is None or bias is None or extra is None:
             return None
         tokens = spent = 0.0

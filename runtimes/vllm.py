@@ -452,6 +452,9 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     drafters = ("model", "ngram", "eagle3")
     policies = ("fixed",)  # num_speculative_tokens
+    # a round at num_speculative_tokens 1 costs more than the line through 2..6 puts it (EAGLE-3:
+    # more than at 2, in every sweep on the 2-core VMs; docs/findings.md)
+    tune_low_gamma = 2
     forces = True  # rejection_sample_method synthetic, where the engine allows it (not on CPU)
     prices_batches = True  # batch_pass_s, decode_step_s
 

@@ -57,15 +57,14 @@ def test_confidence_stopping_is_replayed_on_the_probes_rounds():
     assert fit.predict(4, 0.1) == pytest.approx(fit.predict(4)) == pytest.approx(5 / 3)  # never stops: fixed
     assert fit.predict(4, 0.5) == pytest.approx(3 / (2 + 0.1))  # drafts 2, pays what stopping costs
     assert fit.predict(2, 0.5) == pytest.approx(3 / 2)  # stops at gamma 2 before its confidence is read
-    top.keeps_stop = True  # transformers proposes the unsure token as the round's last draft
-    fit.stopping = _stopping({3: 10}, 0.0)
-    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # drafts 3, all accepted: 4 tokens for 1 + 3/2
-    fit.stopping = _stopping({3: 10}, 0.2)  # stopping costs 0.2 beyond the fixed round
-    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.7)
     fit.stopping = _stopping({4: 10}, 0.0)
     assert fit.predict(4, 0.5) is None  # no round of the probe stopped: what stopping costs is unknown
     fit.stopping = None
     assert fit.predict(4, 0.5) is None
+    top.keeps_stop = True  # transformers proposes the unsure token as the round's last draft
+    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # drafts 3, all accepted: 4 tokens for 1 + 3/2
+    fit.stopping = _stopping({3: 10}, 0.2)
+    assert fit.predict(4, 0.5) == pytest.approx(4 / 2.5)  # and nothing more: no stopping cell is read
     fit.stopping = _stopping({0: 10}, 0.1)
     top.confidence_rounds = []
     assert fit.predict(4, 0.5) is None  # nothing recorded: no prediction
@@ -98,16 +97,20 @@ def test_the_probe_measures_stopping_only_where_a_runtime_has_it():
     from spec_harness.harness.prompts import Prompt
     from spec_harness.harness.run_config import RunConfig
 
-    run = RunConfig(["torch", "vllm", "llamacpp-native"], [PairSpec("p")], [Prompt("a", "factual", "Hi")],
+    run = RunConfig(["torch", "vllm", "llamacpp-native", "hf"], [PairSpec("p")], [Prompt("a", "factual", "Hi")],
                     drafters=["model", "ngram"])
     probe = tune.TuneConfig(run, max_gamma=6).probe()
     said = {n: sorted((str(p), g, str(d)) for p, g, d, _ in probe.speculative_settings(n)) for n in run.runtimes}
     grid = sorted(("fixed", g, d) for g in (1, 6) for d in ("model", "ngram"))
-    assert said["llamacpp-native"] == said["vllm"] == grid  # fixed only: the two ends
+    assert said["llamacpp-native"] == grid  # fixed only: the two ends
+    assert said["vllm"] == sorted(("fixed", g, d) for g in (2, 6) for d in ("model", "ngram"))  # its gamma 1 is off the line
     assert said["torch"] == sorted(grid + [(f"confidence:{tune_model.STOPPING_P}", 6, "model")])  # and stopping
-    assert probe.n_rows() == sum(probe.rows_per_pair(n) for n in run.runtimes) == 5 + 5 + 6
+    assert said["hf"] == grid  # it proposes the token it stops at: a stopped round is a fixed one
+    assert probe.n_rows() == sum(probe.rows_per_pair(n) for n in run.runtimes) == 5 + 5 + 6 + 5
     no_model = tune.TuneConfig(replace(run, drafters=["ngram"]), max_gamma=6).probe()
-    assert no_model.speculative_settings("torch") == no_model.speculative_settings("vllm")  # no draft model: nothing to stop
+    assert no_model.speculative_settings("torch") == no_model.speculative_settings("llamacpp-native")  # nothing to stop
+    assert tune.TuneConfig(run, max_gamma=2).low_gamma("vllm") == 1  # below G
+    assert tune.TuneConfig(run, max_gamma=6).low_gammas() == "1 (vllm: 2)"
 
 
 def test_confidence_is_read_as_the_runtime_reads_it():
