@@ -247,7 +247,8 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @click.option("--max-gamma", default=default_of(TuneConfig, "max_gamma"), show_default=True, type=int,
               help="The longest draft tried: tune measures gamma 1 (vLLM: 2) and this one and predicts those between.")
 @click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
-              help="Best predicted settings per runtime (and N) measured again beside the baseline.")
+              help="Best predicted settings per runtime (and N) measured again beside the baseline (one where none is "
+                   "predicted to pay).")
 @click.option("--rule-out", default=default_of(TuneConfig, "rule_out"), show_default=True, type=float,
               help="Settings predicted below this speedup are not measured again (0: confirm the best whatever "
                    "their prediction).")

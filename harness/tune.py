@@ -256,7 +256,8 @@ def chosen(cands: list[Candidate], k: int, rule_out: float = RULED_OUT) -> dict[
     """k candidates of each runtime, pair and N that the probe does not rule out (predicted at
     rule_out or above), grouped by runtime: the best of each drafter first, best drafter first, then
     the next best predicted. The candidates of one drafter rest on the same two probe cells and
-    share their error; another drafter's best is the hedge against a probe cell measured off."""
+    share their error; another drafter's best is the hedge against a probe cell measured off.
+    Where none is predicted to pay (below 1x), the best alone: whether speculation pays after all."""
     at: dict[tuple, list[Candidate]] = {}
     for c in cands:
         if c.predicted >= rule_out:
@@ -265,7 +266,7 @@ def chosen(cands: list[Candidate], k: int, rule_out: float = RULED_OUT) -> dict[
     for ok in at.values():
         ok.sort(key=lambda c: -c.predicted)
         firsts = [c for i, c in enumerate(ok) if all(d.drafter != c.drafter for d in ok[:i])]
-        picked = (firsts + [c for c in ok if c not in firsts])[:k]
+        picked = (firsts + [c for c in ok if c not in firsts])[:k if ok[0].predicted >= 1.0 else 1]
         out.setdefault(ok[0].runtime, []).extend(sorted(picked, key=lambda c: -c.predicted))
     return out
 
