@@ -285,7 +285,7 @@ class Runner:
                 other.release()
             desc = self.info["runtimes"][self._label(name)] = rt.describe()  # with what measuring added (a server's starts)
             write_run_json(self.out, self.info)
-            if "server_starts" in desc:
+            if "server_starts" in desc and rt not in self.lent.values():  # a lent one's runner says it
                 starts = desc["server_starts"]
                 log(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items()))
 

@@ -274,3 +274,4 @@ def test_tune_under_load_chooses_per_n_from_cells_measured_there(tmp_path):
         if rec["speculate"]:
             assert (rec["n"], rec["best"]["gamma"]) in confirmed  # measured at that N
     assert "at N=2" in r.stdout
+    assert r.stderr.count("[llama-server] servers started: ") == 1  # by the probe, which lent them to the confirm
