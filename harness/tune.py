@@ -33,7 +33,6 @@ out the run reports (reports/).
 
 from __future__ import annotations
 
-import collections
 import itertools
 import json
 import textwrap
@@ -160,7 +159,7 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
             top_k, c.keeps_stop = _confidence_reading(first["registry_name"])
             c.confidence_rounds = _confidence_rounds(spec, top_k)
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
-            c.drafted = dict(collections.Counter(rd["drafted"] for rd in rounds))
+            c.drafted = metrics.drafted_histogram(rounds, rec["gamma"])
             c.positions = metrics.per_position_acceptance(rounds, rec["gamma"])
         out.append(c)
     _reasons(ok, out)

@@ -58,7 +58,7 @@ class Cell:
     # the acceptance check recorded them (runtimes/expected.py): confidence stopping, replayed
     confidence_rounds: list = field(default_factory=list)
     keeps_stop: bool = False  # the runtime proposes the token its confidence stopping stopped at
-    drafted: dict = field(default_factory=dict)  # rounds by how many tokens they drafted
+    drafted: list = field(default_factory=list)  # rounds that drafted 0..gamma tokens (metrics.drafted_histogram)
 
     @property
     def key(self) -> tuple:
@@ -106,12 +106,11 @@ class Fit:
         c, cost = self.stopping, self._cost()
         if c is None or not c.tau or not c.speedup or cost is None:
             return None
-        rounds = {int(d): k for d, k in c.drafted.items()}
-        stopped = sum(k for d, k in rounds.items() if d < c.gamma)
+        stopped = sum(c.drafted[:c.gamma])
         if not stopped:
             return None
-        spent = sum(rounds.values()) * c.tau / c.speedup
-        return (spent - sum(k * cost(d) for d, k in rounds.items())) / stopped
+        spent = sum(c.drafted) * c.tau / c.speedup
+        return (spent - sum(k * cost(d) for d, k in enumerate(c.drafted))) / stopped
 
     def _line(self, y: Callable[[Cell, int], Optional[float]], anchor: Optional[float] = None) -> Optional[Callable[[float], float]]:
         pts = {g: y(c, g) for g, c in self.cells.items()}
