@@ -3,9 +3,9 @@
 Three steps, each a run folder under --out (resumable as a sweep):
 
     probe/        every runtime x drafter at gamma 1 (vLLM: 2, Runtime.tune_low_gamma) and at
-                  gamma G (--max-gamma), fixed policy, at each --concurrency N, with the
-                  baseline: what a round costs at the two ends of the range and the acceptance
-                  per draft position at G; where the runtime has confidence stopping and drops
+                  gamma G (--max-gamma), the draft model also at MODEL_MID_GAMMA, fixed policy, at
+                  each --concurrency N, with the baseline: what a round costs across the range
+                  and the acceptance per draft position at G; where the runtime has confidence stopping and drops
                   the token it stopped at, the draft model at G stopping under STOPPING_P: what
                   stopping costs a round
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
@@ -56,6 +56,16 @@ PAYS = 1.0  # a measured speedup above this beats the baseline measured beside i
 # a candidate predicted below this is not measured again: a probe and a confirm run of one setting
 # differed by up to about 10 % on the 2-core VMs (docs/findings.md), so it cannot be expected to pay
 RULED_OUT = 0.9
+# the probe also measures the draft model at this gamma where it lies between the runtime's smaller
+# gamma and G: its round costs more here than the line from gamma 1 to G puts it (in four sweeps of
+# the default pair, that line over-predicted gamma 2 by 5-8 % in our loop and llama.cpp, where the
+# EAGLE-3 head's and prompt lookup's were within 3 %: docs/findings.md)
+MODEL_MID_GAMMA = 2
+# a runtime whose baseline decoded this much faster on one prompt than on another during tune ran on
+# a machine whose speed changed under it: prompt to prompt, a steady runtime's rate varied up to 1.3x
+# in figure 13's runs (the servers' timing included), where torch's two-thread step moved between about
+# 10.5 and 16 ms (1.5x) on the 2-core VMs with nothing else running (docs/findings.md)
+UNSTEADY = 1.4
 
 
 @dataclass
@@ -84,11 +94,12 @@ class TuneConfig:
         return self.run.out
 
     def probe(self) -> RunConfig:
-        """Each drafter fixed at G and at the runtime's smaller probe gamma (RunConfig.also: 1, vLLM 2);
-        where the runtime drops the token its confidence stopping stopped at (its pass paid, not
-        proposed), also the draft model at G stopping under STOPPING_P: what stopping costs beyond
-        a fixed round. Where it proposes that token (transformers), a stopped round is a fixed
-        round of what it proposed, and no cell is needed."""
+        """Each drafter fixed at G and at the runtime's smaller probe gamma (RunConfig.also: 1, vLLM 2),
+        the draft model also at MODEL_MID_GAMMA where that lies between them; where the runtime drops
+        the token its confidence stopping stopped at (its pass paid, not proposed), also the draft
+        model at G stopping under STOPPING_P: what stopping costs beyond a fixed round. Where it
+        proposes that token (transformers), a stopped round is a fixed round of what it proposed,
+        and no cell is needed."""
         from spec_harness import runtimes
 
         fixed = DraftPolicy.parse("fixed")
@@ -97,6 +108,8 @@ class TuneConfig:
         for n in self.run.runtimes:
             cls = runtimes.get(n)
             also[n] = [(fixed, self.low_gamma(n), d) for d in self.run.drafters]
+            if self.low_gamma(n) < MODEL_MID_GAMMA < self.max_gamma and DrafterSpec() in self.run.drafters:
+                also[n].append((fixed, MODEL_MID_GAMMA, DrafterSpec()))
             if "confidence" in cls.policies and not cls.confidence_keeps_stop and DrafterSpec() in self.run.drafters:
                 also[n].append(stopping)
         return replace(self.run, gammas=[self.max_gamma], draft_policies=[fixed], also=also,
@@ -254,7 +267,7 @@ def candidates(cells: list[Cell], max_gamma: int) -> list[Candidate]:
 def chosen(cands: list[Candidate], k: int, rule_out: float = RULED_OUT) -> dict[str, list[Candidate]]:
     """k candidates of each runtime, pair and N that the probe does not rule out (predicted at
     rule_out or above), grouped by runtime: the best of each drafter first, best drafter first, then
-    the next best predicted. The candidates of one drafter rest on the same two probe cells and
+    the next best predicted. The candidates of one drafter rest on the same probe cells and
     share their error; another drafter's best is the hedge against a probe cell measured off.
     Where none is predicted to pay (below 1x), the best alone: whether speculation pays after all."""
     at: dict[tuple, list[Candidate]] = {}
@@ -302,7 +315,9 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     Each runtime's confirm run follows its probe while it is still loaded (its model, a server's
     engine process), the other runtimes' servers held paused as in any measurement."""
     t0 = time.perf_counter()
-    log(f"tune 1/3: probe: gamma {tc.low_gammas()} and {tc.max_gamma} of each drafter, with the baseline -> {tc.out / 'probe'}")
+    mid = f", the draft model also at {MODEL_MID_GAMMA}" if MODEL_MID_GAMMA < tc.max_gamma else ""
+    log(textwrap.fill(f"tune 1/3: probe: gamma {tc.low_gammas()} and {tc.max_gamma} of each drafter{mid}, with the baseline"
+                      f" -> {tc.out / 'probe'}", 100, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
     predicted: set[tuple[str, str]] = set()  # (runtime, pair) predicted (and confirmed) right after its probe
     confirm_s = 0.0
 
@@ -337,7 +352,8 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
               "probe": [vars(c) for c in probe], "candidates": [vars(c) for c in cands],
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
-              "recommendations": recommend(cands, picks, confirmed, probe, tc.rule_out)}
+              "recommendations": recommend(cands, picks, confirmed, probe, tc.rule_out),
+              "unsteady": unsteady(_rows(tc.out / "probe") + _rows(tc.out / "confirm"))}
     save(tc.out, result)
     return result
 
@@ -362,6 +378,19 @@ def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
             m = by.get((c.runtime, c.pair, c.drafter, c.policy, c.gamma, c.n))
             if m is not None:
                 c.measured, c.tokens_per_s, c.reason = m.speedup, m.tokens_per_s, m.reason
+
+
+def unsteady(rows: list[dict]) -> list[dict]:
+    """Each runtime (and pair) whose baseline decoded UNSTEADY times faster on one prompt than on
+    another in the probe and confirm runs at N = 1: the machine's speed changed during tune, so a
+    prediction made at one speed misses a measurement made at the other."""
+    rates: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["mode"] == "baseline" and not r.get("error") and r.get("tokens_per_s") and (r.get("concurrency") or 1) == 1:
+            fwd = r.get("torch_forward")
+            rates.setdefault((f"{r['runtime']} [{fwd}]" if fwd else r["runtime"], r["pair"]), []).append(r["tokens_per_s"])
+    return [{"runtime": rt, "pair": pair, "low": min(v), "high": max(v)} for (rt, pair), v in sorted(rates.items())
+            if max(v) >= UNSTEADY * min(v)]
 
 
 def recommend(cands: list[Candidate], picks: dict[str, list[Candidate]], confirmed: list[Cell], probe: list[Cell],

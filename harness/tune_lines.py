@@ -81,7 +81,12 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
         setting = Candidate(**c).label() + (f" @{quant_of(c['pair'])}" if multi_pair and quant_of(c["pair"]) else "")
         out.append(f"{c['runtime'][:20]:<20} {setting[:24]:<24} {c['n']:>3} {_x(c['predicted']):>9} {_x(c['measured']):>9} "
                    f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
-    out += ["tok/s and speedups end to end: prompt processing included; under load, all streams' tokens", ""]
+    out.append("tok/s and speedups end to end: prompt processing included; under load, all streams' tokens")
+    for u in result.get("unsteady", []):
+        out += textwrap.wrap(f"{u['runtime']}: its baseline decoded at {u['low']:.1f} to {u['high']:.1f} tok/s from prompt to "
+                             f"prompt ({u['high'] / u['low']:.2f}x): this machine's speed changed during tune, and a prediction "
+                             "made at one speed misses a measurement made at the other", width, subsequent_indent="  ")
+    out.append("")
     for rec in result["recommendations"]:
         at = f" at N={rec['n']}" if rec["n"] > 1 else ""
         if rec["speculate"] is None:

@@ -5,9 +5,9 @@ The model of a candidate (Fit.predict): a round drafting g tokens yields
 tokens, with p_j the conditional acceptance at position j measured at G (core.metrics.
 per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds no match in
 the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R is
-measured at the probe's gammas, 1 (vLLM: 2) and G (R = measured tau / measured speedup: every
-cost of the round, the draft's, the verify pass's, sampling, orchestration and prefill's share, in
-the baseline's time per token) and taken linear in g in between and from the round that drafts
+measured at the probe's gammas, 1 (vLLM: 2) and G, the draft model's also at 2 (R = measured
+tau / measured speedup: every cost of the round, the draft's, the verify pass's, sampling,
+orchestration and prefill's share, in the baseline's time per token) and taken linear in g in between and from the round that drafts
 nothing (explain's, at 0), as a verify pass over g + 1 tokens and g draft steps grow; measured tau
 / model tau at those gammas (the last round cut at max_new_tokens) is interpolated between them, so
 the prediction equals the measurement at each probe gamma. Confidence stopping at P is the probe's

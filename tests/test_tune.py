@@ -101,15 +101,18 @@ def test_the_probe_measures_stopping_only_where_a_runtime_has_it():
                     drafters=["model", "ngram"])
     probe = tune.TuneConfig(run, max_gamma=6).probe()
     said = {n: sorted((str(p), g, str(d)) for p, g, d, _ in probe.speculative_settings(n)) for n in run.runtimes}
-    grid = sorted(("fixed", g, d) for g in (1, 6) for d in ("model", "ngram"))
-    assert said["llamacpp-native"] == grid  # fixed only: the two ends
+    grid = sorted([("fixed", g, d) for g in (1, 6) for d in ("model", "ngram")] + [("fixed", tune.MODEL_MID_GAMMA, "model")])
+    assert said["llamacpp-native"] == grid  # fixed only: the two ends, and the draft model between
     assert said["vllm"] == sorted(("fixed", g, d) for g in (2, 6) for d in ("model", "ngram"))  # its gamma 1 is off the line
     assert said["torch"] == sorted(grid + [(f"confidence:{tune_model.STOPPING_P}", 6, "model")])  # and stopping
     assert said["hf"] == grid  # it proposes the token it stops at: a stopped round is a fixed one
-    assert probe.n_rows() == sum(probe.rows_per_pair(n) for n in run.runtimes) == 5 + 5 + 6 + 5
+    assert probe.n_rows() == sum(probe.rows_per_pair(n) for n in run.runtimes) == 7 + 5 + 6 + 6
     no_model = tune.TuneConfig(replace(run, drafters=["ngram"]), max_gamma=6).probe()
     assert no_model.speculative_settings("torch") == no_model.speculative_settings("llamacpp-native")  # nothing to stop
     assert tune.TuneConfig(run, max_gamma=2).low_gamma("vllm") == 1  # below G
+    short = tune.TuneConfig(run, max_gamma=2).probe()  # gamma 2 is G: the draft model measured there once
+    assert sorted((str(p), g, str(d)) for p, g, d, _ in short.speculative_settings("torch")) == sorted(
+        [("fixed", g, d) for g in (1, 2) for d in ("model", "ngram")] + [(f"confidence:{tune_model.STOPPING_P}", 2, "model")])
     assert tune.TuneConfig(run, max_gamma=6).low_gammas() == "1 (vllm: 2)"
 
 
@@ -174,6 +177,22 @@ def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
     line = tune_lines.harness_line(recs[1], "tiny")
     assert line == "harness run --runtime llama-server --pair tiny --drafter model --gamma 2"
     assert "--drafter" not in tune_lines.harness_line(recs[4], None) and "--concurrency 4" in tune_lines.harness_line(recs[4], None)
+
+
+def test_a_baseline_whose_speed_moved_during_tune_is_said():
+    def row(rate, runtime="torch", fwd="kernels", n=1, error=None, mode="baseline"):
+        return {"runtime": runtime, "torch_forward": fwd, "pair": "p", "mode": mode, "concurrency": n,
+                "tokens_per_s": rate, "error": error}
+
+    rows = [row(97.0), row(60.0), row(61.0), row(80.0, "llama-server", None), row(100.0, "llama-server", None),
+            row(10.0, "vllm", None, n=4), row(40.0, "vllm", None), row(5.0, "vllm", None, error="skipped: x"),
+            row(10.0, "vllm", None, mode="speculative")]
+    got = tune.unsteady(rows)  # llama-server within 1.25x, vLLM's slow rows are under load, failed or speculative
+    assert got == [{"runtime": "torch [kernels]", "pair": "p", "low": 60.0, "high": 97.0}]
+    result = {"confirmed": [], "baselines": [], "recommendations": [], "unsteady": got}
+    said = " ".join(tune_lines.lines(result, {}, None))
+    assert "torch [kernels]: its baseline decoded at 60.0 to 97.0 tok/s from prompt to prompt (1.62x)" in said
+    assert "speed changed" not in " ".join(tune_lines.lines({**result, "unsteady": []}, {}, None))
 
 
 def test_each_runtime_says_the_setting_in_its_own_terms():
