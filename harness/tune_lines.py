@@ -7,6 +7,7 @@ What it does not do: predict, measure or choose (harness/tune.py).
 
 from __future__ import annotations
 
+import math
 import textwrap
 from dataclasses import replace
 from typing import Optional
@@ -63,8 +64,12 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
 # ---------------------------------------------------------------- the console
 
 
-def _x(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.2f}x"
+def _x(v: Optional[float], down: bool = False) -> str:
+    """A speedup in hundredths; `down` rounds it down (a prediction under --rule-out never reads as
+    --rule-out itself, 0.8996 as 0.90x beside "predicted below 0.9x")."""
+    if v is None:
+        return "-"
+    return f"{math.floor(v * 100) / 100:.2f}x" if down else f"{v:.2f}x"
 
 
 def _t(v: Optional[float]) -> str:
@@ -105,7 +110,7 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
         else:
             out += textwrap.wrap(f"{rec['runtime']}{at}: do not speculate{on} ({b['tokens_per_s']:.1f} tok/s; the best "
                                  f"candidate, {Candidate(**best).label()}, "
-                                 f"{'predicted ' + _x(best['predicted']) if best['measured'] is None else 'measured ' + _x(best['measured'])}). "
+                                 f"{'predicted ' + _x(best['predicted'], down=True) if best['measured'] is None else 'measured ' + _x(best['measured'])}). "
                                  f"{rec['why']}", width, subsequent_indent="  ")
         lib = library_line(rec, pairs)
         # the commands whole, one line each, ready to paste (the only lines that may pass `width`)

@@ -193,6 +193,11 @@ def test_a_baseline_whose_speed_moved_during_tune_is_said():
     said = " ".join(tune_lines.lines(result, {}, None))
     assert "torch [kernels]: its baseline decoded at 60.0 to 97.0 tok/s from prompt to prompt (1.62x)" in said
     assert "speed changed" not in " ".join(tune_lines.lines({**result, "unsteady": []}, {}, None))
+    # a prediction just under --rule-out never reads as --rule-out itself
+    probe = [_cell(None, 1.0, None, drafter=None, tps=15.0, runtime="hf"), _cell(2, 0.9, 1.1, drafter="ngram", tps=13.5, runtime="hf")]
+    rec = tune.recommend([replace(_cand("ngram", 2, 1, None, None, "hf"), predicted=0.8996)], {}, [], probe)
+    said = " ".join(" ".join(tune_lines.lines({**result, "recommendations": rec}, {}, None)).split())
+    assert "ngram g=2, predicted 0.89x). Every candidate is predicted below 0.9x" in said
 
 
 def test_each_runtime_says_the_setting_in_its_own_terms():
