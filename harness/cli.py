@@ -245,7 +245,7 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @click.option("--drafter", "drafter_list", default=None,
               help=f"{DRAFTER_HELP} [default: {TUNE_DRAFTERS}, without eagle3 where the pair has no head]")
 @click.option("--max-gamma", default=default_of(TuneConfig, "max_gamma"), show_default=True, type=int,
-              help="The longest draft tried: tune measures gamma 1 (vLLM: 2) and this one (the draft model also "
+              help="The longest draft tried: tune measures gamma 1 (vLLM: 2) and this one (the draft model also at "
                    "2) and predicts those between.")
 @click.option("--confirm", default=default_of(TuneConfig, "confirm"), show_default=True, type=int,
               help="Best predicted settings per runtime (and N) measured again beside the baseline (one where none is "

@@ -5,9 +5,9 @@ Three steps, each a run folder under --out (resumable as a sweep):
     probe/        every runtime x drafter at gamma 1 (vLLM: 2, Runtime.tune_low_gamma) and at
                   gamma G (--max-gamma), the draft model also at MODEL_MID_GAMMA, fixed policy, at
                   each --concurrency N, with the baseline: what a round costs across the range
-                  and the acceptance per draft position at G; where the runtime has confidence stopping and drops
-                  the token it stopped at, the draft model at G stopping under STOPPING_P: what
-                  stopping costs a round
+                  and the acceptance per draft position at G; where the runtime has confidence
+                  stopping and drops the token it stopped at, the draft model at G stopping under
+                  STOPPING_P: what stopping costs a round
     (prediction)  every candidate drafter x gamma 1..G x policy (fixed; confidence stopping at
                   CONFIDENCE_P where the runtime has it) per runtime, pair and N, from the probe alone
     confirm/NAME/ --confirm candidates of runtime NAME (the best of each drafter first: chosen) and

@@ -65,8 +65,8 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
 
 
 def _x(v: Optional[float], down: bool = False) -> str:
-    """A speedup in hundredths; `down` rounds it down (a prediction under --rule-out never reads as
-    --rule-out itself, 0.8996 as 0.90x beside "predicted below 0.9x")."""
+    """A speedup in hundredths; `down` rounds it down, so that a prediction under --rule-out never
+    reads as --rule-out itself (0.8996 reads 0.89x, not 0.90x beside "predicted below 0.9x")."""
     if v is None:
         return "-"
     return f"{math.floor(v * 100) / 100:.2f}x" if down else f"{v:.2f}x"
