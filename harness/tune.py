@@ -338,14 +338,16 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
         confirm_s += time.perf_counter() - t
 
     run_grid(tc.probe(), then=confirm_now)
-    probe = measured_cells(_rows(tc.out / "probe"))
+    probe_rows = _rows(tc.out / "probe")
+    probe = measured_cells(probe_rows)
     cands = candidates(probe, tc.max_gamma)
     if not cands:
         raise HarnessError(f"tune: the probe measured no speculative setting (see {tc.out / 'probe'}); nothing to predict from")
     for at in sorted({(c.runtime, c.pair) for c in cands} - predicted):  # a probe with nothing left to measure (--resume)
         predict_and_confirm([c for c in cands if (c.runtime, c.pair) == at])
     picks = chosen(cands, tc.confirm, tc.rule_out)
-    confirmed = measured_cells(_rows(tc.out / "confirm")) if picks else []
+    confirm_rows = _rows(tc.out / "confirm") if picks else []
+    confirmed = measured_cells(confirm_rows)
     _measure(picks, confirmed)
     total = time.perf_counter() - t0
     result = {"max_gamma": tc.max_gamma, "probe_s": total - confirm_s, "total_s": total,
@@ -353,7 +355,7 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
               "recommendations": recommend(cands, picks, confirmed, probe, tc.rule_out),
-              "unsteady": unsteady(_rows(tc.out / "probe") + _rows(tc.out / "confirm"))}
+              "unsteady": unsteady(probe_rows + confirm_rows)}
     save(tc.out, result)
     return result
 
@@ -384,11 +386,12 @@ def unsteady(rows: list[dict]) -> list[dict]:
     """Each runtime (and pair) whose baseline decoded UNSTEADY times faster on one prompt than on
     another in the probe and confirm runs at N = 1: the machine's speed changed during tune, so a
     prediction made at one speed misses a measurement made at the other."""
+    from spec_harness.reports.load import by_drafting
+
     rates: dict[tuple[str, str], list[float]] = {}
-    for r in rows:
-        if r["mode"] == "baseline" and not r.get("error") and r.get("tokens_per_s") and (r.get("concurrency") or 1) == 1:
-            fwd = r.get("torch_forward")
-            rates.setdefault((f"{r['runtime']} [{fwd}]" if fwd else r["runtime"], r["pair"]), []).append(r["tokens_per_s"])
+    for r in by_drafting([r for r in rows if r["mode"] == "baseline" and not r.get("error") and r.get("tokens_per_s")
+                          and (r.get("concurrency") or 1) == 1]):  # named as the reports name it (torch [kernels])
+        rates.setdefault((r["runtime"], r["pair"]), []).append(r["tokens_per_s"])
     return [{"runtime": rt, "pair": pair, "low": min(v), "high": max(v)} for (rt, pair), v in sorted(rates.items())
             if max(v) >= UNSTEADY * min(v)]
 

@@ -2,20 +2,21 @@
 
 The model of a candidate (Fit.predict): a round drafting g tokens yields
     tau(g) = s (1 + sum_{i<=g} prod_{j<=i} p_j) + (1 - s)
-tokens, with p_j the conditional acceptance at position j measured at G (core.metrics.
-per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds no match in
-the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R is
-measured at the probe's gammas, 1 (vLLM: 2) and G, the draft model's also at 2 (R = measured
-tau / measured speedup: every cost of the round, the draft's, the verify pass's, sampling,
-orchestration and prefill's share, in the baseline's time per token) and taken linear in g in between and from the round that drafts
-nothing (explain's, at 0), as a verify pass over g + 1 tokens and g draft steps grow; measured tau
-/ model tau at those gammas (the last round cut at max_new_tokens) is interpolated between them, so
-the prediction equals the measurement at each probe gamma. Confidence stopping at P is the probe's
-rounds at G replayed (Fit._confident) on the draft model's top-1 probabilities that the acceptance
-check recorded, read as the runtime reads them (Runtime.confidence_top_k) and stopped as it stops
-(Runtime.confidence_keeps_stop). A round stopped where the runtime drops the stopping token costs
-what stopping cost the probe's rounds under STOPPING_P beyond a fixed round (Fit.stop_extra); where
-the runtime proposes it, a fixed round of what it proposed.
+tokens, with p_j the conditional acceptance at position j measured at G
+(core.metrics.per_position_acceptance) and s the share of rounds that drafted (prompt lookup finds
+no match in the others), and costs R(g) baseline token-times, so that speedup(g) = tau(g) / R(g). R
+is measured at the probe's gammas, 1 (vLLM: 2) and G, the draft model's also at 2 (R = measured tau
+/ measured speedup: every cost of the round, the draft's, the verify pass's, sampling, orchestration
+and prefill's share, in the baseline's time per token) and taken linear in g in between and from the
+round that drafts nothing (explain's, at 0), as a verify pass over g + 1 tokens and g draft steps
+grow; measured tau / model tau at those gammas (the last round cut at max_new_tokens) is
+interpolated between them, so the prediction equals the measurement at each probe gamma. Confidence
+stopping at P is the probe's rounds at G replayed (Fit._confident) on the draft model's top-1
+probabilities that the acceptance check recorded, read as the runtime reads them
+(Runtime.confidence_top_k) and stopped as it stops (Runtime.confidence_keeps_stop). A round stopped
+where the runtime drops the stopping token costs what stopping cost the probe's rounds under
+STOPPING_P beyond a fixed round (Fit.stop_extra); where the runtime proposes it, a fixed round of
+what it proposed.
 
 What it does not own: reading rows into cells, choosing, confirming and recommending (harness/tune.py).
 """

@@ -233,8 +233,8 @@ def document(cells: list[dict], categories: list[dict], plots: list[str], notes:
             out += [f"![Speed of each runtime and drafter, and why]({VERDICT_PNG})", ""]
     if tune:
         out += ["## Tune: what to run here", "",
-                "Predicted from the probe (gamma 1, or 2 for vLLM, and the largest; the draft model stopping under "
-                "confidence 0.5), confirmed beside the baseline; the rest of this report pools the probe's and the "
+                "Predicted from the probe (gamma 1, or 2 for vLLM, and the largest; the draft model also at 2 and "
+                "stopping under confidence 0.5), confirmed beside the baseline; the rest of this report pools the probe's and the "
                 "confirm runs' rows.", "", "```"]
         out += tune + ["```", ""]
     spec = [c for c in cells if c["mode"] == "speculative"]

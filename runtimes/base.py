@@ -74,9 +74,9 @@ class Runtime(ABC):
     # True where confidence stopping proposes the token whose probability fell under P as the
     # round's last draft (transformers); False where that token is dropped (our loop, llama.cpp)
     confidence_keeps_stop: bool = False
-    # The smaller of the two fixed draft lengths harness tune's probe measures (the other is
+    # The smaller fixed draft length harness tune's probe measures every drafter at (the larger is
     # --max-gamma): 1, except where a round at gamma 1 costs more than the line through the larger
-    # ones puts it (vLLM), so that the line between the two is measured where it holds
+    # ones puts it (vLLM), so that the line between them is measured where it holds
     tune_low_gamma: int = 1
 
     def __init__(self, settings: RuntimeSettings, workdir: Optional[Path] = None):
