@@ -1,6 +1,7 @@
 """Settings as plain dataclasses, validated in __post_init__, and their defaults, each defined once;
-the settings a flag gives as text (the drafter, the draft policy, the torch forward) parsed once
-into typed values (DrafterSpec, DraftPolicy, TorchForward) whose str() is that text again.
+the settings a flag gives as text (the draft policy, the torch forward; the drafter through
+core/drafters/) parsed once into typed values (DraftPolicy, TorchForward, a DrafterSpec) whose str()
+is that text again.
 
 Every impossible setting is rejected here with a HarnessError naming the flag and the fix, so a
 bad run never starts. The command line shows these defaults in --help through `default_of`.
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar, Optional
 
+from spec_harness.core import drafters
+from spec_harness.core.drafters import DrafterSpec
 from spec_harness.core.errors import HarnessError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -72,51 +75,6 @@ class DraftPolicy(FromText):
 
     def __str__(self) -> str:
         return f"confidence:{self.p!r}" if self.kind == "confidence" else self.kind
-
-
-# Who proposes the drafts: `model` (the pair's draft model), `ngram[:N,K]` (prompt lookup: the
-# tokens after the latest earlier match of the last N..1 tokens, at most K; K default: gamma) or
-# `eagle3[:PATH]` (an EAGLE-3 head reading the target's hidden states: the pair's own, or PATH).
-NGRAM_MAX = 2  # Hugging Face's max_matching_ngram_size and llama-cpp-python's max_ngram_size default
-DRAFTERS = ("model", "ngram[:N,K]", "eagle3[:PATH]")
-
-
-@dataclass(frozen=True)
-class DrafterSpec(FromText):
-    """A --drafter parsed: `kind` (model, ngram, eagle3) with prompt lookup's n-gram sizes or the
-    head's folder; str() is the flag's text, which rows and run.json carry."""
-
-    kind: str = "model"
-    n: Optional[int] = None  # ngram: the longest n-gram looked up (None: NGRAM_MAX)
-    k: Optional[int] = None  # ngram: the most tokens proposed (None: gamma)
-    path: Optional[str] = None  # eagle3: the head's folder (None: the pair's own head)
-
-    @classmethod
-    def parse(cls, text: str) -> DrafterSpec:
-        """'model' | 'ngram' | 'ngram:N' | 'ngram:N,K' | 'eagle3' | 'eagle3:PATH'; HarnessError otherwise."""
-        kind, _, args = text.partition(":")
-        if kind == "model" and not args:
-            return cls()
-        if kind == "eagle3":
-            return cls(kind, path=args or None)
-        if kind == "ngram":
-            try:
-                nums = [int(a) for a in args.split(",")] if args else []
-            except ValueError:
-                nums = [0]
-            if len(nums) <= 2 and all(x >= 1 for x in nums):
-                return cls(kind, *nums)
-        raise HarnessError(f"--drafter must be model, ngram, ngram:N, ngram:N,K (N, K >= 1), eagle3 or eagle3:PATH, got {text!r}")
-
-    @property
-    def max_ngram(self) -> int:
-        """Prompt lookup's longest n-gram: N, else NGRAM_MAX."""
-        return self.n or NGRAM_MAX
-
-    def __str__(self) -> str:
-        if self.kind == "ngram":
-            return "ngram" + (f":{self.n}" if self.n else "") + (f",{self.k}" if self.k else "")
-        return f"eagle3:{self.path}" if self.path else self.kind
 
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -197,7 +155,7 @@ class GenerationSettings:
     ignore_eos: bool = False
     # the draft policy and the drafter, each parsed once: a string given here is parsed in __post_init__
     draft_policy: DraftPolicy = DraftPolicy()
-    drafter: DrafterSpec = DrafterSpec()
+    drafter: DrafterSpec = field(default_factory=drafters.default)
     # Forced acceptance (calibration): draft position i is accepted with probability
     # forced[min(i, len - 1)] whatever the tokens, so rounds follow Leviathan's i.i.d. model while
     # every pass costs what it costs; the output is then not the target's (rows say `synthetic`).
@@ -208,7 +166,7 @@ class GenerationSettings:
 
     def __post_init__(self):
         object.__setattr__(self, "draft_policy", DraftPolicy.of(self.draft_policy))
-        object.__setattr__(self, "drafter", DrafterSpec.of(self.drafter))
+        object.__setattr__(self, "drafter", drafters.of(self.drafter))
         at_least("--gamma", self.gamma, 1, "draft tokens per round")
         at_least("--max-new-tokens", self.max_new_tokens, 1)
         at_least("--concurrency", self.concurrency, 1, "client streams at once")

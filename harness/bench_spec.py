@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Optional
 
 from spec_harness import runtimes
-from spec_harness.core import theory, timing
+from spec_harness.core import drafters, theory, timing
 from spec_harness.core.config import PairSpec
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
 from spec_harness.harness.bench_common import CALIBRATION_GRID, HEAD_GOALS, PROMPT, Figure, alternate
 from spec_harness.harness.bench_speed import matrices_ms
 
@@ -123,18 +124,19 @@ class SpecFigures:
         from spec_harness.core import metrics
         from spec_harness.reports.load import load as load_rows
 
+        head, model = str(Eagle3Spec()), str(drafters.default())  # the pair's own head; its draft model
         with tempfile.TemporaryDirectory(prefix="bench-eagle3-") as tmp:
             out = Path(tmp) / "run"
-            heads = runtimes.able("drafters", "eagle3")  # the runtimes that run an EAGLE-3 head
+            heads = runtimes.able("drafters", Eagle3Spec)  # the runtimes that run an EAGLE-3 head
             r = subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", "run", "--runtime", ",".join(heads),
-                                "--drafter", "model,eagle3", "--out", str(out)], capture_output=True, text=True)
+                                "--drafter", f"{model},{head}", "--out", str(out)], capture_output=True, text=True)
             if not (out / "results.jsonl").exists():
                 return Figure(10, "EAGLE-3 head: alpha_hat in torch", None, "", {},
                               note=(r.stderr.strip().splitlines() or ["the run failed"])[-1])
             rows = [x for x in load_rows([out]).rows if not x.get("error")]
         detail: dict = {}
         for name in heads:
-            for drafter in ("model", "eagle3"):
+            for drafter in (model, head):
                 spec = [x for x in rows if x["runtime"].split(" [")[0] == name and x["mode"] == "speculative"
                         and x.get("drafter") == drafter]
                 if not spec:
@@ -144,10 +146,10 @@ class SpecFigures:
                 detail.setdefault(name, {})[drafter] = {
                     "alpha_hat": metrics.alpha_hat(rounds), "tau": metrics.mean_accepted_len(rounds),
                     "speedup": statistics.median(speedups) if speedups else None}
-        heads = [d["eagle3"]["alpha_hat"] for n, d in detail.items() if "eagle3" in d and n != "llamacpp"
-                 and d["eagle3"]["alpha_hat"] is not None]
+        heads = [d[head]["alpha_hat"] for n, d in detail.items() if head in d and n != "llamacpp"
+                 and d[head]["alpha_hat"] is not None]
         detail["alpha_spread_torch_server_vllm"] = max(heads) - min(heads) if len(heads) > 1 else None
-        value = (detail.get("torch") or {}).get("eagle3", {}).get("alpha_hat")
+        value = (detail.get("torch") or {}).get(head, {}).get("alpha_hat")
         g = HEAD_GOALS
         return Figure(10, "EAGLE-3 head beside the draft model: the head's alpha_hat in torch", value,
                       f">= {g['alpha_hat']} (tau >= {g['tau']} at gamma 4, torch >= {g['torch_speedup']}x, the head ahead "

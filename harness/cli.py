@@ -8,23 +8,23 @@ harness/options.py's. What it does not do: run anything itself.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import signal
 import sys
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
 import click
 
-from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
+from spec_harness.core import drafters as drafter_kinds
+from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import check_out_dir
 from spec_harness.harness.bench import BenchSettings
 from spec_harness.harness.options import (
     DEFAULT_DRAFTERS,
-    DRAFTER_HELP,
     EOS,
     MACHINE_OPTIONS,
     MAX_NEW_TOKENS,
@@ -35,6 +35,7 @@ from spec_harness.harness.options import (
     POLICY,
     PROMPTS,
     REPEAT_OPTIONS,
+    RegistryHelp,
     SWEEP_GAMMAS,
     TARGET_QUANT,
     TOP_K,
@@ -119,9 +120,9 @@ def _check_quants(pairs, quants: list[str], names: list[str]) -> None:
 
 def _common(gammas: str):
     """The options of `run` and `sweep`, every axis a comma list; `gammas` is --gamma's default."""
-    drafter = click.option("--drafter", "drafter_list", default=None,
-                           help=f"{DRAFTER_HELP} [default: {DEFAULT_DRAFTERS}, where the pair has a head of its own, "
-                                f"else {default_of(GenerationSettings, 'drafter')}]")
+    drafter = click.option("--drafter", "drafter_list", default=None, cls=RegistryHelp, help=lambda: (
+        f"{drafter_kinds.help_text()} [default: {DEFAULT_DRAFTERS}, each where the pair has it, else "
+        f"{default_of(GenerationSettings, 'drafter')}]"))
     table = [click.option("--table", is_flag=True, help="Also print the full table (every phase, tau, drafts per round) "
                                                         "before the verdict; the report always has it."),
              click.option("--interleave", is_flag=True,
@@ -139,29 +140,21 @@ def _split(value: str, cast, flag: str) -> list:
         raise HarnessError(f"{flag} takes a comma list of numbers, got {value!r}") from None
 
 
-def _drafters(value: str) -> list[DrafterSpec]:
-    """'model,ngram:3,5' -> [model, ngram:3,5], each parsed: a bare number continues the ngram before it."""
-    out: list[str] = []
-    for part in (p.strip() for p in value.split(",") if p.strip()):
-        if part.isdigit() and out and out[-1].startswith("ngram:"):
-            out[-1] += f",{part}"
-        else:
-            out.append(part)
-    return [DrafterSpec.parse(d) for d in out]
-
-
-def _check_heads(pairs, drafters) -> None:
-    """Every EAGLE-3 head a run names is read and set against each pair's target before any work
-    (models/eagle3.py: a missing folder, a head for another target: one line, exit 2)."""
-    from spec_harness.models.eagle3 import check_fits, read_config
-
+def _check_drafters(pairs, drafters) -> None:
+    """Each drafter a run names, set against each pair before any work where its kind checks
+    something (DrafterSpec.check: an EAGLE-3 head's folder read and set against the target; a
+    missing folder, a head for another target: one line, exit 2)."""
     for d in drafters:
-        if d.kind != "eagle3":
-            continue
-        for p in pairs:
-            folder = d.path or p.eagle3
-            if folder:
-                check_fits(read_config(folder), p.target_gguf or p.target, folder)
+        if type(d).check:
+            module, _, attr = type(d).check.partition(":")
+            for p in pairs:
+                getattr(importlib.import_module(module), attr)(d, p)
+
+
+def _default_drafters(text: str, pairs) -> list:
+    """A default --drafter list, less the drafters some pair cannot draft with as it is
+    (DrafterSpec.available: eagle3 without a head of the pair's own)."""
+    return [d for d in drafter_kinds.parse_list(text) if all(d.available(p) for p in pairs)]
 
 
 def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafters: Optional[str] = None) -> RunConfig:
@@ -188,9 +181,9 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafte
                                "run it with `harness calibrate` (forced acceptance)")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
     policies = [DraftPolicy.parse(p.strip()) for p in o["policy_list"].split(",") if p.strip()]
-    drafters = _drafters(o["drafter_list"] or default_drafters or (
-        DEFAULT_DRAFTERS if all(p.eagle3 for p in resolved) else str(default_of(GenerationSettings, "drafter"))))
-    _check_heads(resolved, drafters)
+    drafters = drafter_kinds.parse_list(o["drafter_list"]) if o["drafter_list"] else \
+        _default_drafters(default_drafters or DEFAULT_DRAFTERS, resolved)
+    _check_drafters(resolved, drafters)
     _check_quants(resolved, quants, names)
     return RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
                      policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
@@ -242,8 +235,8 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @runtime_option(TUNE_RUNTIMES)
 @PAIR
 @options(MODEL_OPTIONS)
-@click.option("--drafter", "drafter_list", default=None,
-              help=f"{DRAFTER_HELP} [default: {TUNE_DRAFTERS}, without eagle3 where the pair has no head]")
+@click.option("--drafter", "drafter_list", default=None, cls=RegistryHelp,
+              help=lambda: f"{drafter_kinds.help_text()} [default: {TUNE_DRAFTERS}, each where the pair has it]")
 @click.option("--max-gamma", default=default_of(TuneConfig, "max_gamma"), show_default=True, type=int,
               help="The longest draft tried: tune measures gamma 1 (vLLM: 2) and this one (the draft model also at "
                    "2) and predicts those between.")
@@ -264,8 +257,6 @@ def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens,
     if o["out"] is None:
         o["out"] = Path("runs") / datetime.now().strftime("tune-%Y%m%d-%H%M%S")
     cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, default_drafters=TUNE_DRAFTERS)
-    if not all(p.eagle3 for p in cfg.pairs) and not o["drafter_list"]:
-        cfg = replace(cfg, drafters=[d for d in cfg.drafters if d != DrafterSpec("eagle3")])
     tc = tuning.TuneConfig(cfg, max_gamma, confirm, rule_out)
     result = tuning.tune(tc, log=click.echo)
     text = lines(result, {p.name: p for p in cfg.pairs}, pair)
@@ -352,7 +343,7 @@ def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbos
 @click.option("--run", "pair_run", default=None, type=click.Path(exists=True, path_type=Path),
               help="A run folder of this pair (harness run): its alpha_hat is placed on the curves.")
 @click.option("--drafter", "drafter_list", default=str(default_of(GenerationSettings, "drafter")), show_default=True,
-              help="Comma list of what drafts under forced acceptance: model (the pair's draft), eagle3[:PATH] (an EAGLE-3 head).")
+              cls=RegistryHelp, help=lambda: f"What drafts under forced acceptance. {drafter_kinds.help_text()}")
 @options(REPEAT_OPTIONS, MACHINE_OPTIONS, OUT_OPTIONS)
 def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_tokens, pair_run, drafter_list, **o):
     """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
@@ -372,7 +363,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     alphas, gammas = _split(alpha_list, float, "--alpha"), _split(gamma_list, int, "--gamma")
     names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)
     settings = _runtime_settings(o)
-    drafters = _drafters(drafter_list)
+    drafters = drafter_kinds.parse_list(drafter_list)
     concurrencies = _split(o["concurrency_list"], int, "--concurrency")
     for g, a, d, n in itertools.product(gammas, alphas, drafters, concurrencies):
         GenerationSettings(gamma=g, max_new_tokens=max_new_tokens, forced=(a,), drafter=d, concurrency=n)
@@ -381,7 +372,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     out = o["out"] or Path("runs") / datetime.now().strftime("calibrate-%Y%m%d-%H%M%S")
     check_out_dir(out, o["resume"])
     spec = resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])
-    _check_heads([spec], drafters)
+    _check_drafters([spec], drafters)
     cfg = RunConfig(names, [spec], prompts, gammas, [SamplingParams()], [max_new_tokens],
                     o["seed"], True, drafters=drafters, forced=[(a,) for a in alphas], runtime=settings,
                     repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],

@@ -128,10 +128,6 @@ POLICY = click.option("--draft-policy", "policy_list", default=str(default_of(Ge
                            "the first draft whose top-1 probability is < P), heuristic (Hugging Face's schedule from "
                            "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
                            "library as a user who sets nothing gets it). `harness runtimes` says which runtime runs which.")
-DRAFTER_HELP = ("Comma list: model (the pair's draft), ngram[:N,K] (prompt lookup: the tokens after an earlier match of "
-                "the last N tokens, at most K; N default 2, K default gamma; ours in our loop, the library's own "
-                "elsewhere), eagle3[:PATH] (an EAGLE-3 head reading the target's hidden states: the pair's own, or the "
-                "head folder PATH); `harness runtimes` says which runtime runs which.")
 PROMPTS = click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
                        help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL "
                             "file of {id, category, prompt}.")

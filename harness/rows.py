@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from spec_harness.core import metrics
+from spec_harness.core import drafters, metrics
 from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.metrics import SUSPECTED_BUG
@@ -98,7 +98,7 @@ def _drafting(policy, gamma: Optional[int], drafter) -> str:
     """How a setting drafts, in a console line: `g4`, `confidence:0.5 g6`, `library-default`, then the drafter
     unless it is the draft model (`g4 eagle3`)."""
     drafting = f"g{gamma}" if policy.kind == "fixed" else f"{policy}" + (f" g{gamma}" if gamma else "")
-    return drafting + ("" if drafter.kind == "model" else f" {drafter}")
+    return drafting + ("" if drafter == drafters.default() else f" {drafter}")
 
 
 def setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[dict, dict]]) -> str:

@@ -140,7 +140,7 @@ class RunConfig:
                                        "--concurrency or raise --n-ctx")
 
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: DraftPolicy = DraftPolicy(), drafter: DrafterSpec = DrafterSpec(), forced: Optional[tuple] = None,
+                 policy: DraftPolicy = DraftPolicy(), drafter: Optional[DrafterSpec] = None, forced: Optional[tuple] = None,
                  concurrency: int = 1) -> GenerationSettings:
         return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
                                   forced, concurrency)

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Optional
 
 from spec_harness import runtimes
-from spec_harness.core.config import WARMUP_TOKENS, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core import drafters
+from spec_harness.core.config import WARMUP_TOKENS, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
@@ -42,7 +43,7 @@ from spec_harness.runtimes.server import ServerSetting
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
     from spec_harness.runtimes.base import Runtime
 
-BASELINE = (DraftPolicy(), None, DrafterSpec(), None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
+BASELINE = (DraftPolicy(), None, drafters.default(), None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
 
 
 class _LoadFailed(Exception):

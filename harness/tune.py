@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from spec_harness.core import metrics
-from spec_harness.core.config import DrafterSpec, DraftPolicy
+from spec_harness.core import drafters, metrics
+from spec_harness.core.config import DraftPolicy
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
 from spec_harness.harness.run_config import RunConfig
@@ -103,14 +103,14 @@ class TuneConfig:
         from spec_harness import runtimes
 
         fixed = DraftPolicy.parse("fixed")
-        stopping = (DraftPolicy.parse(f"confidence:{STOPPING_P}"), self.max_gamma, DrafterSpec())
+        stopping = (DraftPolicy.parse(f"confidence:{STOPPING_P}"), self.max_gamma, drafters.default())
         also = {}
         for n in self.run.runtimes:
             cls = runtimes.get(n)
             also[n] = [(fixed, self.low_gamma(n), d) for d in self.run.drafters]
-            if self.low_gamma(n) < MODEL_MID_GAMMA < self.max_gamma and DrafterSpec() in self.run.drafters:
-                also[n].append((fixed, MODEL_MID_GAMMA, DrafterSpec()))
-            if "confidence" in cls.policies and not cls.confidence_keeps_stop and DrafterSpec() in self.run.drafters:
+            if self.low_gamma(n) < MODEL_MID_GAMMA < self.max_gamma and drafters.default() in self.run.drafters:
+                also[n].append((fixed, MODEL_MID_GAMMA, drafters.default()))
+            if "confidence" in cls.policies and not cls.confidence_keeps_stop and drafters.default() in self.run.drafters:
                 also[n].append(stopping)
         return replace(self.run, gammas=[self.max_gamma], draft_policies=[fixed], also=also,
                        out=self.out / "probe", interleave=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
 from spec_harness import runtimes
-from spec_harness.core import metrics
+from spec_harness.core import drafters, metrics
 from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import write_run_json
@@ -132,10 +132,9 @@ class UnderLoad:
                 own.setdefault("target", {})[str(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
                 own.setdefault("step", {})[str(n)] = rt.decode_step_s(None, n, ids)
                 return
-            kind = gen.drafter.kind
             t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
             k = str(gen.gamma_max + 1)
-            if kind != "model" or base is None or k not in t:
+            if gen.drafter.cost != drafters.DRAFT_MODEL or base is None or k not in t:
                 return
             per_gamma = max(rt.decode_step_s(gen, n, ids) / base - t[k] / t["1"], 0.0) / gen.gamma_max
             own.setdefault("draft", {})[str(n)] = {"1": per_gamma * t["1"]}

@@ -347,6 +347,15 @@ def is_head_folder(path) -> bool:
     return d.get("speculators_model_type") == FORMAT or any("Eagle3" in a for a in d.get("architectures") or [])
 
 
+def check_drafter(drafter, pair) -> None:
+    """`--drafter eagle3[:PATH]` set against a pair before any work (core/drafters/eagle3.py's
+    check): the head's folder read and checked against the pair's target (HarnessError naming the
+    mismatch); a pair without a head of its own is left to the runtimes (a skipped row)."""
+    folder = drafter.folder(pair.eagle3)
+    if folder:
+        check_fits(read_config(folder), pair.target_gguf or pair.target, folder)
+
+
 def read_config(folder) -> HeadConfig:
     p = Path(folder).expanduser()
     if not (p / "config.json").is_file():

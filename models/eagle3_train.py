@@ -294,7 +294,7 @@ class Training:
         if self.held and self.step == 0:
             self.evaluate()
         self.head.train()
-        bar = tqdm(total=cfg.steps, initial=self.step, desc="eagle3", disable=not progress)
+        bar = tqdm(total=cfg.steps, initial=self.step, desc="EAGLE-3 head", disable=not progress)
         t0, step0 = time.time(), self.step
         while self.step < cfg.steps:
             self.train_step([train_set[rng.randrange(len(train_set))] for _ in range(cfg.batch)])

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from spec_harness.core import theory
-from spec_harness.core.config import DrafterSpec
+from spec_harness.core import drafters, theory
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
 from spec_harness.core.errors import HarnessError
 from spec_harness.models import shape
 
@@ -29,14 +29,15 @@ class CFlops:
         model), an EAGLE-3 head's (fc, its layer and its draft-vocabulary head, models/eagle3.py)."""
         if not refs:
             return None
-        d = DrafterSpec.parse(drafter or "model")  # a row's text, as make_row wrote it
-        kind = d.kind
-        if kind == "ngram":
+        d = drafters.of(drafter)  # a row's text, as make_row wrote it
+        if d.cost == drafters.NOTHING:
             return 0.0
-        head = (d.path or refs.get("eagle3")) if kind == "eagle3" else None
-        key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf")) + (kind, head)
+        if d.cost == drafters.OWN_ROUND and not isinstance(d, Eagle3Spec):
+            return None  # a model of its own whose FLOPs this module does not know
+        head = d.folder(refs.get("eagle3")) if isinstance(d, Eagle3Spec) else None
+        key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf")) + (d.cost, head)
         if key not in self._cache:
-            self._cache[key] = self._lookup(refs) if kind != "eagle3" else self._head(refs, head)
+            self._cache[key] = self._head(refs, head) if isinstance(d, Eagle3Spec) else self._lookup(refs)
         return self._cache[key]
 
     def _head(self, refs: dict, head: Optional[str]) -> Optional[float]:

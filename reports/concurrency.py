@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from spec_harness.core import metrics, theory
+from spec_harness.core import drafters, metrics, theory
 from spec_harness.core.acceptance import pooled
 
 MEMORY_BOUND_V = 1.5  # a verify batch below this many one-token passes is still "memory bound"
@@ -76,12 +76,17 @@ def cells(rows: list[dict], batched: Optional[dict] = None, every_run: bool = Fa
     return records
 
 
+def _cost(rec: dict) -> str:
+    """What a record's drafter costs (core/drafters: the draft model's steps, nothing, its own round)."""
+    return drafters.of(rec.get("drafter")).cost
+
+
 def _head_round(groups: dict, key: tuple) -> Optional[float]:
     """An EAGLE-3 head's round at N = 1 in its baseline's target steps (draft passes, the verify
     batch with the layer inputs the head reads, and the loop: metrics.step_costs' cost per round),
     measured on the same runtime and settings; None for other drafters or without N = 1 rows."""
     spec1, base1 = groups.get((*key[:8], 1)), groups.get((*key[:6], "baseline", None, 1))
-    if not spec1 or not base1 or not (spec1[0].get("drafter") or "").startswith("eagle3"):
+    if not spec1 or not base1 or _cost(spec1[0]) != drafters.OWN_ROUND:
         return None
     return metrics.step_costs(metrics.pooled(spec1), metrics.pooled(base1))["cost_per_round"]
 
@@ -131,10 +136,10 @@ def _prices(rec: dict, costs: Optional[dict], n: Optional[int] = None) -> tuple[
     draft model's, whose): the runtime's own engine's when it measured them (by_runtime), else
     llama.cpp's. Prompt lookup runs no model and an EAGLE-3 head is priced by its own round
     (_head_round): they need the target's prices only."""
-    n, drafter = str(n or rec["concurrency"]), rec.get("drafter") or ""
+    n = str(n or rec["concurrency"])
     name = rec.get("runtime_name") or rec["runtime"]
     own = ((costs or {}).get("by_runtime") or {}).get(name) or {}
-    target_only = drafter.startswith(("ngram", "eagle3"))
+    target_only = _cost(rec) != drafters.DRAFT_MODEL
     for source, whose in ((own, name), (costs or {}, "llama.cpp")):
         t, d = (source.get("target") or {}).get(n), ((source.get("draft") or {}).get(n))
         if t and (d or target_only):
@@ -150,15 +155,15 @@ def _predicted(rec: dict, costs: Optional[dict], head_round: Optional[float] = N
     a, g = rec["alpha_hat"], rec["gamma"]
     t, d, whose = _prices(rec, costs)
     k = str((g or 0) + 1)
-    drafter = rec.get("drafter") or ""
+    cost = _cost(rec)
     none = {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None, "priced_by": None}
-    if a is None or not g or not t or "1" not in t or k not in t or ("1" not in d and not drafter.startswith(("ngram", "eagle3"))):
+    if a is None or not g or not t or "1" not in t or k not in t or ("1" not in d and cost == drafters.DRAFT_MODEL):
         return none
     v = t[k] / t["1"]
     share = rec.get("drafting_share")
     share = 1.0 if share is None else share
     regime = "memory bound" if v < MEMORY_BOUND_V else "compute bound"
-    if drafter.startswith("eagle3"):
+    if cost == drafters.OWN_ROUND:
         t1 = _prices(rec, costs, 1)[0]
         if head_round is None or not t1 or k not in t1 or "1" not in t1:
             return none
@@ -166,7 +171,7 @@ def _predicted(rec: dict, costs: Optional[dict], head_round: Optional[float] = N
         return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(0.0, grown, 0.0, 0.0), share),
                 "v_batched": v, "c_batched": None, "verify_regime": regime,
                 "priced_by": f"its round at N = 1 ({head_round:.2f} steps), grown as {whose}'s verify batch"}
-    c = 0.0 if drafter.startswith("ngram") else d["1"] / t["1"]  # a lookup runs no model
+    c = 0.0 if cost == drafters.NOTHING else d["1"] / t["1"]  # a lookup runs no model
     return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0), share), "v_batched": v,
             "c_batched": c, "verify_regime": regime, "priced_by": whose}
 

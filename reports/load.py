@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from spec_harness.core import drafters
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import RESULTS, RUN, read_results, read_run_json
 
@@ -84,19 +85,12 @@ def load(folders: list[Path], forced: bool = False) -> Loaded:
 
 def drafting(row: dict) -> Optional[str]:
     """How a speculative row drafted, when not the default (fixed gamma, the draft model):
-    e.g. "library-default", "ngram:2,4", "eagle3" (the pair's head; another head by its folder's
-    name: "eagle3:NAME"); None otherwise."""
-    parts = [x for x, default in ((row.get("draft_policy"), "fixed"), (_drafter_label(row.get("drafter")), "model"))
+    e.g. `library-default`, `ngram:2,4`, `eagle3` (the pair's head; another head by its folder's
+    name, `eagle3:NAME`: DrafterSpec.label); None otherwise."""
+    drafter = drafters.of(row.get("drafter"))
+    parts = [x for x, default in ((row.get("draft_policy"), "fixed"), (drafter.label(), str(drafters.default())))
              if x and x != default]
     return ", ".join(parts) or None
-
-
-def _drafter_label(drafter: Optional[str]) -> Optional[str]:
-    kind, _, path = (drafter or "").partition(":")
-    if kind != "eagle3" or not path:
-        return drafter
-    p = Path(path)
-    return f"eagle3:{p.parent.name + '/' if p.name in ('head', '') else ''}{p.name}"
 
 
 def by_drafting(rows: list[dict]) -> list[dict]:
@@ -124,7 +118,7 @@ def by_drafting(rows: list[dict]) -> list[dict]:
 
 
 def _view(runtime: str, how: str) -> str:
-    """"torch" + "ngram" -> "torch [ngram]"; "torch [kernels]" + "ngram" -> "torch [kernels, ngram]"."""
+    """`torch` + `ngram` -> `torch [ngram]`; `torch [kernels]` + `ngram` -> `torch [kernels, ngram]`."""
     return f"{runtime[:-1]}, {how}]" if runtime.endswith("]") else f"{runtime} [{how}]"
 
 

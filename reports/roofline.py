@@ -8,7 +8,7 @@ models/shape.py, and each prompt's token count), up to three steps:
 
     step           measured (pooled)               tokens
     target step    baseline verify_s / n_rounds    1
-    draft step     speculative draft_s / n_drafted 1      (drafter `model` only)
+    draft step     speculative draft_s / n_drafted 1      (the draft model only)
     verify         speculative verify_s / n_rounds g + 1  (g = n_drafted / n_rounds; only where the
                                                           draft phase is timed apart from verify)
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from spec_harness.core import metrics
+from spec_harness.core import drafters, metrics
 from spec_harness.core.results import read_run_json
 from spec_harness.core.theory import attention_flops
 from spec_harness.reports import tables
@@ -101,7 +101,7 @@ def _steps(base: list[dict], spec: list[dict]) -> list[tuple[str, str, float, fl
         return [("target step", "target", 1, t, base)] if t else []
     p = metrics.pooled(spec)
     out = []
-    if p["draft_s"] is not None and p["n_drafted"] and all(r.get("drafter") in (None, "model") for r in spec):
+    if p["draft_s"] is not None and p["n_drafted"] and all(drafters.of(r.get("drafter")).cost == drafters.DRAFT_MODEL for r in spec):
         out.append(("draft step", "draft", 1, p["draft_s"] / p["n_drafted"], spec))
     if p["draft_s"] is not None and p["verify_s"] is not None and p["n_rounds"] and p["n_drafted"]:
         out.append(("verify", "target", 1 + p["n_drafted"] / p["n_rounds"], p["verify_s"] / p["n_rounds"], spec))

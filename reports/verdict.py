@@ -26,6 +26,7 @@ from __future__ import annotations
 import textwrap
 from typing import Optional
 
+from spec_harness.core import drafters
 from spec_harness.reports import explain, mismatch, tables
 
 WIDTH = 100  # the console's columns
@@ -116,7 +117,7 @@ def _command(rec: dict, gamma: int) -> str:
         parts.append(f"--target-quant {quant}")
     if rec.get("torch_forward") == "eager":
         parts.append("--torch-forward eager")
-    if rec.get("drafter") and rec["drafter"] != "model":
+    if rec.get("drafter") and drafters.of(rec["drafter"]) != drafters.default():
         parts.append(f"--drafter {rec['drafter']}")
     if rec.get("draft_policy") and rec["draft_policy"] != "fixed":
         parts.append(f"--draft-policy {rec['draft_policy']}")

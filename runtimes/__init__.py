@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 
+from spec_harness.core import drafters
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 
 REGISTRY: dict[str, str] = {
@@ -57,14 +58,19 @@ def parse_names(spec: str) -> list[str]:
 
 def able(attr: str, value=True) -> list[str]:
     """The registered runtimes whose class declares `value` in capability `attr` (runtimes/base.py:
-    drafters, policies, forces, serves_concurrently), in registry order; a runtime whose
+    drafters (Runtime.runs_drafter), policies, forces, serves_concurrently), in registry order; a runtime whose
     dependency is missing here is left out."""
     out = []
     for n in names():
         try:
-            have = getattr(get(n), attr, None)
+            cls = get(n)
         except RuntimeUnavailable:
             continue
+        if attr == "drafters":  # a drafter kind (core/drafters/), or its name
+            if cls.runs_drafter(drafters.get(value) if isinstance(value, str) else value):
+                out.append(n)
+            continue
+        have = getattr(cls, attr, None)
         if (value in have) if isinstance(have, (tuple, list, set, frozenset)) else have == value:
             out.append(n)
     return out
@@ -79,7 +85,7 @@ def capabilities() -> list[dict]:
         except RuntimeUnavailable as e:
             out.append({"runtime": n, "unavailable": str(e)})
             continue
-        out.append({"runtime": n, "drafters": list(cls.drafters), "policies": list(cls.policies), "forces": cls.forces,
+        out.append({"runtime": n, "drafters": [k.name for k in drafters.kinds() if cls.runs_drafter(k)], "policies": list(cls.policies), "forces": cls.forces,
                     "concurrency": cls.serves_concurrently, "in_all": n not in not_in_all()})
     return out
 

@@ -15,23 +15,23 @@ and config); every policy but library-default (the loop is no library's).
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
-from spec_harness.core import sampling
+from spec_harness.core import drafters as drafter_kinds, sampling
 from spec_harness.core.records import Generation
 from spec_harness.runtimes import evidence
-from spec_harness.runtimes.loop import DraftModel, Drafter, Loop, Model
-from spec_harness.runtimes.ngram import NgramDrafter
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.runtimes.loop import Drafter, Loop, Model
 
 if TYPE_CHECKING:
     from spec_harness.runtimes.server import ServerSetting
 
 
-DRAFTER_NAMES = {"model": "draft model", "ngram": "prompt lookup", "eagle3": "EAGLE-3 drafting"}
 POLICY_NAMES = {"fixed": "fixed draft length", "confidence": "confidence stopping",
                 "heuristic": "heuristic draft-length schedule", LIBRARY_DEFAULT: "library default"}
 
@@ -48,10 +48,11 @@ class Runtime(ABC):
     # run and have it launch its first servers then (start_early), pausing them (hold) while any
     # other runtime measures and resuming them (release) while the others load.
     starts_early: bool = False
-    # What the runtime can run, by kind (core/config.py's DrafterSpec.kind, DraftPolicy.kind): supports()
-    # refuses the rest, and runtimes.able() names the runtimes that can, for its texts, the command
-    # line's `harness runtimes` and the bench's figures.
-    drafters: tuple[str, ...] = ("model",)
+    # What the runtime can run: the drafter kinds (core/drafters/ classes) its file maps to its own
+    # machinery (runs_drafter) and the policies by DraftPolicy.kind. supports() refuses the rest, and
+    # runtimes.able() names the runtimes that can, for its texts, the command line's `harness
+    # runtimes` and the bench's figures.
+    drafters: tuple[type[DrafterSpec], ...] = (DraftModelSpec,)
     policies: tuple[str, ...] = ("fixed",)
     forces: bool = False  # forced acceptance (harness calibrate)
     serves_concurrently: bool = False  # --concurrency above 1 (a server runtime)
@@ -143,16 +144,23 @@ class Runtime(ABC):
         what the class declares (drafters, policies, forces); a runtime adds its own rules."""
         from spec_harness.runtimes import able, listed
 
-        kind, policy = gen.drafter.kind, gen.draft_policy.kind
+        kind, policy = type(gen.drafter), gen.draft_policy.kind
         if gen.forced and not self.forces:
             return (f"{self.name} cannot force acceptance (its library decides each draft; forced acceptance runs in "
                     f"{listed(able('forces'))})")
-        if kind not in self.drafters:
-            return f"{self.name} has no {DRAFTER_NAMES[kind]} (--drafter {kind} runs in {listed(able('drafters', kind))})"
+        if not self.runs_drafter(kind):
+            return f"{self.name} has no {kind.title} (--drafter {kind.name} runs in {listed(able('drafters', kind))})"
+        if gen.confidence is not None and not kind.has_probabilities:
+            return f"--draft-policy {gen.draft_policy} needs a draft's probabilities; {kind.title} has none"
         if policy not in self.policies:
             return (f"{self.name} has no {POLICY_NAMES[policy]} (--draft-policy {gen.draft_policy} runs in "
                     f"{listed(able('policies', policy))})")
         return None
+
+    @classmethod
+    def runs_drafter(cls, kind: type[DrafterSpec]) -> bool:
+        """Whether this runtime runs drafter kind `kind` (its file maps it to its own machinery)."""
+        return kind in cls.drafters
 
     @classmethod
     def most_sequences(cls, settings: RuntimeSettings, tokens: int) -> Optional[int]:
@@ -189,6 +197,12 @@ class Runtime(ABC):
         """Free models and contexts."""
 
 
+def loop_part(target: str):
+    """A drafter kind's "module:function" of runtimes/ (DrafterSpec.loop, loop_check), imported now."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 class TokenizerText:
     """encode/decode/context_length for runtimes over a Hugging Face tokenizer. Mix in before
     Runtime; the runtime sets self.tokenizer and self.context (most tokens) in load()."""
@@ -221,29 +235,23 @@ class LoopRuntime(Runtime):
     head_threads: Optional[int] = None  # torch threads for an EAGLE-3 head's passes (None: the generation's own)
 
     def drafter(self, gen: GenerationSettings) -> Drafter:
-        d = gen.drafter
-        if d.kind == "eagle3":
-            from spec_harness.runtimes.eagle3 import Eagle3Drafter, loaded_head
+        """Our loop's drafter for gen.drafter: built where its kind says (DrafterSpec.loop)."""
+        return loop_part(type(gen.drafter).loop)(self, gen.drafter, gen)
 
-            return Eagle3Drafter(loaded_head(self, d), self.target, gen.confidence, self.head_threads)
-        return NgramDrafter(self.target.vocab, d.max_ngram, d.k) if d.kind == "ngram" else DraftModel(self.draft, gen.confidence)
-
-    drafters = ("model", "ngram", "eagle3")
     policies = ("fixed", "confidence", "heuristic")
     forces = True
+
+    @classmethod
+    def runs_drafter(cls, kind: type[DrafterSpec]) -> bool:
+        """Every kind that says how our loop builds its drafter."""
+        return kind.loop is not None
 
     def supports(self, gen: GenerationSettings) -> Optional[str]:
         why = super().supports(gen)
         if why:
             return why
-        kind = gen.drafter.kind
-        if gen.confidence is not None and kind == "ngram":
-            return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; prompt lookup has none"
-        if kind == "eagle3":
-            from spec_harness.runtimes.eagle3 import why_not
-
-            return why_not(self, gen.drafter)
-        return None
+        check = type(gen.drafter).loop_check
+        return loop_part(check)(self, gen.drafter) if check else None
 
     # -- what an EAGLE-3 head reads from the runtime (runtimes/eagle3.py loads and checks it) ----------
 

@@ -39,23 +39,24 @@ import torch
 import torch.nn.functional as F
 
 from spec_harness.core import sampling
-from spec_harness.core.config import DrafterSpec, PairSpec
+from spec_harness.core.config import PairSpec
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
 from spec_harness.core.limits import torch_threads
 from spec_harness.models.eagle3 import Eagle3Head
 from spec_harness.runtimes import packed_matmul
 from spec_harness.runtimes.loop import Draft, Drafter, Model
 
 
-def head_folder(drafter: DrafterSpec, pair: Optional[PairSpec]) -> str:
+def head_folder(drafter: Eagle3Spec, pair: Optional[PairSpec]) -> str:
     """The folder of the head `drafter` (`eagle3[:PATH]`) drafts with: PATH, else the pair's own
     (PairSpec.eagle3); ValueError, the line a runtime refuses the setting with, when there is neither."""
-    folder = drafter.path or (pair.eagle3 if pair else None)
+    folder = drafter.folder(pair.eagle3 if pair else None)
     if folder is None:
         raise ValueError(f"the pair {pair.name if pair else ''} has no EAGLE-3 head of its own: give --drafter eagle3:PATH")
     return folder
 
 
-def checked_folder(drafter: DrafterSpec, pair: Optional[PairSpec], target_folder) -> str:
+def checked_folder(drafter: Eagle3Spec, pair: Optional[PairSpec], target_folder) -> str:
     """head_folder, its configuration checked against the target model folder's (models/eagle3.py's
     check_fits: HarnessError naming the mismatch), for a runtime whose library reads the head itself."""
     from spec_harness.models.eagle3 import check_fits, read_config
@@ -65,7 +66,7 @@ def checked_folder(drafter: DrafterSpec, pair: Optional[PairSpec], target_folder
     return folder
 
 
-def loaded_head(rt, drafter: DrafterSpec) -> Eagle3Head:
+def loaded_head(rt, drafter: Eagle3Spec) -> Eagle3Head:
     """The head `drafter` names for a loop runtime `rt` (runtimes/base.py's LoopRuntime: its pair,
     head_embedding(), target_config()), loaded once per folder (models/eagle3.py's load_head,
     checked against the target's config) with its matrices packed for drafting; kept on `rt`."""
@@ -78,7 +79,7 @@ def loaded_head(rt, drafter: DrafterSpec) -> Eagle3Head:
     return heads[folder]
 
 
-def why_not(rt, drafter: DrafterSpec) -> Optional[str]:
+def why_not(rt, drafter: Eagle3Spec) -> Optional[str]:
     """Why loop runtime `rt` cannot draft with the head `drafter` names (None: it can): no head, or a
     target that cannot hand out the layers it reads. A head that does not fit the target is bad
     input (HarnessError)."""
@@ -212,3 +213,9 @@ class Eagle3Drafter(Drafter):
         self.cache.length = self.verified
         if self.verified > len(seq) - 1:
             raise AssertionError(f"EAGLE-3 head ahead of the sequence: {self.verified} of {len(seq)} tokens")
+
+
+def build(rt, drafter: Eagle3Spec, gen) -> Eagle3Drafter:
+    """`--drafter eagle3[:PATH]` in our loop (core/drafters/eagle3.py): the head, loaded once, over
+    loop runtime `rt`'s target, stopping under gen's confidence P if it has one."""
+    return Eagle3Drafter(loaded_head(rt, drafter), rt.target, gen.confidence, rt.head_threads)

@@ -27,7 +27,11 @@ import torch
 
 from spec_harness.core import sampling
 from spec_harness.core.acceptance import RULES, Likelihood, Tally, acceptance, tested_positions
-from spec_harness.core.config import DrafterSpec, PairSpec, SamplingParams
+from spec_harness.core import drafters
+from spec_harness.core.config import PairSpec, SamplingParams
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.core.drafters.ngram import NgramSpec
 
 
 DRAFT_TOP_K = 10  # llama.cpp's speculative draft sampler keeps the top 10 (common/speculative.cpp)
@@ -107,43 +111,45 @@ class Checker:
         ids = list(row["token_ids"])
         seq = tuple(prompt + ids)
         L = len(prompt)
-        drafter = DrafterSpec.parse(row.get("drafter") or "model")  # the row's text, as the results schema keeps it
-        kind, n = drafter.kind, drafter.max_ngram
+        drafter = drafters.of(row.get("drafter"))  # the row's text, as the results schema keeps it
+        model, lookup = isinstance(drafter, DraftModelSpec), isinstance(drafter, NgramSpec)
         positions = [x for x in tested_positions(row["rounds"], len(ids)) if L + x[0] + x[2] >= 2]
         if not positions:
             return None
-        if kind == "model":
+        if model:
             source = "the draft model"
-        elif kind == "eagle3":
-            folder = drafter.path or self.pair.eagle3
+        elif isinstance(drafter, Eagle3Spec):
             steps = max(i for _, _, i, _ in positions)
-            head = self._head_logits(folder, seq, steps)
+            head = self._head_logits(drafter.folder(self.pair.eagle3), seq, steps)
             source = "the EAGLE-3 head"
-        else:
+        elif lookup:
             source = "prompt lookup"
+        else:  # a kind this check has no reference for
+            return {"rule": rule, "source": type(drafter).title, "verdict": "unchecked",
+                    "why": f"no reference model for {type(drafter).title} here"}
         ats = [L + c + i - 2 for c, _, i, _ in positions]  # the logits rows that predict the tested drafts
         p_rows = self._logits("target", seq, ats)  # [n, V]
-        q_rows = self._logits("draft", seq, ats) if kind == "model" else None
+        q_rows = self._logits("draft", seq, ats) if model else None
         t, top1 = Tally(), []
         for j, (c, d, i, ok) in enumerate(positions):
             p_raw = p_rows[j]
-            if kind == "ngram":
-                from spec_harness.runtimes.ngram import lookup
+            if lookup:
+                from spec_harness.runtimes.ngram import lookup as proposals
 
-                proposal = lookup(list(seq[:L + c]), n, d)
+                proposal = proposals(list(seq[:L + c]), drafter.max_ngram, d)
                 if len(proposal) < i or (ok and proposal[i - 1] != seq[L + c + i - 1]):
                     return {"rule": rule, "source": source, "verdict": "unchecked",
                             "why": "this runtime's prompt lookup proposes otherwise than ours"}
                 q_raw = None
                 x = proposal[i - 1]
             else:
-                if kind == "model":
+                if model:
                     q_raw = q_rows[j]
                 else:
                     h, dl = head[i - 1]
                     q_raw = h.target_logits(dl[L + c - 2].float())
                 x = int(q_raw.argmax())
-                if kind == "model":
+                if model:
                     top1.append([c, i, round(_top1(q_raw, s), 4), round(_top1(q_raw, s, DRAFT_TOP_K), 4)])
             a, tie = acceptance(rule, p_raw, q_raw, x, s, samples_drafts)
             t.add(a, ok, tie)

@@ -65,6 +65,8 @@ from typing import Optional
 import torch
 
 from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.core.drafters.ngram import NgramSpec
 from spec_harness.core.errors import RuntimeUnavailable
 from spec_harness.core.records import Generation, Phases, RoundRecord
 from spec_harness.core.timing import NS, PhaseTimer, RoundTimes, device_sync
@@ -345,7 +347,7 @@ class HFRuntime(HFText, Runtime):
 
     def _generate(self, prompt_ids: list[int], gen: GenerationSettings, speculative: bool) -> Generation:
         d, policy = gen.drafter, gen.draft_policy
-        lookup = speculative and d.kind == "ngram"
+        lookup = speculative and isinstance(d, NgramSpec)
         probe = _Probe(self.sync, speculative, None if lookup else ASSISTANT_CONFIG[policy.kind](gen.gamma, policy.p), lookup)
         x = torch.tensor([prompt_ids], dtype=torch.long, device=self.target.device)  # [1, S]
         kw = dict(attention_mask=torch.ones_like(x), **self.generate_kwargs(gen))
@@ -386,7 +388,7 @@ class HFRuntime(HFText, Runtime):
             self._reference = TorchKV(self.target, len(self.tokenizer), lean=False, sync=self.sync)
         return self._reference
 
-    drafters = ("model", "ngram")
+    drafters = (DraftModelSpec, NgramSpec)
     policies = ("fixed", "confidence", "heuristic", LIBRARY_DEFAULT)
     confidence_keeps_stop = True
 
@@ -394,7 +396,7 @@ class HFRuntime(HFText, Runtime):
         why = super().supports(gen)
         if why:
             return why
-        if gen.drafter.kind == "ngram" and gen.draft_policy.kind != "fixed":
+        if isinstance(gen.drafter, NgramSpec) and gen.draft_policy.kind != "fixed":
             return (f"transformers' prompt lookup drafts a fixed prompt_lookup_num_tokens (it has no default, no "
                     f"confidence and no schedule): --draft-policy {gen.draft_policy} does not apply")
         return None
@@ -403,14 +405,14 @@ class HFRuntime(HFText, Runtime):
         """Prompt lookup has no draft distribution: transformers then accepts while the target's
         own sample equals the draft. The draft model's rounds use the ratio test."""
         rule = super().verify_rule(gen)
-        return "sample-match" if rule == "leviathan" and gen.drafter.kind == "ngram" else rule
+        return "sample-match" if rule == "leviathan" and isinstance(gen.drafter, NgramSpec) else rule
 
     @classmethod
     def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
                         p_min: Optional[float] = None) -> Optional[str]:
         if drafter is None:
             return "model.generate(**inputs, do_sample=False)"
-        if drafter.kind == "ngram":
+        if isinstance(drafter, NgramSpec):
             return (f"model.generate(**inputs, prompt_lookup_num_tokens={gamma}, "
                     f"max_matching_ngram_size={drafter.max_ngram})")
         return (f"model.generate(**inputs, assistant_model=AutoModelForCausalLM.from_pretrained({pair.draft!r}), "

@@ -71,6 +71,9 @@ from pathlib import Path
 from typing import Optional
 
 from spec_harness.core.config import LIBRARY_DEFAULT, WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.core.drafters.ngram import NgramSpec
 from spec_harness.core.machine import free_memory
 from spec_harness.core.records import Generation, Phases
 from spec_harness.models import llama_files
@@ -154,13 +157,13 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         policy, gamma, drafter = setting.policy, setting.gamma_max, setting.drafter
         if setting.forced:  # the server takes P(position i accepted), unconditional: the products of ours
             argv += ["--spec-synth-rates", ",".join(f"{r:.9g}" for r in synthetic_rates(setting.forced, gamma))]
-        if drafter.kind == "ngram":
+        if isinstance(drafter, NgramSpec):
             argv += ["--spec-type", "ngram-simple"]
             if not policy.library_default:
                 argv += ["--spec-ngram-simple-size-n", str(drafter.max_ngram), "--spec-ngram-simple-size-m",
                          str(drafter.k or gamma)]
             return argv
-        if drafter.kind == "eagle3":  # the head's GGUF (converted once) reads the target's layer inputs
+        if isinstance(drafter, Eagle3Spec):  # the head's GGUF (converted once) reads the target's layer inputs
             argv += ["-md", str(self._eagle3_gguf(drafter)), "--spec-type", "draft-eagle3"]
             if os.environ.get("HARNESS_LLAMA_SERVER_AS_SHIPPED") != "1":
                 argv += BACKEND_SAMPLING_OFF
@@ -178,15 +181,15 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         argv = ["llama-server", "-m", str(pair.target_gguf)]
         if drafter is None:
             return " ".join(argv)
-        kind = drafter.kind
-        if kind == "ngram":
+        lookup = isinstance(drafter, NgramSpec)
+        if lookup:
             argv += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(drafter.max_ngram),
                      "--spec-ngram-simple-size-m", str(gamma)]
-        elif kind == "eagle3":
+        elif isinstance(drafter, Eagle3Spec):
             argv += ["-md", "HEAD.gguf", "--spec-type", "draft-eagle3", *BACKEND_SAMPLING_OFF]
         else:
             argv += ["-md", str(pair.draft_gguf), "--spec-type", "draft-simple"]
-        if kind != "ngram":
+        if not lookup:
             argv += ["--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "--spec-draft-p-min", f"{p_min or 0:g}"]
         return " ".join(argv)
 
@@ -378,7 +381,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
             made[folder] = gguf_of(checked_folder(drafter, self.pair, target_folder), target_folder, target_gguf=self.paths[0])
         return made[folder]
 
-    drafters = ("model", "ngram", "eagle3")
+    drafters = (DraftModelSpec, NgramSpec, Eagle3Spec)  # draft-simple, ngram-simple, draft-eagle3
     policies = ("fixed", "confidence", LIBRARY_DEFAULT)  # n-max, p-min, nothing set; no schedule
     forces = True  # --spec-synth-rates
 
@@ -386,7 +389,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
         why = super().supports(gen)
         if why:
             return why
-        if gen.drafter.kind == "eagle3":
+        if isinstance(gen.drafter, Eagle3Spec):
             if gen.draft_policy.library_default:
                 return f"--draft-policy {gen.draft_policy} with an EAGLE-3 head: llama-server takes n-max and p-min (fixed, confidence:P)"
             try:
@@ -395,8 +398,6 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
                 return str(e)
         if gen.forced and gen.draft_policy.library_default:
             return "forced acceptance needs the server's number of draft positions: use a fixed gamma"
-        if gen.confidence is not None and gen.drafter.kind == "ngram":
-            return f"--draft-policy {gen.draft_policy} needs a draft model's probabilities; ngram-simple has none"
         return None  # fixed, confidence:P and library-default; the draft model or ngram-simple
 
     # -- the rest of the interface -------------------------------------------------------------

@@ -48,6 +48,8 @@ from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecodi
 
 from spec_harness.core import sampling
 from spec_harness.core.config import GenerationSettings, PairSpec
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.core.drafters.ngram import NgramSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.records import Generation, Phases, RoundRecord
 from spec_harness.core.timing import PhaseTimer
@@ -262,7 +264,7 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
             run.rows = RowStore(llm, gen.max_new_tokens)
         self.timed.run = run
         d = gen.drafter
-        lookup = speculative and d.kind == "ngram"
+        lookup = speculative and isinstance(d, NgramSpec)
         drafter = LookupDraft(d.max_ngram, d.k or gen.gamma) if lookup else self.drafter
         llm.draft_model = drafter if speculative else None
         # Llama() forces logits_all when built with a draft model; without one (the plain loop a
@@ -305,7 +307,7 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
                         "into Llama.scores (logits_all is forced with a draft model); llama.cpp's decode ms in extra.llama_perf",
             "sampling_s": "the library's sampler chain (Llama.sample)" + (" plus the draft's token choice in Python" if speculative else ""),
         }
-        if speculative and run.gen.drafter.kind != "model":
+        if speculative and isinstance(run.gen.drafter, NgramSpec):
             notes["draft_s"] = "the library's LlamaPromptLookupDecoding call"
             notes["sampling_s"] = "the library's sampler chain (Llama.sample)"
         if speculative:
@@ -326,7 +328,7 @@ class LlamaCppNativeRuntime(lc.LlamaText, Runtime):
     def describe(self) -> dict:
         return lc.describe(self.settings, self.paths, self.n_ctx)
 
-    drafters = ("model", "ngram")  # its draft model and its LlamaPromptLookupDecoding, a fixed length
+    drafters = (DraftModelSpec, NgramSpec)  # its draft model and its LlamaPromptLookupDecoding, a fixed length
     policies = ("fixed",)
 
     def verify_rule(self, gen) -> str:

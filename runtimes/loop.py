@@ -184,6 +184,12 @@ class DraftModel(Drafter):
             raise AssertionError(f"draft KV cache ahead of the sequence: {len(self.model)} of {len(seq)} tokens")
 
 
+def draft_model(runtime, drafter, gen) -> DraftModel:
+    """`--drafter model` in our loop (core/drafters/model.py): the runtime's draft model, stopping
+    under gen's confidence P if it has one."""
+    return DraftModel(runtime.draft, gen.confidence)
+
+
 class DraftLength:
     """The most tokens the next round may draft: gamma, or with the `heuristic` policy Hugging
     Face's schedule (num_assistant_tokens_schedule "heuristic"): start at gamma, +2 after a round

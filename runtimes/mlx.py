@@ -77,6 +77,7 @@ import torch
 
 from spec_harness.core import timing
 from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec
+from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.core.errors import RuntimeUnavailable
 from spec_harness.core.records import Generation, Phases, RoundRecord
 from spec_harness.core.timing import PhaseTimer, RoundTimes
@@ -389,7 +390,7 @@ class MlxRuntime(TokenizerText, Runtime):
             notes["distribution"] = "mlx-lm applies top-p before top-k and temperature; core/sampling.py after them"
         return notes
 
-    drafters = ("model",)  # stream_generate's draft_model, num_draft_tokens (its default without one)
+    drafters = (DraftModelSpec,)  # stream_generate's draft_model, num_draft_tokens (its default without one)
     policies = ("fixed", LIBRARY_DEFAULT)
 
     def verify_rule(self, gen: GenerationSettings) -> str:

@@ -17,7 +17,8 @@ from typing import Optional
 import torch
 
 from spec_harness.core import sampling
-from spec_harness.core.config import NGRAM_MAX, SamplingParams
+from spec_harness.core.config import SamplingParams
+from spec_harness.core.drafters.ngram import NGRAM_MAX
 from spec_harness.core.timing import PhaseTimer
 from spec_harness.runtimes.loop import Draft, Drafter
 
@@ -46,3 +47,8 @@ class NgramDrafter(Drafter):
         with timer.phase("sampling"):
             q = sampling.point_masses(tokens, self.vocab)
         return Draft(tokens, q)
+
+
+def build(runtime, drafter, gen) -> NgramDrafter:
+    """`--drafter ngram[:N,K]` in our loop (core/drafters/ngram.py), over the target's vocabulary."""
+    return NgramDrafter(runtime.target.vocab, drafter.max_ngram, drafter.k)

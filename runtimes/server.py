@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from spec_harness.core import drafters
 from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings
 from spec_harness.core.records import RoundRecord
 from spec_harness.runtimes.process import HOST, ServerError, ServerProcess
@@ -78,11 +79,12 @@ class ServerSetting:
         n = self.concurrency
         if self.is_baseline:
             return "baseline" + (f"-np{n}" if n > 1 else "")
-        drafter, head = str(self.drafter), Path(self.drafter.path or "")
-        if self.drafter.path:  # a head by its folder's name, not its whole path
-            drafter = "eagle3-" + (head.name if head.name != "head" else head.parent.name)
+        drafter, path = str(self.drafter), getattr(self.drafter, "path", None)
+        if path:  # a head by its folder's name, not its whole path
+            head = Path(path)
+            drafter = f"{self.drafter.name}-" + (head.name if head.name != "head" else head.parent.name)
         parts = [str(self.policy)] + ([f"gamma{self.gamma_max}"] if self.gamma_max else []) \
-            + ([drafter] if self.drafter.kind != "model" else []) \
+            + ([drafter] if self.drafter != drafters.default() else []) \
             + ([f"forced{'_'.join(f'{a:g}' for a in self.forced)}"] if self.forced else []) + ([f"np{n}"] if n > 1 else [])
         return re.sub(r"[^\w.+-]+", "-", "-".join(parts).replace(":", "").replace(",", "-"))
 

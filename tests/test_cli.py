@@ -248,7 +248,10 @@ def test_the_harness_command_keeps_its_output_exit_codes_and_atexit_handlers(tmp
 def test_a_run_config_parses_each_settings_text_once_and_run_json_keeps_the_text(tmp_path):
     """The text harness tune or a test hands RunConfig becomes the typed settings the runner and
     the runtimes read; run.json and the rows keep the flags' text."""
-    from spec_harness.core.config import DrafterSpec, DraftPolicy, PairSpec, TorchForward
+    from spec_harness.core.config import DraftPolicy, PairSpec, TorchForward
+    from spec_harness.core.drafters.eagle3 import Eagle3Spec
+    from spec_harness.core.drafters.model import DraftModelSpec
+    from spec_harness.core.drafters.ngram import NgramSpec
     from spec_harness.core.errors import HarnessError
     from spec_harness.harness.prompts import Prompt
     from spec_harness.harness.runner import RunConfig, Runner
@@ -257,11 +260,11 @@ def test_a_run_config_parses_each_settings_text_once_and_run_json_keeps_the_text
                     drafters=["model", "ngram:3,5"], torch_forwards=["eager"], only=[("fixed", 2, "eagle3:/heads/h")],
                     out=tmp_path / "run")
     assert cfg.draft_policies == [DraftPolicy(), DraftPolicy("confidence", 0.4)]
-    assert cfg.drafters == [DrafterSpec(), DrafterSpec("ngram", 3, 5)] and cfg.torch_forwards == [TorchForward.EAGER]
-    assert cfg.only == [(DraftPolicy(), 2, DrafterSpec("eagle3", path="/heads/h"))]
-    assert cfg.speculative_settings() == [(DraftPolicy(), 2, DrafterSpec("eagle3", path="/heads/h"), None)]
+    assert cfg.drafters == [DraftModelSpec(), NgramSpec(3, 5)] and cfg.torch_forwards == [TorchForward.EAGER]
+    assert cfg.only == [(DraftPolicy(), 2, Eagle3Spec("/heads/h"))]
+    assert cfg.speculative_settings() == [(DraftPolicy(), 2, Eagle3Spec("/heads/h"), None)]
     config = json.loads(json.dumps(Runner(cfg).info["config"]))
     assert (config["draft_policies"], config["drafters"], config["torch_forwards"]) == (
         ["fixed", "confidence:0.4"], ["model", "ngram:3,5"], ["eager"])
-    with pytest.raises(HarnessError, match="--drafter must be"):
+    with pytest.raises(HarnessError, match="--drafter ngram takes ngram, ngram:N or ngram:N,K"):
         RunConfig(["torch"], [PairSpec("p")], [Prompt("a", "factual", "Hi")], drafters=["ngram:0"], out=tmp_path / "bad")

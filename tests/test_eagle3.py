@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from spec_harness.core.config import DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from spec_harness.core.drafters import parse as parse_drafter
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
+from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from spec_harness.core.errors import HarnessError
 from spec_harness.models.presets import resolve_pair
 
@@ -281,10 +283,10 @@ def test_a_pair_without_a_head_names_the_fix():
     rt.load(resolve_pair("tiny"))
     assert rt.supports(_gen()) == "the pair tiny has no EAGLE-3 head of its own: give --drafter eagle3:PATH"
     # the one check every runtime refuses with (runtimes/eagle3.py): PATH first, else the pair's own head
-    assert head_folder(DrafterSpec.parse("eagle3:/heads/h"), resolve_pair("tiny")) == "/heads/h"
-    assert head_folder(DrafterSpec("eagle3"), PairSpec("p", eagle3="/heads/own")) == "/heads/own"
+    assert head_folder(parse_drafter("eagle3:/heads/h"), resolve_pair("tiny")) == "/heads/h"
+    assert head_folder(Eagle3Spec(), PairSpec("p", eagle3="/heads/own")) == "/heads/own"
     with pytest.raises(ValueError, match="^the pair p has no EAGLE-3 head of its own: give --drafter eagle3:PATH$"):
-        head_folder(DrafterSpec("eagle3"), PairSpec("p"))
+        head_folder(Eagle3Spec(), PairSpec("p"))
 
 
 def test_head_config_round_trips_and_refuses_variants_it_does_not_run(head):

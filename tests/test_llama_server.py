@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.drafters.ngram import NgramSpec
+from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams
 from spec_harness.runtimes import llama_common as lc
 from spec_harness.runtimes.llama_server import LlamaServerRuntime
 from spec_harness.runtimes.process import ServerError
@@ -60,7 +61,7 @@ def test_a_server_setting_is_what_the_server_takes_by_name():
     not the length, seed or sampling of a request; its log name says it."""
     s = ServerSetting.of(gen(40, 6, policy="confidence:0.5", drafter="ngram:1,3"))
     assert (s.policy, s.gamma_max, s.drafter, s.forced, s.concurrency) == (
-        DraftPolicy("confidence", 0.5), 6, DrafterSpec("ngram", 1, 3), None, 1)
+        DraftPolicy("confidence", 0.5), 6, NgramSpec(1, 3), None, 1)
     assert not s.is_baseline and s.name == "confidence0.5-gamma6-ngram1-3"
     assert {s: "server"}[ServerSetting.of(gen(8, 6, SamplingParams(0.7), seed=3, policy="confidence:0.5",
                                                drafter="ngram:1,3"))] == "server"

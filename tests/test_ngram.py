@@ -9,7 +9,10 @@ import random
 
 import pytest
 
-from spec_harness.core.config import NGRAM_MAX, DrafterSpec, GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
+from spec_harness.core.drafters.model import DraftModelSpec
+from spec_harness.core.drafters.ngram import NGRAM_MAX, NgramSpec
+from spec_harness.core.config import DrafterSpec, GenerationSettings, RuntimeSettings, SamplingParams
 from spec_harness.core.errors import HarnessError
 from spec_harness.runtimes.ngram import lookup
 
@@ -45,7 +48,7 @@ def test_lookup_examples():
 
 
 def test_drafter_spec():
-    assert DrafterSpec.parse("model") == DrafterSpec() and DrafterSpec.parse("ngram:3,5") == DrafterSpec("ngram", 3, 5)
+    assert DrafterSpec.parse("model") == DraftModelSpec() and DrafterSpec.parse("ngram:3,5") == NgramSpec(3, 5)
     assert DrafterSpec.parse("ngram").max_ngram == NGRAM_MAX and DrafterSpec.parse("ngram").k is None
     assert DrafterSpec.parse("ngram:3").max_ngram == 3 and DrafterSpec.parse("eagle3").path is None
     assert DrafterSpec.parse("eagle3:/heads/h:1").path == "/heads/h:1"

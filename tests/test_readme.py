@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 import pytest
 
+from spec_harness.core import drafters as drafter_kinds
 from spec_harness.core.errors import HarnessError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +120,7 @@ def _cheap_checks(path: list[str], o: dict) -> None:
     policies = _items(o["policy_list"]) if o.get("policy_list") is not None else ["fixed"]
     for p in policies:
         DraftPolicy.parse(p)
-    drafters = cli._drafters(o["drafter_list"]) if o.get("drafter_list") is not None else ["model"]
+    drafters = drafter_kinds.parse_list(o["drafter_list"]) if o.get("drafter_list") is not None else ["model"]
     axes = {"gamma_list": (int, "--gamma"), "temp_list": (float, "--temperature"), "top_p_list": (float, "--top-p"),
             "max_new_list": (int, "--max-new-tokens"), "concurrency_list": (int, "--concurrency"),
             "alpha_list": (float, "--alpha")}

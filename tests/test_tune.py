@@ -7,6 +7,8 @@ from dataclasses import replace
 import pytest
 
 from spec_harness.core.config import DrafterSpec, PairSpec
+from spec_harness.core.drafters.eagle3 import Eagle3Spec
+from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.harness import tune, tune_lines, tune_model
 from spec_harness.harness.tune import Candidate
 from spec_harness.harness.tune_model import Cell, Fit
@@ -204,16 +206,16 @@ def test_each_runtime_says_the_setting_in_its_own_terms():
     from spec_harness import runtimes
 
     pair = PairSpec("p", "org/target", "org/draft", "/m/t.gguf", "/m/d.gguf", eagle3="/m/head")
-    server = runtimes.get("llama-server").library_command(pair, DrafterSpec(), 3).split()
+    server = runtimes.get("llama-server").library_command(pair, DraftModelSpec(), 3).split()
     assert server[:3] == ["llama-server", "-m", "/m/t.gguf"] and server[server.index("-md") + 1] == "/m/d.gguf"
     assert server[server.index("--spec-draft-n-max") + 1] == "3"
     assert "--spec-type" not in runtimes.get("llama-server").library_command(pair, None, None)
-    vllm = runtimes.get("vllm").library_command(pair, DrafterSpec("eagle3"), 2)
+    vllm = runtimes.get("vllm").library_command(pair, Eagle3Spec(), 2)
     cfg = json.loads(vllm.split("--speculative-config ")[1].strip("'"))
     assert cfg == {"method": "eagle3", "model": "/m/head", "num_speculative_tokens": 2}
     assert "prompt_lookup_num_tokens=5" in runtimes.get("hf").library_command(pair, DrafterSpec.parse("ngram:3"), 5)
-    assert "num_assistant_tokens=4" in runtimes.get("hf").library_command(pair, DrafterSpec(), 4)
-    assert runtimes.get("torch").library_command(pair, DrafterSpec(), 4) is None  # our loop: the harness line says it
+    assert "num_assistant_tokens=4" in runtimes.get("hf").library_command(pair, DraftModelSpec(), 4)
+    assert runtimes.get("torch").library_command(pair, DraftModelSpec(), 4) is None  # our loop: the harness line says it
 
 
 @pytest.mark.parametrize("args, says", [
