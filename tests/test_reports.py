@@ -369,3 +369,20 @@ def test_a_section_is_laid_out_in_order_and_keeps_its_records_where_report_md_hi
     assert csv_tables(listed) == {"cells": ("summary.csv", [{"x": 1.234}]), "gone": ("gone.csv", [{"x": 2}]),
                                   "else": ("else.csv", [{"z": 3}])}
 
+
+def test_a_section_added_to_the_list_reaches_report_md_its_csv_and_report_json(run_dir, tmp_path, monkeypatch):
+    """A new table is one Section in build's list: no other edit writes it into report.md (before
+    the plots, where it is listed), report.html, its CSV and report.json."""
+    from spec_harness.reports import build
+    from spec_harness.reports.sections import Section
+
+    extra = Section("Extra table", text=["What it shows."], rows=[{"a": 1, "b": 2.5, "note": "x"}],
+                    columns=[("a", "A", ""), ("b", "B", ".2fx")], csv="extra.csv")
+    listed = build._other_sections
+    monkeypatch.setattr(build, "_other_sections", lambda p: listed(p) + [extra])
+    md = write_report([run_dir], tmp_path / "out").read_text()
+    assert "\n## Extra table\n\nWhat it shows.\n\n| A | B |\n|---|---|\n| 1 | 2.50x |\n\n## Plots\n" in md
+    assert pd.read_csv(tmp_path / "out" / "extra.csv").to_dict("records") == [{"a": 1, "b": 2.5, "note": "x"}]
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert doc["extra"] == [{"a": 1, "b": 2.5, "note": "x"}] and len(doc["cells"]) == 6
+    assert 'href="#extra-table">Extra table<' in (tmp_path / "out" / "report.html").read_text()
