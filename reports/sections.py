@@ -13,7 +13,7 @@ format a number (markdown.py), or write files (build.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import PurePath
 from typing import Optional, Sequence
 
@@ -27,6 +27,7 @@ class Section:
     """One part of report.md and, where it names a CSV, one table of the CSVs and report.json."""
 
     title: str = ""  # the `## ` heading; "" for none
+    _: KW_ONLY  # the rest by name
     text: Sequence[str] = ()  # lines before the table: paragraphs, "- " bullets, ``` blocks, images
     rows: Sequence[dict] = ()  # the table's rows as report.md shows them
     columns: Sequence[Column] = ()  # report.md's columns of them; () for no table
