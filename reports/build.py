@@ -1,22 +1,30 @@
 """`harness report`: read results, build the tables, draw the plots, write everything into one folder.
 
+The report is a list of reports/sections.py's Section, made here in report order (`sections`):
+each names its heading, text, table and the CSV its records go to; report.md is the list rendered,
+the CSVs and report.json's tables are the records of the sections that name a CSV, so a new table
+is one new Section in the list. A section report.md does not show (`when` false) still writes its
+CSV (histogram.csv, drafted.csv; figures.csv with one run folder).
+
 Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
 verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
-one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv, categories.csv, positions.csv, histogram.csv (accepted per round),
-drafted.csv (drafted per round), acceptance.csv (each cell against what its models predict), quantization.csv (per
-runtime and target variant, where a run has several: quantization.py), figures.csv (each run
-folder's figures), mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy
-baselines across runtimes), explain.csv, roofline.csv (each step against this machine's limits,
-roofline.py), report.json (all tables, the verdict, headline, explanations, the roofline and
-notes) and the PNG plots of plots.py, verdict.png and waterfall.png included. `harness explain` writes explain.csv, explain.json and waterfall.png
-only (its text ends with the roofline of the same cells). What it does not do: measure anything.
+one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv,
+categories.csv, positions.csv, histogram.csv (accepted per round), drafted.csv (drafted per round),
+acceptance.csv (each cell against what its models predict), quantization.csv (per runtime and target
+variant, where a run has several: quantization.py), figures.csv (each run folder's figures),
+mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy baselines across
+runtimes), under_load.csv (reports/concurrency.py), explain.csv, roofline.csv (each step against
+this machine's limits, roofline.py), report.json (all tables, the verdict, headline, explanations,
+the roofline and notes) and the PNG plots of plots.py, verdict.png and waterfall.png included.
+`harness explain` writes explain.csv, explain.json and waterfall.png only (its text ends with the
+roofline of the same cells). What it does not do: measure anything, or word a section (markdown.py).
 """
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -28,7 +36,8 @@ from spec_harness.reports.figures import run_figures
 from spec_harness.reports.html import write_html
 from spec_harness.reports.trace import write_trace
 from spec_harness.reports.load import REPORT_DIR, drafting, load
-from spec_harness.reports.roofline import limits_line, roofline
+from spec_harness.reports.roofline import Roofline, limits_line, roofline
+from spec_harness.reports.sections import Section, csv_tables, render
 
 WATERFALL = "waterfall.png"
 CONCURRENCY_PNG = "speedup_vs_concurrency.png"
@@ -96,10 +105,47 @@ def _json_safe(records: list[dict]) -> list[dict]:
     return [{k: tables.clean(v) for k, v in r.items() if k != "pair_refs"} for r in records]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Parts:
+    """What the report's sections are made of: the tables by report.json key (cells, categories,
+    positions, histogram, drafted, roofline, figures, mismatches, agreement, under_load, acceptance,
+    quantization), the plots drawn, and the text other modules wrote."""
+
+    tables: dict
+    plots: list[str]
+    notes: list[str]
+    sources: list[str]
+    verdict: dict  # reports/verdict.build's
+    explanations: list[dict]  # reports/explain.py's, and its comparisons
+    comparisons: list[str]
+    explain_lines: list[str]  # the explain section of report.md
+    roofline: Roofline
+    under_load_png: Optional[str]
+    tune: Optional[list[str]]  # what `harness tune` printed, where the first folder is a tune's
+
+
 def write_report(dirs: list, out: Optional[Path] = None) -> Path:
     """Report of the results under `dirs` into `out` (default: first dir/report). -> report.md."""
     loaded = load([Path(d) for d in dirs])
     out = _out_dir(dirs, out)
+    p = _parts(loaded, out, _tune_lines(dirs))
+    listed = sections(p)
+    (out / "report.md").write_text(render(listed))
+    kept = csv_tables(listed)
+    for csv, records in kept.values():
+        tables.frame(records).to_csv(out / csv, index=False)
+    doc = {"verdict": verdict.record(p.verdict), "headline": markdown.headline(p.tables["cells"]), "notes": p.notes,
+           "sources": p.sources, "plots": p.plots, **{k: _json_safe(records) for k, (_, records) in kept.items()},
+           "explain": p.explanations, "explain_comparisons": p.comparisons, "roofline_notes": p.roofline.notes,
+           "machine_limits": p.roofline.limits}
+    (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
+    write_html(out / "report.md")
+    write_trace(list(dirs), out / "trace.json")
+    return out / "report.md"
+
+
+def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
+    """The tables of `loaded` (reports.load's), their plots drawn into `out`, explain.csv written."""
     rows = loaded.rows
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),
@@ -111,7 +157,6 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
             r["label"] = tables.label({"mode": "speculative", **r}, vary)
     notes = loaded.notes + _notes(rows, data["cells"], cflops)
     written = [name for name, draw, src in PLOTTERS if draw(data[src], out / name) is not None]
-    sources = [str(s) for s in loaded.sources]
     expls, comparisons, lines, _ = _explain(rows, out)
     roof = roofline(rows)
     data["roofline"] = roof.records
@@ -127,24 +172,72 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
         written.append(markdown.VERDICT_PNG)
     else:
         (out / markdown.VERDICT_PNG).unlink(missing_ok=True)
-    (out / "report.md").write_text(markdown.document(data["cells"], data["categories"], written, notes, sources, lines,
-                                                     data["figures"], data["mismatches"], data["agreement"],
-                                                     _roofline_lines(roof),
-                                                     concurrency.markdown(data["under_load"], png and CONCURRENCY_PNG),
-                                                     verdict.markdown(v), _skipped(v), data["acceptance"], data["positions"],
-                                                     quantization.markdown(data["quantization"]), _tune_lines(dirs)))
-    for name, csv in (("cells", "summary.csv"), ("categories", "categories.csv"), ("positions", "positions.csv"),
-                      ("histogram", "histogram.csv"), ("drafted", "drafted.csv"), ("figures", "figures.csv"), ("mismatches", "mismatches.csv"),
-                      ("agreement", "agreement.csv"), ("roofline", "roofline.csv"), ("under_load", "under_load.csv"),
-                      ("acceptance", "acceptance.csv"), ("quantization", "quantization.csv")):
-        tables.frame(data[name]).to_csv(out / csv, index=False)
-    doc = {"verdict": verdict.record(v), "headline": markdown.headline(data["cells"]), "notes": notes, "sources": sources, "plots": written,
-           **{k: _json_safe(v) for k, v in data.items()}, "explain": expls, "explain_comparisons": comparisons,
-           "roofline_notes": roof.notes, "machine_limits": roof.limits}
-    (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
-    write_html(out / "report.md")
-    write_trace(list(dirs), out / "trace.json")
-    return out / "report.md"
+    return Parts(tables=data, plots=written, notes=notes, sources=[str(s) for s in loaded.sources], verdict=v,
+                 explanations=expls, comparisons=comparisons, explain_lines=lines, roofline=roof,
+                 under_load_png=png and CONCURRENCY_PNG, tune=tune)
+
+
+def sections(p: Parts) -> list[Section]:
+    """report.md's sections in order, then the tables only the CSVs and report.json keep."""
+    return _opening(p) + _cell_sections(p) + _other_sections(p) + _closing(p)
+
+
+def _opening(p: Parts) -> list[Section]:
+    """The title, the verdict, what `harness tune` printed."""
+    v = verdict.markdown(p.verdict)
+    return [Section(text=markdown.opening(p.tables["cells"])),
+            Section("Verdict", text=markdown.verdict_text(v, p.plots), when=bool(v)),
+            Section("Tune: what to run here", text=markdown.tune_text(p.tune or []), when=bool(p.tune))]
+
+
+def _cell_sections(p: Parts) -> list[Section]:
+    """Speed, target quantization, acceptance, ceiling and time of each cell."""
+    t = p.tables
+    cells, positions, checked = t["cells"], t["positions"], t["acceptance"]
+    spec = [c for c in cells if c["mode"] == "speculative"]
+    return [
+        Section("Speed", text=markdown.bullets(markdown.headline(cells)), rows=markdown.against(cells),
+                columns=markdown.SPEED_COLS, after=[markdown.SPEED_TEXT], records=cells, csv="summary.csv", key="cells"),
+        Section(lines=quantization.markdown(t["quantization"]), records=t["quantization"], csv="quantization.csv"),
+        Section("Acceptance", rows=spec, columns=markdown.ACCEPTANCE_COLS, after=[markdown.ACCEPTANCE_TEXT], when=bool(spec)),
+        Section(rows=positions, columns=markdown.POSITION_COLS, csv="positions.csv", when=bool(spec and positions)),
+        Section("Acceptance against the models", text=[markdown.MODELS_TEXT], rows=checked, columns=markdown.MODELS_COLS,
+                csv="acceptance.csv", when=bool(spec and checked)),
+        Section("Ceiling", rows=spec, columns=markdown.CEILING_COLS, after=[markdown.CEILING_TEXT], when=bool(spec)),
+        Section("Where the time goes", rows=markdown.phase_texts(cells), columns=markdown.PHASE_COLS),
+    ]
+
+
+def _other_sections(p: Parts) -> list[Section]:
+    """Under load, per category, per run folder, greedy outputs, explain, the machine's limits."""
+    t = p.tables
+    under_load, categories, figures, mismatches, agreement = (
+        t[k] for k in ("under_load", "categories", "figures", "mismatches", "agreement"))
+    return [
+        Section(lines=concurrency.markdown(under_load, p.under_load_png), records=under_load, csv="under_load.csv"),
+        Section("Acceptance per prompt category", rows=categories, columns=markdown.CATEGORY_COLS, csv="categories.csv",
+                when=bool(categories)),
+        Section("Each run folder", rows=figures, columns=markdown.FIGURE_COLS, csv="figures.csv",
+                when=bool(figures) and len(p.sources) > 1),
+        Section("Greedy mismatches", text=[markdown.MISMATCH_TEXT], rows=mismatches, columns=markdown.MISMATCH_COLS,
+                csv="mismatches.csv", when=bool(mismatches)),
+        Section("Greedy baselines across runtimes", text=markdown.bullets(mismatch.agreement_lines(agreement)),
+                rows=agreement, columns=markdown.AGREEMENT_COLS, csv="agreement.csv", when=bool(agreement)),
+        Section(lines=p.explain_lines),
+        Section(lines=_roofline_lines(p.roofline), records=p.roofline.records, csv="roofline.csv"),
+    ]
+
+
+def _closing(p: Parts) -> list[Section]:
+    """The plots, what was skipped, the notes and the sources; then histogram.csv and drafted.csv,
+    which report.md does not show."""
+    skipped = _skipped(p.verdict)
+    return [Section("Plots", text=markdown.plot_text(p.plots)),
+            Section("Skipped", rows=skipped, columns=markdown.SKIPPED_COLS, when=bool(skipped)),
+            Section("Notes", text=markdown.bullets(p.notes), when=bool(p.notes)),
+            Section(text=[markdown.sources_line(p.sources)]),
+            Section(records=p.tables["histogram"], csv="histogram.csv", when=False),
+            Section(records=p.tables["drafted"], csv="drafted.csv", when=False)]
 
 
 def _tune_lines(dirs: list) -> Optional[list[str]]:

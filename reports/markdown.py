@@ -1,10 +1,13 @@
-"""The report's text: the verdict first (reports/verdict.py, with verdict.png), then the sections:
-speed, acceptance, ceiling, where the time goes, and the rest, each table at most ten columns (the
-CSVs keep every column), each cell once; what did not run is listed as skipped, never as rows.
+"""The report's words and numbers as markdown: the columns, paragraphs and row views of each
+section of report.md (the verdict, reports/verdict.py, with verdict.png, first; then speed,
+acceptance, ceiling, where the time goes and the rest), each table at most ten columns (the CSVs
+keep every column), each cell once; what did not run is listed as skipped, never as rows. Also
+the explain and roofline sections, laid out here as lines, which `harness explain` prints too.
 
 The speed section's headline names the fastest runtime and by how much, where its time goes, how
 far its best speculative setting is from Leviathan's ceiling, and what theory suggests trying next.
-What it does not do: compute numbers (tables.py, core.metrics, core.theory) or draw.
+What it does not do: compute numbers (tables.py, core.metrics, core.theory), draw, or choose the
+sections and their order (build.py lists them as reports/sections.py's Section, which lays them out).
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 from typing import Optional
 
 from spec_harness.core import theory
-from spec_harness.reports.mismatch import agreement_lines
 from spec_harness.reports.tables import PHASES, label, varying
 
 MISMATCH_TEXT = (
@@ -124,7 +126,7 @@ def headline(cells: list[dict]) -> list[str]:
     return lines
 
 
-# ---------------------------------------------------------------- document
+# ---------------------------------------------------------------- the sections' columns, text and rows
 
 
 SPEED_COLS = [("label", "cell", "s"), ("device", "device", "s"), ("against", "against the baseline of", "s"),
@@ -135,6 +137,13 @@ ACCEPTANCE_COLS = [("label", "cell", "s"), ("acceptance_rate", "accepted/drafted
                    ("acceptance_length", "acceptance length, per step", ".2f"),
                    ("acceptance_length_per_request", "per request", ".2f"), ("mean_drafted", "drafted/round", ".2f"),
                    ("drafted_text", "rounds by drafted length (length:rounds)", "s")]
+SPEED_TEXT = (
+    "Speedup: baseline wall per token / speculative wall per token, same runtime and settings; a drafting "
+    "(e.g. `torch [eagle3]`) is set against its runtime's baseline, listed once.")
+TUNE_TEXT = (
+    "Predicted from the probe (gamma 1, or 2 for vLLM, and the largest; the draft model also at 2 and "
+    "stopping under confidence 0.5), confirmed beside the baseline; the rest of this report pools the probe's and the "
+    "confirm runs' rows.")
 POSITION_COLS = [("label", "cell", "s"), ("position", "draft position", ""),
                  ("acceptance", "accepted, given the ones before", ".3f"), ("marginal", "accepted, of every round", ".3f")]
 ACCEPTANCE_TEXT = (
@@ -147,6 +156,11 @@ CEILING_COLS = [("label", "cell", "s"), ("c_measured", "c measured", ".3f"), ("c
                 ("verify_cost_ratio", "verify / target step", ".2f"), ("theory_speedup_flops", "ceiling (c FLOPs)", ".2fx"),
                 ("theory_speedup_measured", "ceiling (c measured)", ".2fx"), ("speedup", "measured", ".2fx"),
                 ("ceiling_gap", "gap to ceiling", ".2fx")]
+CEILING_TEXT = (
+    "alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "
+    "E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)) at alpha_hat, with c from FLOPs per token and with c "
+    "measured (median draft step / median target step); the gap is the measured-c ceiling minus the "
+    "measured speedup.")
 PHASE_COLS = [("label", "cell", "s"), ("wall_s", "wall s", ".3f")] + [(f"{p[:-2]}_text", f"{p[:-2]} s (% of wall)", "s") for p in PHASES]
 CATEGORY_COLS = [("label", "cell", "s"), ("category", "category", "s"), ("n", "gens", ""),
                  ("acceptance_rate", "accepted/drafted", ".3f"), ("alpha_hat", "alpha_hat", ".3f"),
@@ -198,83 +212,49 @@ def acceptance_records(cells: list[dict]) -> list[dict]:
     return out
 
 
-def _phase_texts(cells: list[dict]) -> list[dict]:
+def phase_texts(cells: list[dict]) -> list[dict]:
     """Each phase as "seconds (percent of wall)", one column per phase."""
     return [{**c, **{f"{p[:-2]}_text": "-" if c[p] is None else f"{c[p]:.3f} ({_f(c[f'{p[:-2]}_pct'], '.1f')}%)"
                      for p in PHASES}} for c in cells]
 
 
-def _against(cells: list[dict]) -> list[dict]:
+def against(cells: list[dict]) -> list[dict]:
     """Speculative cells name the baseline they are set against (their runtime's: a drafting view
     such as "torch [eagle3]" has no baseline rows of its own)."""
     return [{**c, "against": c["runtime_name"] if c["mode"] == "speculative" else ""} for c in cells]
 
 
-def document(cells: list[dict], categories: list[dict], plots: list[str], notes: list[str], sources: list[str],
-             explain: Optional[list[str]] = None, figures: Optional[list[dict]] = None,
-             mismatches: Optional[list[dict]] = None, agreement: Optional[list[dict]] = None,
-             roofline: Optional[list[str]] = None, under_load: Optional[list[str]] = None,
-             verdict: Optional[list[str]] = None, skipped: Optional[list[dict]] = None,
-             acceptance: Optional[list[dict]] = None, positions: Optional[list[dict]] = None,
-             quantization: Optional[list[str]] = None, tune: Optional[list[str]] = None) -> str:
-    """The whole report.md; records carry their `label` already (see build.py); `verdict` is
-    reports/verdict.markdown's lines (the report opens with it and verdict.png), `explain`
-    explain_section's, `roofline` roofline_section's; `figures` (reports/figures.py) get a section
-    when several run folders are read; `skipped` lists what did not run, never as table rows;
-    `acceptance` (acceptance_records) sets each cell against what its models predict; `quantization`
-    is reports/quantization.py's section (runs over several target quantizations), after the speed;
-    `tune` is what `harness tune` printed (its tune.json), right after the verdict."""
-    out = ["# Speculative decoding report", ""]
+def opening(cells: list[dict]) -> list[str]:
+    """The report's title and its pairs."""
     pairs = list(dict.fromkeys(c.get("pair_label") or c["pair"] for c in cells))
-    out += [f"**Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}", ""]
-    if verdict:
-        out += ["## Verdict", ""] + verdict + [""]
-        if VERDICT_PNG in plots:
-            out += [f"![Speed of each runtime and drafter, and why]({VERDICT_PNG})", ""]
-    if tune:
-        out += ["## Tune: what to run here", "",
-                "Predicted from the probe (gamma 1, or 2 for vLLM, and the largest; the draft model also at 2 and "
-                "stopping under confidence 0.5), confirmed beside the baseline; the rest of this report pools the probe's and the "
-                "confirm runs' rows.", "", "```"]
-        out += tune + ["```", ""]
-    spec = [c for c in cells if c["mode"] == "speculative"]
-    out += ["## Speed", ""] + [f"- {line}" for line in headline(cells)] + [""]
-    out += md_table(_against(cells), SPEED_COLS) + [""]
-    out += ["Speedup: baseline wall per token / speculative wall per token, same runtime and settings; a drafting "
-            "(e.g. `torch [eagle3]`) is set against its runtime's baseline, listed once.", ""]
-    out += quantization or []
-    if spec:
-        out += ["## Acceptance", ""] + md_table(spec, ACCEPTANCE_COLS) + ["", ACCEPTANCE_TEXT, ""]
-        if positions:
-            out += md_table(positions, POSITION_COLS) + [""]
-        if acceptance:
-            out += ["## Acceptance against the models", "", MODELS_TEXT, ""] + md_table(acceptance, MODELS_COLS) + [""]
-        out += ["## Ceiling", ""] + md_table(spec, CEILING_COLS) + [""]
-        out += ["alpha_hat is Leviathan's alpha (accepted / (accepted + rejections)); the ceilings are his "
-                "E[speedup] = (1 - a^(g+1)) / ((1 - a)(g c + 1)) at alpha_hat, with c from FLOPs per token and with c "
-                "measured (median draft step / median target step); the gap is the measured-c ceiling minus the "
-                "measured speedup.", ""]
-    out += ["## Where the time goes", ""] + md_table(_phase_texts(cells), PHASE_COLS) + [""]
-    out += under_load or []
-    if categories:
-        out += ["## Acceptance per prompt category", ""] + md_table(categories, CATEGORY_COLS) + [""]
-    if figures and len(sources) > 1:
-        out += ["## Each run folder", ""] + md_table(figures, FIGURE_COLS) + [""]
-    if mismatches:
-        out += ["## Greedy mismatches", "", MISMATCH_TEXT, ""] + md_table(mismatches, MISMATCH_COLS) + [""]
-    if agreement:
-        out += ["## Greedy baselines across runtimes", ""] + [f"- {line}" for line in agreement_lines(agreement)] + [""]
-        out += md_table(agreement, AGREEMENT_COLS) + [""]
-    out += explain or []
-    out += roofline or []
-    out += ["## Plots", ""]
-    out += [f"### {title}\n\n![{title}]({name})\n" for name, title in PLOTS if name in plots]
-    if skipped:
-        out += ["## Skipped", ""] + md_table(skipped, SKIPPED_COLS) + [""]
-    if notes:
-        out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    out += ["Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
-    return "\n".join(out)
+    return ["# Speculative decoding report", "", f"**Pair{'s' if len(pairs) > 1 else ''}:** {'; '.join(pairs)}"]
+
+
+def verdict_text(verdict: list[str], plots: list[str]) -> list[str]:
+    """reports/verdict.markdown's lines, then verdict.png where it was drawn."""
+    return verdict + (["", f"![Speed of each runtime and drafter, and why]({VERDICT_PNG})"] if VERDICT_PNG in plots else [])
+
+
+def tune_text(console: list[str]) -> list[str]:
+    """What `harness tune` printed (its tune.json), after a paragraph on where it comes from."""
+    return [TUNE_TEXT, "", "```", *console, "```"]
+
+
+def plot_text(plots: list[str]) -> list[str]:
+    """A `###` heading and the image of each of PLOTS that was drawn."""
+    out = []
+    for name, title in PLOTS:
+        if name in plots:
+            out += ([""] if out else []) + [f"### {title}", "", f"![{title}]({name})"]
+    return out
+
+
+def bullets(lines: list[str]) -> list[str]:
+    return [f"- {line}" for line in lines]
+
+
+def sources_line(sources: list[str]) -> str:
+    return "Sources: " + ", ".join(f"`{s}`" for s in sources)
 
 
 # ---------------------------------------------------------------- explain (reports/explain.py)

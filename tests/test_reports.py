@@ -353,3 +353,36 @@ def test_under_load_a_drafter_that_drafts_in_some_rounds_is_predicted_with_plain
     assert theory.costed_speedup(0.7, 4, theory.RoundCosts(0.1, 1.3, 0.0, 0.2), share=0.0) == pytest.approx(1.0)
     assert "drafts in 25% of rounds" in "\n".join(concurrency.regime_lines(recs))
     assert "| 25% |" in "\n".join(concurrency.markdown(concurrency.cells(rows, costs), None))
+
+
+def test_a_section_is_laid_out_in_order_and_keeps_its_records_where_report_md_hides_it():
+    from spec_harness.reports.sections import Section, csv_tables, render
+
+    listed = [Section(text=["# Title"]),
+              Section("Speed", text=["- fast"], rows=[{"x": 1.234, "y": "a", "hidden": 9}], columns=[("x", "x", ".1f")],
+                      after=["Why."], records=[{"x": 1.234}], csv="summary.csv", key="cells"),
+              Section("Gone", rows=[{"x": 2}], columns=[("x", "x", "")], csv="gone.csv", when=False),
+              Section(lines=["## Laid out elsewhere", "", "", "text"], records=[{"z": 3}], csv="else.csv"),
+              Section(text=["Sources: `a`"])]
+    assert render(listed) == ("# Title\n\n## Speed\n\n- fast\n\n| x |\n|---|\n| 1.2 |\n\nWhy.\n\n"
+                              "## Laid out elsewhere\n\n\ntext\nSources: `a`\n")
+    assert csv_tables(listed) == {"cells": ("summary.csv", [{"x": 1.234}]), "gone": ("gone.csv", [{"x": 2}]),
+                                  "else": ("else.csv", [{"z": 3}])}
+
+
+def test_a_section_added_to_the_list_reaches_report_md_its_csv_and_report_json(run_dir, tmp_path, monkeypatch):
+    """A new table is one Section in build's list: no other edit writes it into report.md (before
+    the plots, where it is listed), report.html, its CSV and report.json."""
+    from spec_harness.reports import build
+    from spec_harness.reports.sections import Section
+
+    extra = Section("Extra table", text=["What it shows."], rows=[{"a": 1, "b": 2.5, "note": "x"}],
+                    columns=[("a", "A", ""), ("b", "B", ".2fx")], csv="extra.csv")
+    listed = build._other_sections
+    monkeypatch.setattr(build, "_other_sections", lambda p: listed(p) + [extra])
+    md = write_report([run_dir], tmp_path / "out").read_text()
+    assert "\n## Extra table\n\nWhat it shows.\n\n| A | B |\n|---|---|\n| 1 | 2.50x |\n\n## Plots\n" in md
+    assert pd.read_csv(tmp_path / "out" / "extra.csv").to_dict("records") == [{"a": 1, "b": 2.5, "note": "x"}]
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert doc["extra"] == [{"a": 1, "b": 2.5, "note": "x"}] and len(doc["cells"]) == 6
+    assert 'href="#extra-table">Extra table<' in (tmp_path / "out" / "report.html").read_text()
