@@ -328,7 +328,7 @@ def _bs(name: str):
 @click.option("--threads", "n_threads", default=_bs("n_threads"), type=int, help="Threads for torch and llama.cpp (default: theirs).")
 @click.option("--out", default=_bs("out"), show_default=True, type=click.Path(path_type=Path))
 @VERBOSE
-def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
+def bench(*, figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
     """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
     from spec_harness.harness.bench import run_bench
     from spec_harness.harness.console import library_output
