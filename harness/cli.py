@@ -55,6 +55,9 @@ TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a he
 CALIBRATE_RUNTIMES = "torch,llamacpp"
 CALIBRATE_GAMMAS = "1,2,4,8"
 CALIBRATE_ALPHAS = "0,0.2,0.4,0.6,0.8,0.9,1"
+# --help fills the terminal up to this many columns (click's default stops at 80); every command
+# and subcommand inherits it from the group's context
+HELP_WIDTH = 100
 
 
 class _Terminated(KeyboardInterrupt):
@@ -81,7 +84,7 @@ class _Group(click.Group):
             sys.exit(130)
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"max_content_width": HELP_WIDTH})
 @click.version_option(package_name="spec-harness")
 def main():
     """Measure speculative decoding across runtimes: where the time goes, and how far from theory."""
