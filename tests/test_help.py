@@ -90,3 +90,11 @@ def test_a_narrower_terminal_is_filled_to_its_width():
     assert max(map(len, help_text(("run",), 80).splitlines())) <= 80
     assert max(map(len, help_text(("run",), WIDTH).splitlines())) > 80
 
+
+def test_bench_help_names_every_figure_from_its_table():
+    from spec_harness.harness.bench import FIGURES
+
+    text = help_text(("bench",), WIDTH)
+    for n, what in FIGURES.items():
+        assert f"{n}. {what}" in text, (n, what)
+    assert "see harness/bench.py" not in text
