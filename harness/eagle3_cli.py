@@ -45,7 +45,7 @@ def _d(name: str):
 @click.option("--init-from", default=_d("init_from"), help="Start from this trained head's folder (its weights, layers and draft vocabulary, grown by a larger --draft-vocab) "
               "instead of a new head, e.g. to train the shipped head further on new answers.")
 @click.option("--no-gguf", is_flag=True, help="Do not convert the head to GGUF (llama-server converts it on first use).")
-def eagle3(target, out_path, work, teacher_jsonl, generate, max_new_tokens, temperature, steps, batch, lr, top_k, seed,
+def eagle3(*, target, out_path, work, teacher_jsonl, generate, max_new_tokens, temperature, steps, batch, lr, top_k, seed,
            threads, ckpt_every, eval_every, resume, no_progress, draft_vocab, ttt_steps, layers, max_len, precision, init_from,
            no_gguf):
     """Train an EAGLE-3 head for TARGET on its own answers and hidden states (CPU), write its folder."""

@@ -82,7 +82,7 @@ def info(ref):
 @click.option("--head", default=None, help="Score an EAGLE-3 head (folder) instead of the draft, per drafting position.")
 @click.option("--positions", default=HEAD_POSITIONS, show_default=True, type=int, help="With --head: drafting positions scored.")
 @click.option("--verbose", is_flag=True, help="Also show what the libraries print (warnings, load logs, progress bars).")
-def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, answers, head, positions, verbose):
+def agreement(*, target, draft, prompt_spec, temperature, samples, tokens, seed, answers, head, positions, verbose):
     """Teacher-forced agreement of a pair (or of an EAGLE-3 head): alpha(T) and top-1 per prompt and per position."""
     import torch
 
@@ -109,8 +109,8 @@ def agreement(target, draft, prompt_spec, temperature, samples, tokens, seed, an
         read_config(head)  # a missing or foreign folder: one line, before the target loads
         t = load_hf_model(target, "target", torch.float32, "cpu")
         h = load_head(head, t.get_input_embeddings().weight.detach().float(), t.config)
-        per = ag.head_on_prompts(t, h, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts], temperature,
-                                 samples, tokens, positions, seed)
+        per = ag.head_on_prompts(t, h, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts],
+                                 temperature=temperature, samples=samples, tokens=tokens, steps=positions, seed=seed)
         for j, a in enumerate(per, 1):
             click.echo(f"drafting position {j}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
         click.echo("position 1, " + copy_split(per[0]))

@@ -146,7 +146,7 @@ class Runner:
 
     def _start_early(self) -> None:
         """Each server runtime measured after another one (`starts_early`) is loaded now and launches
-        the servers of its first setting, so that their start (a vLLM engine: 20-30 s, mostly
+        the servers of its first setting, so that their start (a vLLM engine's is long, mostly
         single-threaded imports) overlaps the loading of the runtimes before it; they are held
         paused while anything is measured (_measure). A runtime that cannot do so here is loaded
         again at its turn, where its reason becomes its row."""

@@ -70,5 +70,5 @@ def generated(target: str, work: Path, n: int, max_new_tokens: int, top_k: int, 
     if not str(target).endswith(".gguf"):
         raise HarnessError("--generate runs the target in llama.cpp: give a .gguf --target, or generate with "
                            "`harness models teacher-data` and pass --teacher-jsonl")
-    return td.ensure_generated(target, work / "generated.jsonl", n, max_new_tokens, max(td.TOP_K, top_k), temperature,
-                               seed, progress=progress)
+    return td.ensure_generated(target, work / "generated.jsonl", n, max_new=max_new_tokens, k=max(td.TOP_K, top_k),
+                               temperature=temperature, seed=seed, progress=progress)

@@ -53,18 +53,18 @@ DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
 CONFIDENCE_P = (0.3, 0.5, 0.7)  # the confidence stopping thresholds tune predicts
 PAYS = 1.0  # a measured speedup above this beats the baseline measured beside it
-# a candidate predicted below this is not measured again: a probe and a confirm run of one setting
-# differed by up to about 10 % on the 2-core VMs (docs/findings.md), so it cannot be expected to pay
+# a candidate predicted below this is not measured again: to pay it would need its prediction to be
+# further off than a probe and a confirm run of one setting commonly differ (docs/findings.md)
 RULED_OUT = 0.9
 # the probe also measures the draft model at this gamma where it lies between the runtime's smaller
-# gamma and G: its round costs more here than the line from gamma 1 to G puts it (in four sweeps of
-# the default pair, that line over-predicted gamma 2 by 5-8 % in our loop and llama.cpp, where the
-# EAGLE-3 head's and prompt lookup's were within 3 %: docs/findings.md)
+# gamma and G: the draft model's round is not a straight line in gamma there, so the line from
+# gamma 1 to G alone prices it too cheap, where the EAGLE-3 head's and prompt lookup's rounds keep
+# to the line (docs/findings.md)
 MODEL_MID_GAMMA = 2
 # a runtime whose baseline decoded this much faster on one prompt than on another during tune ran on
-# a machine whose speed changed under it: prompt to prompt, a steady runtime's rate varied up to 1.3x
-# in figure 13's runs (the servers' timing included), where torch's two-thread step moved between about
-# 10.5 and 16 ms (1.5x) on the 2-core VMs with nothing else running (docs/findings.md)
+# a machine whose speed changed under it: a steady runtime's rate varies less than this from prompt
+# to prompt, servers' timing included, and a prediction made at one speed misses a measurement made
+# at the other (docs/findings.md)
 UNSTEADY = 1.4
 
 

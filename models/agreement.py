@@ -129,7 +129,7 @@ def on_prompts(target, draft, tokenizer, prompts: list[tuple[str, str]], tempera
 
 
 @torch.inference_mode()
-def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], temperature: float, samples: int,
+def head_on_prompts(target, head, tokenizer, prompts: list[tuple[str, str]], *, temperature: float, samples: int,
                     tokens: int, steps: int = 4, seed: int = 0) -> list[Agreement]:
     """An EAGLE-3 head (models/eagle3.py) on the same continuations: per drafting position 1..steps,
     alpha(T) and top-1 against the target, the head reading the target's hidden states for

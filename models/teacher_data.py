@@ -243,7 +243,7 @@ def next_tokens(logits: np.ndarray, temperature: float, rng: np.random.Generator
     return np.array([np.searchsorted(w[a], u[a], side="right") for a in range(len(logits))])
 
 
-def ensure_generated(gguf: str, out: Path, n: int, max_new: int = MAX_NEW, k: int = TOP_K,
+def ensure_generated(gguf: str, out: Path, n: int, *, max_new: int = MAX_NEW, k: int = TOP_K,
                      temperature: float = TEMPERATURE, seed: int = SEED, batch: int = BATCH, threads: int = THREADS,
                      progress: bool = True, prompt_set: str = PROMPT_SETS[0]) -> Path:
     """Make `out` hold n generated answers: the ones already there are kept (a stopped run resumes),

@@ -331,7 +331,7 @@ def _check_attention(nh: int, nkv: int, hd: int, length: int, what: str, more: s
         raise ValueError(f"llama_step: {nh} query heads, {nkv} kv heads of {hd}, position {length}{more}: not a Llama {what}")
 
 
-def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
+def step(emb_row, cos, sin, k, v, length: int, *, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
          eps: float, nh: int, nkv: int, hd: int, aux=None, aux_ids=None) -> torch.Tensor:
     """One token through every layer -> logits [V]; its k, v written into the caches k, v
     [capacity, layers, nkv, hd] at position `length`. Arguments as torch_llama.Weights holds them:
@@ -359,7 +359,7 @@ def step(emb_row, cos, sin, k, v, length: int, w_in, w_qkv, w_o, w_post, w_gu, w
     return logits
 
 
-def forward_tokens(emb_rows, cos, sin, k, v, length: int, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm,
+def forward_tokens(emb_rows, cos, sin, k, v, length: int, *, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm,
                    eps: float, nh: int, nkv: int, hd: int, inter: int, vocab: int, n_logits: int,
                    aux=None, aux_ids=None) -> torch.Tensor:
     """S tokens through every layer -> logits of the last n_logits [n_logits, V]; their k, v written

@@ -313,9 +313,11 @@ class LlamaFast:
         inner, w = self.model.model, self.weights
         x = inner.embed_tokens.weight[token]  # [H]
         cos, sin = self._rope_rows(l0, l0 + 1)
-        logits = llama_step.step(x, cos[0], sin[0], self.k, self.v, l0, w.norms[0], w.stacks[0],
-                                 w.stacks[1], w.norms[1], w.stacks[2], w.stacks[3], self.head.weight,
-                                 inner.norm.weight, self.eps, self.nh, self.nkv, self.hd, *self._aux(l0, l0 + 1))
+        aux, aux_ids = self._aux(l0, l0 + 1)
+        logits = llama_step.step(x, cos[0], sin[0], self.k, self.v, l0, w_in=w.norms[0], w_qkv=w.stacks[0],
+                                 w_o=w.stacks[1], w_post=w.norms[1], w_gu=w.stacks[2], w_down=w.stacks[3],
+                                 head=self.head.weight, norm=inner.norm.weight, eps=self.eps, nh=self.nh,
+                                 nkv=self.nkv, hd=self.hd, aux=aux, aux_ids=aux_ids)
         self.length = l0 + 1
         return logits[None]
 
@@ -339,10 +341,13 @@ class LlamaFast:
         inner, w = self.model.model, self.weights
         cos, sin = self._rope_rows(l0, end)
         x = inner.embed_tokens.weight[torch.tensor(ids, device=self.device)]  # [S, H], a copy
-        logits = llama_step.forward_tokens(x, cos, sin, self.k, self.v, l0, w.norms[0], w.packed_stacks[0],
-                                           w.packed_stacks[1], w.norms[1], w.packed_stacks[2], w.packed_stacks[3],
-                                           self.head.packed, inner.norm.weight, self.eps, self.nh, self.nkv, self.hd,
-                                           w.stacks[3].shape[2], self.head.weight.shape[0], n_logits, *self._aux(l0, end))
+        aux, aux_ids = self._aux(l0, end)
+        logits = llama_step.forward_tokens(x, cos, sin, self.k, self.v, l0, w_in=w.norms[0], p_qkv=w.packed_stacks[0],
+                                           p_o=w.packed_stacks[1], w_post=w.norms[1], p_gu=w.packed_stacks[2],
+                                           p_down=w.packed_stacks[3], p_head=self.head.packed, norm=inner.norm.weight,
+                                           eps=self.eps, nh=self.nh, nkv=self.nkv, hd=self.hd,
+                                           inter=w.stacks[3].shape[2], vocab=self.head.weight.shape[0],
+                                           n_logits=n_logits, aux=aux, aux_ids=aux_ids)
         self.length = end
         return logits
 
