@@ -23,8 +23,6 @@ MAX_MODULE_LINES = 500
 KNOWN = {
     ("core/results.py", "make_row", "positional parameters"),
     ("harness/rows.py", "generation_row", "positional parameters"),
-    ("reports/markdown.py", "document", "positional parameters"),
-    ("runtimes/vllm.py", "module", "lines"),
 }
 
 
