@@ -33,7 +33,7 @@ def log(msg: str) -> None:
 
 
 def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
-                   gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
+                   gen: GenerationSettings, g: Optional[Generation], *, error: Optional[str] = None,
                    baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings(),
                    label: Optional[str] = None, forward: Optional[str] = None,
                    started_at: Optional[float] = None) -> dict:
