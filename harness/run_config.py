@@ -12,7 +12,7 @@ or a runtime's capabilities (its class, runtimes/base.py; `runs_variants` and `r
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -48,6 +48,7 @@ class RunConfig:
     runtimes: list[str]
     pairs: list[PairSpec]
     prompts: list[Prompt]
+    _: KW_ONLY  # the rest by name
     gammas: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "gamma")])
     samplings: list[SamplingParams] = field(default_factory=lambda: [SamplingParams()])
     max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
@@ -95,9 +96,10 @@ class RunConfig:
                                "(harness calibrate)")
         for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
                                                   self.forced or [None], self.concurrencies):
-            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
+            # validates the grid up front
+            GenerationSettings(gamma=g, max_new_tokens=n, draft_policy=p, drafter=d, forced=f, concurrency=c)
         for p, g, d in (self.only or []) + [x for xs in self.also.values() for x in xs]:
-            GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
+            GenerationSettings(gamma=g, max_new_tokens=self.max_new_tokens[0], draft_policy=p, drafter=d)
         self._check_loads_fit()
         if self.target_quants:
             from spec_harness.models.quantize import parse_types
@@ -142,8 +144,9 @@ class RunConfig:
     def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
                  policy: DraftPolicy = DraftPolicy(), drafter: DrafterSpec = DrafterSpec(), forced: Optional[tuple] = None,
                  concurrency: int = 1) -> GenerationSettings:
-        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
-                                  forced, concurrency)
+        return GenerationSettings(sampling=s, gamma=gamma or self.gammas[0], max_new_tokens=max_new,
+                                  seed=self.seed + repeat, ignore_eos=self.ignore_eos, draft_policy=policy,
+                                  drafter=drafter, forced=forced, concurrency=concurrency)
 
     def run_info(self, pairs: list[PairSpec], labels: dict[str, str]) -> dict:
         """run.json's first content: these settings with every pair measured (`pairs`, the variants

@@ -270,8 +270,8 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
     monkeypatch.setattr(Probe, "watch", staticmethod(mine))
     monkeypatch.setattr(Probe, "seen", [])
     before = server_pids()
-    cfg = RunConfig(["probe", "llama-server"], [resolve_pair("tiny")], load_prompts("math")[:2], [2], max_new_tokens=[8],
-                    runtime=SETTINGS, warmup=1, out=tmp_path / "o")
+    cfg = RunConfig(["probe", "llama-server"], [resolve_pair("tiny")], load_prompts("math")[:2], gammas=[2],
+                    max_new_tokens=[8], runtime=SETTINGS, warmup=1, out=tmp_path / "o")
     rows = Runner(cfg).run()
     assert len(rows) == cfg.n_rows() and not [r for r in rows if r["error"]]
     assert Probe.seen and all(states == {"T"} for states in Probe.seen), Probe.seen  # a server, and all paused
@@ -345,7 +345,7 @@ def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path
 
     monkeypatch.setitem(runtimes.REGISTRY, "dying", "tests.test_llama_server:DyingServer")
     DyingServer.n = 0
-    cfg = RunConfig(["dying"], [resolve_pair("tiny")], load_prompts("math")[:3], [2], max_new_tokens=[8], warmup=0,
+    cfg = RunConfig(["dying"], [resolve_pair("tiny")], load_prompts("math")[:3], gammas=[2], max_new_tokens=[8], warmup=0,
                     runtime=RuntimeSettings(n_threads=1, n_ctx=200_000), out=tmp_path / "o")
     rows = Runner(cfg).run()
     spec = [r for r in rows if r["mode"] == "speculative"]

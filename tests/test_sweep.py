@@ -61,8 +61,8 @@ def test_killed_sweep_resumes_to_the_same_rows(tmp_path):
 def _cfg(out, runtimes=("torch",), resume=False, pair=None, **kw):
     from spec_harness.models.presets import resolve_pair
 
-    return RunConfig(list(runtimes), [pair or resolve_pair("tiny")], load_prompts("math")[:2], [2], [SamplingParams()], [5],
-                     warmup=0, out=out, resume=resume, **kw)
+    return RunConfig(list(runtimes), [pair or resolve_pair("tiny")], load_prompts("math")[:2], gammas=[2],
+                     samplings=[SamplingParams()], max_new_tokens=[5], warmup=0, out=out, resume=resume, **kw)
 
 
 def test_truncated_last_line_is_reported_cut_and_measured_again(tmp_path, capsys):
@@ -123,8 +123,8 @@ def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
 def test_grid_shares_one_baseline_across_gammas_and_records_entropy(tmp_path):
     from spec_harness.models.presets import resolve_pair
 
-    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("code")[:1], [1, 2, 4],
-                    [SamplingParams(0.0), SamplingParams(0.7, 0.9)], [5, 7], repeats=2, warmup=0, out=tmp_path / "o")
+    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("code")[:1], gammas=[1, 2, 4],
+                    samplings=[SamplingParams(0.0), SamplingParams(0.7, 0.9)], max_new_tokens=[5, 7], repeats=2, warmup=0, out=tmp_path / "o")
     rows = Runner(cfg).run()
     assert len(rows) == cfg.n_rows() == 1 * 2 * 2 * 2 * (1 + 3)
     base = [r for r in rows if r["mode"] == "baseline"]
