@@ -18,7 +18,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 from spec_harness import runtimes
 from spec_harness.core import metrics
@@ -26,33 +26,26 @@ from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import write_run_json
 from spec_harness.harness.rows import Measuring, log, one_line
-from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.run_config import BASELINE, Cell, Request, RunConfig, Setting
 from spec_harness.runtimes.server import ServerSetting
-
-
-class Request(NamedTuple):
-    """One request of a cell: its cell (sampling, max_new, prompt, repeat), settings and row key."""
-
-    cell: tuple
-    gen: GenerationSettings
-    key: tuple
 
 
 @dataclass
 class LoadSetting:
-    """One setting at one N: its mode and its cells with a request not measured yet."""
+    """One setting at one N: its cells (each a list of client requests) with a request not
+    measured yet."""
 
-    mode: str  # baseline or speculative
+    setting: Setting
     cells: list[list[Request]]
 
     @property
     def speculative(self) -> bool:
-        return self.mode == "speculative"
+        return self.setting.speculative
 
     @property
     def first(self) -> GenerationSettings:
-        """The settings of its first request."""
-        return self.cells[0][0].gen
+        """The settings of its first request (it has one: a setting without cells is not measured)."""
+        return next(q.gen for cell in self.cells for q in cell)
 
     def start(self, n: int) -> ServerSetting:
         """What start_setting is given for it: its settings' server, or the baseline's for n sequences."""
@@ -72,43 +65,44 @@ class UnderLoad:
 
     def refuse(self, m: Measuring, n: int, rows: int) -> None:
         """A runtime that runs one sequence at a time: one skipped row stands for the `rows` of N."""
-        c = self.cfg
-        gen = c.settings(c.samplings[0], c.max_new_tokens[0], 0, concurrency=n)
+        first = self.cfg.first_cell
+        gen = self.cfg.generation(first, concurrency=n)
         why = (f"skipped: {m.name} runs one sequence at a time (--concurrency above 1 runs on "
                f"{runtimes.listed(runtimes.able('serves_concurrently'))})")
         log(f"[{m.tag}] --concurrency {n}: {why}")
-        self.emit(m.row("baseline", c.prompts[0], 0, gen, None, error=why))
+        self.emit(m.row(BASELINE, first.prompt, first.repeat, gen, None, error=why))
         self.advance(rows)
 
     def measure(self, m: Measuring, n: int, plan: list[LoadSetting]) -> None:
         """Every cell of `plan` at concurrency n, setting by setting in its order; a setting the
         runtime cannot run is one skipped row."""
-        bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
-        for i, setting in enumerate(plan):
-            if not setting.cells:
+        bases: dict[Cell, dict] = {}  # each cell's baseline row
+        for i, load in enumerate(plan):
+            if not load.cells:
                 continue
-            why = m.rt.supports(setting.first) if setting.speculative else None
+            why = m.rt.supports(load.first) if load.speculative else None
             if why:
-                log(f"[{m.tag}] --concurrency {n} --drafter {setting.first.drafter}: skipped: {why}")
-                self.emit(m.row(setting.mode, self.cfg.prompts[0], 0, setting.first, None, error=f"skipped: {why}"))
-                self.advance(sum(len(cell) for cell in setting.cells))
+                log(f"[{m.tag}] --concurrency {n} --drafter {load.setting.drafter}: skipped: {why}")
+                first = self.cfg.first_cell
+                self.emit(m.row(load.setting.mode, first.prompt, first.repeat, load.first, None, error=f"skipped: {why}"))
+                self.advance(sum(len(cell) for cell in load.cells))
                 continue
-            self._setting(m, n, setting, [later.start(n) for later in plan[i + 1:] if later.cells], bases)
-        if any(setting.cells for setting in plan):
-            log(f"[{m.tag}] --concurrency {n}: {sum(len(cl) for s in plan for cl in s.cells)} requests measured")
+            self._setting(m, n, load, [later.start(n) for later in plan[i + 1:] if later.cells], bases)
+        if any(load.cells for load in plan):
+            log(f"[{m.tag}] --concurrency {n}: {sum(len(cell) for load in plan for cell in load.cells)} requests measured")
 
-    def _setting(self, m: Measuring, n: int, setting: LoadSetting, upcoming: list, bases: dict) -> None:
+    def _setting(self, m: Measuring, n: int, load: LoadSetting, upcoming: list, bases: dict) -> None:
         """One setting's server started for n sequences, warmed up by n requests at once outside
         every cell, priced where the engine prices itself, then its cells."""
-        first, spec = setting.first, setting.speculative
+        first, spec = load.first, load.speculative
         ids = m.encoded[self.cfg.prompts[0].id]
-        m.rt.start_setting(setting.start(n), upcoming)
+        m.rt.start_setting(load.start(n), upcoming)
         if self.cfg.warmup:
             warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
             m.rt.generate_load([ids] * n, [warm] * n, spec)
         self.price_batches(m, n, first if spec else None)
-        for reqs in setting.cells:
-            self._cell(m, n, setting.mode, reqs, bases)
+        for reqs in load.cells:
+            self._cell(m, n, load.setting.mode, reqs, bases)
 
     def price_batches(self, m: Measuring, n: int, gen: Optional[GenerationSettings]) -> None:
         """Under load, a server runtime that times its own engine (vLLM, whose float32 batches
@@ -154,7 +148,7 @@ class UnderLoad:
         # counters are read; a request's started_at is t0 + its start on the cell's clock
         t0 = time.time()
         try:
-            cell, gs = m.rt.generate_load([m.encoded[q.cell[2].id] for q in reqs], gens, spec)
+            cell, gs = m.rt.generate_load([m.encoded[q.cell.prompt.id] for q in reqs], gens, spec)
         except HarnessError:
             raise
         except Exception as e:  # the server died or answered nonsense: every request of the cell is an error row
@@ -164,8 +158,8 @@ class UnderLoad:
         cell_id = f"{m.name}|{mode}|{gens[0].draft_policy if spec else '-'}|{gens[0].gamma_max if spec else '-'}|" \
                   f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
         for q, g, r in zip(reqs, gs, cell.requests if cell else [None] * len(reqs)):
-            s, maxn, p, rep = q.cell
-            base = bases.get((s, maxn, p.id, rep)) if spec else None
+            p, rep = q.cell.prompt, q.cell.repeat
+            base = bases.get(q.cell) if spec else None
             started = t0 + (r.start_s if r is not None else 0.0)
             if isinstance(g, str):
                 row = m.row(mode, p, rep, q.gen, None, error=g, started_at=started)
@@ -178,7 +172,7 @@ class UnderLoad:
                                                                       "requests": len(reqs), "concurrency": n}}
                 self.check(m.pair, m.rt, row, m.encoded[p.id])
             if not spec:
-                bases[(s, maxn, p.id, rep)] = row
+                bases[q.cell] = row
             self.emit(row)
             self.advance(1)
         if cell is not None:
