@@ -346,7 +346,7 @@ class Runner:
                 for k, w in runnable:
                     (rt.generate_speculative if k.speculative else rt.generate_baseline)(first, w)
             if rt.one_setting_at_a_time and b.runnable:
-                self.under_load.price_batches(m, 1, b.warm[b.start] if b.start.speculative else None)
+                self.under_load.price_batches(m, b.warm[b.start], b.start.speculative)
         except HarnessError:
             raise
         except Exception as e:
@@ -360,9 +360,10 @@ class Runner:
         at a time is one skipped row."""
         c = self.cfg
         if not m.rt.serves_concurrently:
-            self.under_load.refuse(m, n, sum(1 for _ in c.cells(n)) * len(c.settings_of(m.name)))
+            rows = sum(1 for _ in c.cells(n)) * len(c.settings_of(m.name))
+            self.under_load.refuse(m, c.generation(c.first_cell, concurrency=n), rows)
             return
-        self.under_load.measure(m, n, self._load_plan(m, n))
+        self.under_load.measure(m, self._load_plan(m, n))
 
     def _load_plan(self, m: Measuring, n: int) -> list[LoadSetting]:
         """Per setting (baseline first) at concurrency n, its cells (per sampling and length: every
