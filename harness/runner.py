@@ -32,7 +32,8 @@ from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
-from spec_harness.harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
+from spec_harness.harness.rows import (Measuring, generation_row, label_of, log, one_line, progress_line, setting_line,
+                                       skipped_line)
 from spec_harness.harness.run_config import (BASELINE, SPECULATIVE, Cell, Request, RunConfig, Setting, check_fits,
                                              limits_or_why, runs_forwards, runs_variants, target_variants)
 from spec_harness.harness.under_load import LoadSetting, UnderLoad, batched_costs
@@ -200,7 +201,7 @@ class Runner:
             self._measure(name, pair, rt, tag)
         except (RuntimeUnavailable, _LoadFailed) as e:
             reason = one_line(e.__cause__) if isinstance(e, _LoadFailed) else str(e)
-            log(f"[{tag}] skipped: {reason}")
+            log(skipped_line(tag, "", reason))
             self.info["runtimes"][label] = {"skipped": reason}
             write_run_json(self.out, self.info)
             first = self.cfg.first_cell
@@ -309,7 +310,7 @@ class Runner:
             if b.why.get(how):  # one row says so; the other cells of this drafting are not generated
                 if how not in said:
                     said.add(how)
-                    log(f"[{m.tag}] --draft-policy {setting.policy} --drafter {setting.drafter}: skipped: {b.why[how]}")
+                    log(skipped_line(m.tag, f"--draft-policy {setting.policy} --drafter {setting.drafter}", b.why[how]))
                     self._emit(m.row(setting.mode, cell.prompt, cell.repeat, gen, None, error=f"skipped: {b.why[how]}"))
                 self.bar.update(1)
                 continue

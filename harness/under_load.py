@@ -25,7 +25,7 @@ from spec_harness.core import metrics
 from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import write_run_json
-from spec_harness.harness.rows import Measuring, log, one_line
+from spec_harness.harness.rows import Measuring, log, one_line, skipped_line
 from spec_harness.harness.run_config import BASELINE, Cell, Request, RunConfig, Setting
 from spec_harness.runtimes.server import ServerSetting
 
@@ -73,7 +73,7 @@ class UnderLoad:
         load level, stands for the `rows` of that level."""
         why = (f"{m.name} runs one sequence at a time (--concurrency above 1 runs on "
                f"{runtimes.listed(runtimes.able('serves_concurrently'))})")
-        log(f"[{m.tag}] --concurrency {gen.concurrency}: skipped: {why}")
+        log(skipped_line(m.tag, f"--concurrency {gen.concurrency}", why))
         first = self.cfg.first_cell
         self.emit(m.row(BASELINE, first.prompt, first.repeat, gen, None, error=f"skipped: {why}"))
         self.advance(rows)
@@ -87,7 +87,7 @@ class UnderLoad:
                 continue
             why = m.rt.supports(load.first) if load.speculative else None
             if why:
-                log(f"[{m.tag}] --concurrency {load.n} --drafter {load.setting.drafter}: skipped: {why}")
+                log(skipped_line(m.tag, f"--concurrency {load.n} --drafter {load.setting.drafter}", why))
                 first = self.cfg.first_cell
                 self.emit(m.row(load.setting.mode, first.prompt, first.repeat, load.first, None, error=f"skipped: {why}"))
                 self.advance(sum(len(cell) for cell in load.cells))

@@ -1,5 +1,6 @@
 """Sweeps: grid, resume after kill -9, truncated last line, error rows, prompt sets, entropy."""
 
+import itertools
 import json
 import os
 import signal
@@ -104,6 +105,30 @@ def test_a_runtime_that_cannot_load_becomes_an_error_row_and_the_sweep_goes_on(t
     rows = Runner(_cfg(tmp_path / "o", runtimes=("broken", "torch"), resume=True)).run()
     assert len([r for r in rows if r["runtime"] == "broken" and not r["error"]]) == 4
     assert len([r for r in rows if r["runtime"] == "torch"]) == 4
+
+
+def test_a_skipped_setting_says_its_whole_reason_in_lines_of_the_console_width(tmp_path, monkeypatch, capsys):
+    """A setting the runtime cannot run is one row and one say on the console, its reason wrapped
+    onto indented lines no wider than the verdict's; the rest of the run goes on."""
+    from spec_harness.harness.rows import skipped_line
+    from spec_harness.reports.verdict import WIDTH
+    from spec_harness.runtimes.pytorch import TorchRuntime
+
+    why = "torch cannot draft by prompt lookup here: " + " ".join(["a reason long enough for three console lines"] * 5)
+    supports = TorchRuntime.supports
+    monkeypatch.setattr(TorchRuntime, "supports",
+                        lambda self, gen: why if str(gen.drafter).startswith("ngram") else supports(self, gen))
+    rows = Runner(_cfg(tmp_path / "o", drafters=["model", "ngram"])).run()
+    assert [r["error"] for r in rows if r["error"]] == [f"skipped: {why}"]
+    assert len([r for r in rows if not r["error"]]) == 4
+    err = capsys.readouterr().err.splitlines()
+    start = next(i for i, line in enumerate(err) if "--drafter ngram" in line)
+    said = [err[start]] + list(itertools.takewhile(lambda line: line.startswith("  "), err[start + 1:]))
+    assert len(said) >= 3 and all(len(line) <= WIDTH for line in said)
+    said = " ".join(line.strip() for line in said)  # the tag names the forward: [torch [kernels]]
+    assert said.startswith("[torch") and said.endswith(f"] --draft-policy fixed --drafter ngram: skipped: {why}")
+    runtime = skipped_line("llama-server", "", why).splitlines()  # a runtime skipped whole
+    assert runtime[0].startswith("[llama-server] skipped: torch") and all(len(line) <= WIDTH for line in runtime)
 
 
 def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
