@@ -56,7 +56,7 @@ def row_key(row: dict) -> tuple:
     return tuple(values.values())
 
 
-def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g: Optional[Generation] = None,
+def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g: Optional[Generation] = None, *,
              text: Optional[str] = None, error: Optional[str] = None, baseline: Optional[dict] = None,
              verify_rule: Optional[str] = None, started_at: Optional[float] = None) -> dict:
     """One results.jsonl row. identity: runtime, mode, pair, prompt_id, category, repeat (and

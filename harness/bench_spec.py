@@ -102,8 +102,8 @@ class SpecFigures:
 
         gammas, alphas = CALIBRATION_GRID
         with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as out:
-            cfg = RunConfig([n for n in names if n in runtimes.names()], [pair], load_prompts(DEFAULT_PROMPTS), gammas,
-                            max_new_tokens=[self.tokens], ignore_eos=True, forced=[(a,) for a in alphas],
+            cfg = RunConfig([n for n in names if n in runtimes.names()], [pair], load_prompts(DEFAULT_PROMPTS),
+                            gammas=gammas, max_new_tokens=[self.tokens], ignore_eos=True, forced=[(a,) for a in alphas],
                             runtime=self.settings, out=Path(out))
             run(cfg)
             es = calibration.entries(load([Path(out)], forced=True).rows, CFlops())

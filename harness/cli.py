@@ -160,8 +160,11 @@ def _default_drafters(text: str, pairs) -> list:
     return [d for d in drafter_kinds.parse_list(text) if all(d.available(p) for p in pairs)]
 
 
-def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafters: Optional[str] = None) -> RunConfig:
-    """A run's settings from its options, every one checked before a model loads."""
+def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, *, policies: Optional[list[DraftPolicy]] = None,
+          default_drafters: Optional[str] = None, stamp: str = "%Y%m%d-%H%M%S") -> RunConfig:
+    """A run's settings from its options, every one checked before a model loads. A command
+    without --draft-policy gives its `policies`; without --out the run's folder is runs/ and the
+    time (`stamp`, strftime's)."""
     from spec_harness import runtimes
     from spec_harness.harness.console import library_output
     from spec_harness.harness.prompts import load_prompts
@@ -170,26 +173,28 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, default_drafte
 
     names = runtimes.parse_names(o["runtime_spec"])
     library_output(o["verbose"])
-    samplings = [SamplingParams(t, p, o["top_k"]) for t in temperatures for p in top_ps]
+    samplings = [SamplingParams(temperature=t, top_p=p, top_k=o["top_k"]) for t in temperatures for p in top_ps]
     settings = _runtime_settings(o)
     prompts = load_prompts(o["prompt_spec"])
     quants = _target_quants(o.get("target_quant_list"))
     if o["resume"] and not o["out"]:
         raise HarnessError("--resume needs the --out folder of the run to continue")
-    out = o["out"] or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = o["out"] or Path("runs") / datetime.now().strftime(stamp)
     check_out_dir(out, o["resume"])
     for p in pairs:
         if is_synthetic(p):
             raise HarnessError(f"--pair {p}: a synthetic pair has random weights and measures cost only; "
                                "run it with `harness calibrate` (forced acceptance)")
     resolved = [resolve_pair(p, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"]) for p in pairs]
-    policies = [DraftPolicy.parse(p.strip()) for p in o["policy_list"].split(",") if p.strip()]
+    if policies is None:
+        policies = [DraftPolicy.parse(p.strip()) for p in o["policy_list"].split(",") if p.strip()]
     drafters = drafter_kinds.parse_list(o["drafter_list"]) if o["drafter_list"] else \
         _default_drafters(default_drafters or DEFAULT_DRAFTERS, resolved)
     _check_drafters(resolved, drafters)
     _check_quants(resolved, quants, names)
-    return RunConfig(names, resolved, prompts, gammas, samplings, max_new_tokens, o["seed"], o["ignore_eos"],
-                     policies, drafters, settings, o["repeats"], o["warmup"], out, o["resume"],
+    return RunConfig(names, resolved, prompts, gammas=gammas, samplings=samplings, max_new_tokens=max_new_tokens,
+                     seed=o["seed"], ignore_eos=o["ignore_eos"], draft_policies=policies, drafters=drafters,
+                     runtime=settings, repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],
                      concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
                      verbose=o["verbose"], target_quants=quants, interleave=o.get("interleave", False))
 
@@ -256,10 +261,8 @@ def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens,
     from spec_harness.harness import tune as tuning
     from spec_harness.harness.tune_lines import lines
 
-    o["policy_list"] = "fixed"
-    if o["out"] is None:
-        o["out"] = Path("runs") / datetime.now().strftime("tune-%Y%m%d-%H%M%S")
-    cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, default_drafters=TUNE_DRAFTERS)
+    cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, policies=[DraftPolicy()],
+                default_drafters=TUNE_DRAFTERS, stamp="tune-%Y%m%d-%H%M%S")
     tc = tuning.TuneConfig(cfg, max_gamma, confirm, rule_out)
     result = tuning.tune(tc, log=click.echo)
     text = lines(result, {p.name: p for p in cfg.pairs}, pair)
@@ -376,8 +379,8 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     check_out_dir(out, o["resume"])
     spec = resolve_pair(pair, o["target"], o["draft"], o["target_gguf"], o["draft_gguf"])
     _check_drafters([spec], drafters)
-    cfg = RunConfig(names, [spec], prompts, gammas, [SamplingParams()], [max_new_tokens],
-                    o["seed"], True, drafters=drafters, forced=[(a,) for a in alphas], runtime=settings,
+    cfg = RunConfig(names, [spec], prompts, gammas=gammas, max_new_tokens=[max_new_tokens], seed=o["seed"],
+                    ignore_eos=True, drafters=drafters, forced=[(a,) for a in alphas], runtime=settings,
                     repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],
                     concurrencies=concurrencies, torch_forwards=_torch_forwards(o))
     run_all(cfg)  # skipped runtimes say so as they go

@@ -3,7 +3,7 @@
 `Measuring`: one runtime and pair being measured, what each of their rows carries beside the
 generation; `generation_row` lays one out (core/results.py's make_row with the runner's fields);
 `progress_line` and `setting_line` are the console's line per generation (--verbose, errors) and
-per setting; `log` writes a line above the progress bar; `one_line` an exception as a row's error.
+per setting, `skipped_line` what the run skips and why; `log` writes a line above the progress bar; `one_line` an exception as a row's error.
 What it does not own: which generations run (harness/runner.py, harness/under_load.py) or the
 results schema (core/results.py).
 """
@@ -11,6 +11,7 @@ results schema (core/results.py).
 from __future__ import annotations
 
 import sys
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -33,7 +34,7 @@ def log(msg: str) -> None:
 
 
 def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, prompt: Prompt, repeat: int,
-                   gen: GenerationSettings, g: Optional[Generation], error: Optional[str] = None,
+                   gen: GenerationSettings, g: Optional[Generation], *, error: Optional[str] = None,
                    baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings(),
                    label: Optional[str] = None, forward: Optional[str] = None,
                    started_at: Optional[float] = None) -> dict:
@@ -60,6 +61,20 @@ def label_of(pair: PairSpec) -> str:
 
     label = pair_label(pair.target_gguf or pair.target, pair.draft_gguf or pair.draft)
     return f"{label} @{pair.target_quant}" if pair.target_quant else label
+
+
+def skipped_line(tag: str, what: str, why: str) -> str:
+    """What a run skips and why, on the console: `[tag] what: skipped: why` (`[tag] skipped: why`
+    where `what` is empty), in lines of at most the console's columns (reports/verdict.py's WIDTH):
+    a long reason goes on indented continuation lines. "skipped:" stays beside the reason's first
+    word (the row's error reads so), and a word longer than a line (a path) is kept whole."""
+    from spec_harness.reports.verdict import WIDTH
+
+    glue = "\0"  # not whitespace to textwrap: "skipped:" and the reason's first word are one chunk
+    head = f"[{tag}] {what}: skipped:" if what else f"[{tag}] skipped:"
+    lines = textwrap.wrap(f"{head}{glue}{why}", WIDTH, subsequent_indent="  ", break_on_hyphens=False,
+                          break_long_words=False)
+    return "\n".join(line.replace(glue, " ") for line in lines)
 
 
 def one_line(e: BaseException) -> str:

@@ -1,7 +1,9 @@
 """What a run measures (`RunConfig`): its runtimes, pairs, prompts and the grid of settings,
-checked before anything runs, and what follows from it alone: the speculative settings of each
-prompt, the requests per prompt of a cell under load, how many rows the run has, and run.json's
-first content; this machine's limits at the run's threads (`machine_limits`, measured once per
+checked before anything runs, and what follows from it alone: the settings of each runtime
+(`Setting`: the baseline or a speculative one), its cells (`Cell`: a prompt in one sampling,
+length and repeat) and the settings a runtime is handed for one of them (`RunConfig.generation`),
+the requests per prompt of a cell under load, how many rows the run has, and run.json's first
+content; this machine's limits at the run's threads (`machine_limits`, measured once per
 machine); each pair's target variants a run with --target-quant measures (`target_variants`);
 whether the prompts fit a loaded runtime's context (`check_fits`).
 
@@ -12,17 +14,20 @@ or a runtime's capabilities (its class, runtimes/base.py; `runs_variants` and `r
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from spec_harness import runtimes
+from spec_harness.core import drafters
 from spec_harness.core.config import (DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
                          TorchForward, at_least, default_of)
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
+from spec_harness.core.results import row_key
 from spec_harness.harness.prompts import Prompt
 from spec_harness.harness.rows import log, one_line
 
+BASELINE, SPECULATIVE = "baseline", "speculative"  # a generation's mode (a row's `mode`)
 LIMITS_DIR = "limits"  # under models.loading.cache_root(): one file per machine key (core/limits.py)
 
 
@@ -43,11 +48,62 @@ def limits_or_why(n_threads: Optional[int]) -> dict:
         return {"unavailable": one_line(e)}
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a generation runs beside its cell: the baseline, or a speculative setting's draft
+    policy, most drafts per round (None: the library's choice, under library-default), drafter and
+    forced acceptance rates (None: the models decide). A policy or drafter given as text is parsed
+    here, once (harness tune's, a test's)."""
+
+    mode: str = BASELINE
+    policy: DraftPolicy = DraftPolicy()
+    gamma: Optional[int] = None
+    drafter: DrafterSpec = field(default_factory=drafters.default)
+    forced: Optional[tuple[float, ...]] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "policy", DraftPolicy.of(self.policy))
+        object.__setattr__(self, "drafter", DrafterSpec.of(self.drafter))
+
+    @classmethod
+    def drafting(cls, policy, gamma: Optional[int], drafter, forced: Optional[tuple[float, ...]] = None) -> Setting:
+        """A speculative setting."""
+        return cls(SPECULATIVE, policy, gamma, drafter, forced)
+
+    @property
+    def speculative(self) -> bool:
+        return self.mode == SPECULATIVE
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One request of one prompt in one sampling, length and repeat: what the baseline and each
+    speculative setting of a runtime generate once, side by side (its baseline row is the
+    speculative rows' reference)."""
+
+    sampling: SamplingParams
+    max_new_tokens: int
+    prompt: Prompt
+    repeat: int
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation a run asks a runtime for: its cell and setting, the settings the runtime is
+    handed (their `concurrency` is its load level) and its row's key (core/results.py's row_key)."""
+
+    cell: Cell
+    setting: Setting
+    gen: GenerationSettings
+    key: tuple
+
+
 @dataclass
 class RunConfig:
     runtimes: list[str]
     pairs: list[PairSpec]
     prompts: list[Prompt]
+    _: KW_ONLY  # the rest by name
     gammas: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "gamma")])
     samplings: list[SamplingParams] = field(default_factory=lambda: [SamplingParams()])
     max_new_tokens: list[int] = field(default_factory=lambda: [default_of(GenerationSettings, "max_new_tokens")])
@@ -69,12 +125,12 @@ class RunConfig:
     # once per type on the runtimes that read the target's GGUF (runs_variants), once as given on the
     # others; empty: every pair as given
     target_quants: list[str] = field(default_factory=list)
-    # (draft policy, gamma, drafter) of the speculative settings to run, in place of the grid
-    # drafters x policies x gammas (harness tune's candidates); None: the whole grid
-    only: Optional[list[tuple[DraftPolicy, int, DrafterSpec]]] = None
-    # (draft policy, gamma, drafter) settings that one runtime (its registry name) runs after the
-    # others (harness tune's probe: a runtime's own extra cells)
-    also: dict[str, list[tuple[DraftPolicy, int, DrafterSpec]]] = field(default_factory=dict)
+    # the speculative settings to run, in place of the grid drafters x policies x gammas (harness
+    # tune's candidates); None: the whole grid
+    only: Optional[list[Setting]] = None
+    # speculative settings that one runtime (its registry name) runs after the others (harness
+    # tune's probe: a runtime's own extra cells)
+    also: dict[str, list[Setting]] = field(default_factory=dict)
     # a runtime that runs one setting at a time (a server per setting) takes each cell's settings in
     # turn, as the in-process runtimes do, where it can keep all their servers live (keep_live): the
     # settings paired prompt by prompt against a machine whose speed drifts (harness tune)
@@ -95,9 +151,10 @@ class RunConfig:
                                "(harness calibrate)")
         for g, n, p, d, f, c in itertools.product(self.gammas, self.max_new_tokens, self.draft_policies, self.drafters,
                                                   self.forced or [None], self.concurrencies):
-            GenerationSettings(SamplingParams(), g, n, draft_policy=p, drafter=d, forced=f, concurrency=c)  # validates the grid up front
-        for p, g, d in (self.only or []) + [x for xs in self.also.values() for x in xs]:
-            GenerationSettings(SamplingParams(), g, self.max_new_tokens[0], draft_policy=p, drafter=d)
+            # validates the grid up front
+            GenerationSettings(gamma=g, max_new_tokens=n, draft_policy=p, drafter=d, forced=f, concurrency=c)
+        for x in (self.only or []) + [x for xs in self.also.values() for x in xs]:
+            self.generation(self.first_cell, x)
         self._check_loads_fit()
         if self.target_quants:
             from spec_harness.models.quantize import parse_types
@@ -109,9 +166,6 @@ class RunConfig:
         self.draft_policies = [DraftPolicy.of(p) for p in self.draft_policies]
         self.drafters = [DrafterSpec.of(d) for d in self.drafters]
         self.torch_forwards = [TorchForward.parse(f) for f in self.torch_forwards]
-        if self.only is not None:
-            self.only = [(DraftPolicy.of(p), g, DrafterSpec.of(d)) for p, g, d in self.only]
-        self.also = {n: [(DraftPolicy.of(p), g, DrafterSpec.of(d)) for p, g, d in xs] for n, xs in self.also.items()}
 
     def _check_loads_fit(self) -> None:
         """Each --concurrency N above 1 against what each runtime of the run that serves
@@ -139,11 +193,45 @@ class RunConfig:
                                        f"--max-new-tokens {longest}) do not fit {name}'s context ({fit}); lower "
                                        "--concurrency or raise --n-ctx")
 
-    def settings(self, s: SamplingParams, max_new: int, repeat: int, gamma: Optional[int] = None,
-                 policy: DraftPolicy = DraftPolicy(), drafter: Optional[DrafterSpec] = None, forced: Optional[tuple] = None,
-                 concurrency: int = 1) -> GenerationSettings:
-        return GenerationSettings(s, gamma or self.gammas[0], max_new, self.seed + repeat, self.ignore_eos, policy, drafter,
-                                  forced, concurrency)
+    def generation(self, cell: Cell, setting: Setting = Setting(), concurrency: int = 1) -> GenerationSettings:
+        """The settings a runtime is handed for `cell` in `setting`, one of `concurrency` client
+        streams at once (--concurrency: the one place a generation's load level is set). A setting
+        without a gamma (the baseline, library-default) carries the run's first one."""
+        return GenerationSettings(sampling=cell.sampling, gamma=setting.gamma or self.gammas[0],
+                                  max_new_tokens=cell.max_new_tokens, seed=self.seed + cell.repeat,
+                                  ignore_eos=self.ignore_eos, draft_policy=setting.policy, drafter=setting.drafter,
+                                  forced=setting.forced, concurrency=concurrency)
+
+    def request(self, name: str, pair: PairSpec, forward: Optional[str], cell: Cell, setting: Setting,
+                concurrency: int = 1) -> Request:
+        """The generation of `cell` in `setting` by runtime `name` (its `forward` where it has a
+        choice of them) on `pair`, one of `concurrency` client streams at once."""
+        gen = self.generation(cell, setting, concurrency)
+        spec = setting.speculative
+        row = {"runtime": name, "pair": pair.name, "mode": setting.mode, "prompt_id": cell.prompt.id,
+               "repeat": cell.repeat, "gamma": gen.gamma_max if spec else None,
+               "draft_policy": str(setting.policy) if spec else None, "drafter": str(setting.drafter) if spec else None,
+               "forced_rates": setting.forced, "temperature": cell.sampling.temperature, "top_p": cell.sampling.top_p,
+               "top_k": cell.sampling.top_k, "max_new_tokens": cell.max_new_tokens, "seed": gen.seed,
+               "concurrency": gen.concurrency, "torch_forward": forward, "target_quant": pair.target_quant}
+        return Request(cell, setting, gen, row_key(row))
+
+    @property
+    def first_cell(self) -> Cell:
+        """The cell of a row that stands for many (a runtime, setting or load level skipped)."""
+        return Cell(self.samplings[0], self.max_new_tokens[0], self.prompts[0], 0)
+
+    def cells(self, concurrency: int = 1) -> Iterator[Cell]:
+        """Every cell in run order: sampling, length, prompt, then repeat (repeats_at(concurrency))."""
+        for s, n, p, rep in itertools.product(self.samplings, self.max_new_tokens, self.prompts,
+                                              range(self.repeats_at(concurrency))):
+            yield Cell(s, n, p, rep)
+
+    def load_cells(self, concurrency: int) -> Iterator[list[Cell]]:
+        """The cells under load, one list per sampling and length (one closed-loop cell of client
+        requests): every prompt, repeat by repeat (repeats_at(concurrency) times)."""
+        for s, n in itertools.product(self.samplings, self.max_new_tokens):
+            yield [Cell(s, n, p, rep) for rep in range(self.repeats_at(concurrency)) for p in self.prompts]
 
     def run_info(self, pairs: list[PairSpec], labels: dict[str, str]) -> dict:
         """run.json's first content: these settings with every pair measured (`pairs`, the variants
@@ -175,19 +263,22 @@ class RunConfig:
             return self.repeats
         return max(self.repeats, -(-2 * concurrency // len(self.prompts)))
 
-    def speculative_settings(self, name: Optional[str] = None) -> list[tuple[DraftPolicy, Optional[int], DrafterSpec,
-                                                                            Optional[tuple]]]:
-        """(draft policy, gamma, drafter, forced rates) of each speculative generation per prompt
-        of runtime `name`: every gamma for every policy in which gamma is the most drafts per
-        round, one generation (gamma None) for library-default, in which the library chooses the
-        length; each forced acceptance setting when `forced` is given (harness calibrate); the
-        `only` list when given; then the runtime's `also`."""
+    def speculative_settings(self, name: Optional[str] = None) -> list[Setting]:
+        """Each speculative setting of runtime `name`, one generation per cell each: every gamma
+        for every policy in which gamma is the most drafts per round, one (gamma None) for
+        library-default, in which the library chooses the length; each forced acceptance setting
+        when `forced` is given (harness calibrate); the `only` list when given; then the runtime's
+        `also`."""
         if self.only is not None:
-            grid = [(p, g, d, None) for p, g, d in self.only]
+            grid = list(self.only)
         else:
-            grid = [(p, g, d, f) for d in self.drafters for p in self.draft_policies
+            grid = [Setting.drafting(p, g, d, f) for d in self.drafters for p in self.draft_policies
                     for g in (self.gammas if not p.library_default else [None]) for f in (self.forced or [None])]
-        return grid + [(p, g, d, None) for p, g, d in self.also.get(name, [])]
+        return grid + self.also.get(name, [])
+
+    def settings_of(self, name: str) -> list[Setting]:
+        """The baseline and each speculative setting of runtime `name`, in the order measured."""
+        return [Setting()] + self.speculative_settings(name)
 
     def n_pairs(self, name: str) -> int:
         """Pairs runtime `name` measures: each pair once per --target-quant where it reads the target's GGUF."""

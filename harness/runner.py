@@ -21,7 +21,6 @@ reports (reports/), say what a run measures (harness/run_config.py), lay out a r
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 import traceback
@@ -29,22 +28,19 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Optional
 
 from spec_harness import runtimes
-from spec_harness.core import drafters
-from spec_harness.core.config import WARMUP_TOKENS, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings
+from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
-from spec_harness.harness.rows import Measuring, generation_row, label_of, log, one_line, progress_line, setting_line
-from spec_harness.harness.run_config import (RunConfig, check_fits, limits_or_why, runs_forwards, runs_variants,
-                                             target_variants)
-from spec_harness.harness.under_load import LoadSetting, Request, UnderLoad, batched_costs
+from spec_harness.harness.rows import (Measuring, generation_row, label_of, log, one_line, progress_line, setting_line,
+                                       skipped_line)
+from spec_harness.harness.run_config import (BASELINE, SPECULATIVE, Cell, Request, RunConfig, Setting, check_fits,
+                                             limits_or_why, runs_forwards, runs_variants, target_variants)
+from spec_harness.harness.under_load import LoadSetting, UnderLoad, batched_costs
 from spec_harness.runtimes.server import ServerSetting
 
 if TYPE_CHECKING:  # runtimes.base imports torch; the command line reads RunConfig's defaults without it
     from spec_harness.runtimes.base import Runtime
-
-BASELINE = (DraftPolicy(), None, drafters.default(), None)  # the (draft policy, gamma, drafter, forced) a baseline's settings carry
-
 
 class _LoadFailed(Exception):
     """A runtime could not load the pair for a reason specific to it (its cause says why)."""
@@ -177,35 +173,15 @@ class Runner:
         if not row.get("error"):
             self.done[row_key(row)] = row
 
-    def _cells(self, concurrency: int = 1):
-        """(sampling, max_new, prompt, repeat) in run order."""
-        c = self.cfg
-        return itertools.product(c.samplings, c.max_new_tokens, c.prompts, range(c.repeats_at(concurrency)))
-
-    def _settings(self, name: str) -> list[tuple[str, tuple]]:
-        """(mode, (draft policy, gamma, drafter, forced)) of the baseline and each speculative
-        setting of runtime `name`."""
-        return [("baseline", BASELINE)] + [("speculative", x) for x in self.cfg.speculative_settings(name)]
-
-    def _key(self, name: str, pair: PairSpec, cell: tuple, mode: str, setting: tuple,
-             concurrency: int = 1) -> tuple[GenerationSettings, tuple]:
-        """(settings, row key) of one generation: a cell (sampling, max_new, prompt, repeat) in one setting."""
-        s, n, p, rep = cell
-        policy, gamma, drafter, forced = setting
-        gen = self.cfg.settings(s, n, rep, gamma, policy, drafter, forced, concurrency)
-        spec = mode == "speculative"
-        row = {"runtime": name, "pair": pair.name, "mode": mode, "prompt_id": p.id, "repeat": rep,
-               "gamma": gen.gamma_max if spec else None, "draft_policy": str(policy) if spec else None,
-               "drafter": str(drafter) if spec else None, "forced_rates": forced,
-               "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_new_tokens": n,
-               "seed": gen.seed, "concurrency": concurrency, "torch_forward": self.forward,
-               "target_quant": pair.target_quant}
-        return gen, row_key(row)
+    def _request(self, name: str, pair: PairSpec, cell: Cell, setting: Setting, concurrency: int = 1) -> Request:
+        """One generation of runtime `name` on `pair` (at the forward now measured)."""
+        return self.cfg.request(name, pair, self.forward, cell, setting, concurrency)
 
     def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
         """The row keys of this runtime and pair not measured yet."""
-        return [k for c in self.cfg.concurrencies for cell in self._cells(c) for mode, x in self._settings(name)
-                if (k := self._key(name, pair, cell, mode, x, c)[1]) not in self.done]
+        c = self.cfg
+        return [k for n in c.concurrencies for cell in c.cells(n) for x in c.settings_of(name)
+                if (k := self._request(name, pair, cell, x, n).key) not in self.done]
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
         todo = self._todo(name, pair)
@@ -225,12 +201,12 @@ class Runner:
             self._measure(name, pair, rt, tag)
         except (RuntimeUnavailable, _LoadFailed) as e:
             reason = one_line(e.__cause__) if isinstance(e, _LoadFailed) else str(e)
-            log(f"[{tag}] skipped: {reason}")
+            log(skipped_line(tag, "", reason))
             self.info["runtimes"][label] = {"skipped": reason}
             write_run_json(self.out, self.info)
-            s, n = self.cfg.samplings[0], self.cfg.max_new_tokens[0]
-            self._emit(generation_row(pair, None, name, "baseline", self.cfg.prompts[0], 0, self.cfg.settings(s, n, 0),
-                                      None, error=f"skipped: {reason}", **self._row_kw(pair)))
+            first = self.cfg.first_cell
+            self._emit(generation_row(pair, None, name, BASELINE, first.prompt, first.repeat,
+                                      self.cfg.generation(first), None, error=f"skipped: {reason}", **self._row_kw(pair)))
             self.bar.update(len(todo))
         finally:
             if rt is not None and rt is not self.lent.get((name, pair.name, self.forward)):
@@ -270,9 +246,9 @@ class Runner:
         self._roofline_inputs(name, pair, encoded)
         check_fits(self.cfg, name, pair, rt, encoded)
         m = Measuring(name, pair, rt, tag, encoded, **self._row_kw(pair))
-        bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
+        bases: dict[Cell, dict] = {}  # each cell's baseline row
         blocks = self._blocks(name, pair, rt, bases) if 1 in c.concurrencies else []
-        said: set[tuple] = set()
+        said: set[Setting] = set()  # the draftings whose skipped row is written
         try:
             for i, b in enumerate(blocks):
                 upcoming = [later.server for later in blocks[i + 1:] if later.runnable]
@@ -294,7 +270,7 @@ class Runner:
         """The generations in the order they are measured: one block per setting for a runtime that
         runs one setting at a time (unless it keeps them all live for cfg.interleave), else one
         block of every cell."""
-        settings = self._settings(name)
+        settings = self.cfg.settings_of(name)
         whole = self._block(name, pair, rt, settings, bases)
         if rt.one_setting_at_a_time and not (self.cfg.interleave and rt.keep_live(whole.servers())):
             return [self._block(name, pair, rt, [x], bases) for x in settings]
@@ -305,20 +281,19 @@ class Runner:
         drafting of the block once, at its first gamma) and why the runtime cannot run some."""
         c = self.cfg
         b = _Block()
-        for cell in self._cells():
-            for mode, x in settings:
-                gen, key = self._key(name, pair, cell, mode, x)
-                if key not in self.done:
-                    b.jobs.append((cell, mode, gen))
-                elif mode == "baseline":
-                    bases[_cell_id(cell)] = self.done[key]
-        for _, mode, gen in b.jobs:
-            b.warm.setdefault(_drafting(rt, mode, gen), replace(
+        for cell in c.cells():
+            for x in settings:
+                req = self._request(name, pair, cell, x)
+                if req.key not in self.done:
+                    b.jobs.append(req)
+                elif not x.speculative:
+                    bases[cell] = self.done[req.key]
+        for req in b.jobs:
+            gen = req.gen
+            b.warm.setdefault(_drafting(rt, req), replace(
                 gen, max_new_tokens=min(WARMUP_TOKENS, gen.max_new_tokens), seed=c.seed, sampling=c.samplings[0]))
-        b.why = {k: rt.supports(w) if k[0] == "speculative" else None for k, w in b.warm.items()}
-        runnable = [(k, w) for k, w in b.warm.items() if not b.why[k]]
-        if runnable:
-            b.runnable, b.start = True, runnable[0][1] if runnable[0][0][0] == "speculative" else None
+        b.why = {k: rt.supports(w) if k.speculative else None for k, w in b.warm.items()}
+        b.start = next((k for k in b.warm if not b.why[k]), None)
         return b
 
     def _measure_block(self, m: Measuring, b: "_Block", upcoming: list, bases: dict, said: set) -> None:
@@ -328,31 +303,32 @@ class Runner:
         if not b.jobs:
             return
         self._warm_up(m, b, upcoming)
-        measured: dict[tuple, list[tuple]] = {}  # per setting: (baseline row, speculative row) of each generation
-        for cell, mode, gen in b.jobs:
-            s, n, p, rep = cell
-            how = _drafting(m.rt, mode, gen)
+        measured: dict[_Pooled, list[tuple]] = {}  # per setting line: (baseline row, speculative row) of each generation
+        for req in b.jobs:
+            cell, setting, gen = req.cell, req.setting, req.gen
+            how = _drafting(m.rt, req)
             if b.why.get(how):  # one row says so; the other cells of this drafting are not generated
                 if how not in said:
                     said.add(how)
-                    log(f"[{m.tag}] --draft-policy {gen.draft_policy} --drafter {gen.drafter}: skipped: {b.why[how]}")
-                    self._emit(m.row(mode, p, rep, gen, None, error=f"skipped: {b.why[how]}"))
+                    log(skipped_line(m.tag, f"--draft-policy {setting.policy} --drafter {setting.drafter}", b.why[how]))
+                    self._emit(m.row(setting.mode, cell.prompt, cell.repeat, gen, None, error=f"skipped: {b.why[how]}"))
                 self.bar.update(1)
                 continue
-            base = bases.get(_cell_id(cell))
-            row = self._generate(m, cell, mode, gen, base)
-            if mode == "baseline":
-                bases[_cell_id(cell)] = row
+            base = bases.get(cell)
+            row = self._generate(m, req, base)
+            if not setting.speculative:
+                bases[cell] = row
             self._emit(row)
             self.bar.update(1)
-            if mode == "speculative" and (self.cfg.verbose or row["error"] or (base or {}).get("error")):
-                log(progress_line(m.tag, p, gen, base, row))
-            elif mode == "speculative":
-                measured.setdefault((gen.draft_policy, gen.gamma_max, gen.drafter, gen.sampling, gen.max_new_tokens), []).append((base, row))
+            if setting.speculative and (self.cfg.verbose or row["error"] or (base or {}).get("error")):
+                log(progress_line(m.tag, cell.prompt, gen, base, row))
+            elif setting.speculative:
+                pooled = _Pooled(replace(setting, forced=None), cell.sampling, cell.max_new_tokens)
+                measured.setdefault(pooled, []).append((base, row))
             elif row["error"]:
-                log(f"[{m.tag}] {p.id} baseline rep {gen.seed}: error: {row['error']}")
-        for (policy, gamma, drafter, s, n), pairs in measured.items():
-            log(setting_line(m.tag, policy, gamma, drafter, s.temperature, pairs))
+                log(f"[{m.tag}] {cell.prompt.id} baseline rep {gen.seed}: error: {row['error']}")
+        for k, pairs in measured.items():
+            log(setting_line(m.tag, k.setting.policy, k.setting.gamma, k.setting.drafter, k.sampling.temperature, pairs))
 
     def _warm_up(self, m: Measuring, b: "_Block", upcoming: list) -> None:
         """A block's settings started (start_setting, when one setting at a time: an interleaved
@@ -368,14 +344,14 @@ class Runner:
             for i in reversed(range(0, len(servers), rt.starts_together)):  # each with the next; the first last: it runs
                 rt.start_setting(servers[i], [*servers[i + 1:], *servers[:i], *upcoming])
             for _ in range(c.warmup):
-                for (mode, *_), w in runnable:
-                    (rt.generate_speculative if mode == "speculative" else rt.generate_baseline)(first, w)
+                for k, w in runnable:
+                    (rt.generate_speculative if k.speculative else rt.generate_baseline)(first, w)
             if rt.one_setting_at_a_time and b.runnable:
-                self.under_load.price_batches(m, 1, b.start)
+                self.under_load.price_batches(m, b.warm[b.start], b.start.speculative)
         except HarnessError:
             raise
         except Exception as e:
-            if any(mode == "baseline" for _, mode, _ in b.jobs):
+            if any(not req.setting.speculative for req in b.jobs):
                 raise _LoadFailed(m.name) from e
             for k, _ in runnable:  # the run goes on
                 b.why[k] = one_line(e)
@@ -383,37 +359,37 @@ class Runner:
     def _measure_load(self, m: Measuring, n: int) -> None:
         """Every cell at concurrency n > 1 (harness/under_load.py); a runtime that runs one sequence
         at a time is one skipped row."""
+        c = self.cfg
         if not m.rt.serves_concurrently:
-            self.under_load.refuse(m, n, sum(1 for _ in self._cells(n)) * len(self._settings(m.name)))
+            rows = sum(1 for _ in c.cells(n)) * len(c.settings_of(m.name))
+            self.under_load.refuse(m, c.generation(c.first_cell, concurrency=n), rows)
             return
-        self.under_load.measure(m, n, self._load_plan(m, n))
+        self.under_load.measure(m, self._load_plan(m, n))
 
     def _load_plan(self, m: Measuring, n: int) -> list[LoadSetting]:
         """Per setting (baseline first) at concurrency n, its cells (per sampling and length: every
         prompt repeats_at(n) times) with a request not measured yet; a cell measured whole is kept
         (resume by cell)."""
-        c = self.cfg
         plan = []
-        for mode, x in self._settings(m.name):
+        for x in self.cfg.settings_of(m.name):
             cells = []
-            for s, maxn in itertools.product(c.samplings, c.max_new_tokens):
-                reqs = [Request((s, maxn, p, rep), *self._key(m.name, m.pair, (s, maxn, p, rep), mode, x, n))
-                        for rep in range(c.repeats_at(n)) for p in c.prompts]
+            for load_cell in self.cfg.load_cells(n):
+                reqs = [self._request(m.name, m.pair, cell, x, n) for cell in load_cell]
                 if any(q.key not in self.done for q in reqs):
                     cells.append(reqs)
                 else:
                     self.bar.update(len(reqs))
-            plan.append(LoadSetting(mode, cells))
+            plan.append(LoadSetting(x, cells))
         return plan
 
-    def _generate(self, m: Measuring, cell: tuple, mode: str, gen: GenerationSettings, baseline: Optional[dict]) -> dict:
-        """One generation of a cell (sampling, max_new, prompt, repeat) -> its row; a runtime's
-        failure is an error row (and errors.log), bad input stops the run."""
-        _, _, p, repeat = cell
+    def _generate(self, m: Measuring, req: Request, baseline: Optional[dict]) -> dict:
+        """One generation -> its row; a runtime's failure is an error row (and errors.log), bad
+        input stops the run."""
+        p, repeat, mode, gen = req.cell.prompt, req.cell.repeat, req.setting.mode, req.gen
         ids = m.encoded[p.id]
         started = time.time()  # the harness's clock, just before the runtime's call
         try:
-            g = m.rt.generate_speculative(ids, gen) if mode == "speculative" else m.rt.generate_baseline(ids, gen)
+            g = m.rt.generate_speculative(ids, gen) if req.setting.speculative else m.rt.generate_baseline(ids, gen)
         except HarnessError:
             raise
         except Exception as e:  # out of memory, a library error: record it and go on
@@ -434,7 +410,7 @@ class Runner:
         from spec_harness.core.limits import threads_of
         from spec_harness.runtimes.expected import Checker
 
-        if row.get("error") or self.cfg.forced or (row["mode"] != "speculative" and not row.get("temperature")):
+        if row.get("error") or self.cfg.forced or (row["mode"] != SPECULATIVE and not row.get("temperature")):
             return
         t = time.perf_counter()
         threads = threads_of(self.cfg.runtime.n_threads)
@@ -460,32 +436,43 @@ class Runner:
 class _Block:
     """Generations the runner measures together (runner._block)."""
 
-    jobs: list = field(default_factory=list)  # (cell, mode, settings) not measured yet, in order
-    warm: dict = field(default_factory=dict)  # (mode, draft policy, drafter) -> warm-up settings
-    why: dict = field(default_factory=dict)  # the same keys -> why the runtime cannot run it, or None
-    runnable: bool = False  # something of it can run
-    start: Optional[GenerationSettings] = None  # the settings of its first speculative drafting (None: the baseline)
+    jobs: list[Request] = field(default_factory=list)  # not measured yet, in order
+    warm: dict[Setting, GenerationSettings] = field(default_factory=dict)  # each drafting (_drafting) -> its warm-up settings
+    why: dict[Setting, Optional[str]] = field(default_factory=dict)  # each drafting -> why the runtime cannot run it, or None
+    start: Optional[Setting] = None  # its first drafting the runtime can run (None: none can)
+
+    @property
+    def runnable(self) -> bool:
+        """Something of it can run."""
+        return self.start is not None
 
     @property
     def server(self) -> ServerSetting:
         """What start_setting is given for it."""
-        return ServerSetting.of(self.start) if self.start is not None else ServerSetting.baseline()
+        return self._server(self.start) if self.start is not None else ServerSetting.baseline()
 
     def servers(self) -> list[ServerSetting]:
         """The server of each drafting it can run, the first one's first (one setting's block: one)."""
-        return list(dict.fromkeys(ServerSetting.of(w) if k[0] == "speculative" else ServerSetting.baseline()
-                                  for k, w in self.warm.items() if not self.why[k]))
+        return list(dict.fromkeys(self._server(k) for k in self.warm if not self.why[k]))
+
+    def _server(self, drafting: Setting) -> ServerSetting:
+        return ServerSetting.of(self.warm[drafting]) if drafting.speculative else ServerSetting.baseline()
 
 
-def _drafting(rt: "Runtime", mode: str, gen: GenerationSettings) -> tuple:
-    """What a block warms up once: a drafting (mode, policy, drafter), and its gamma where each
-    gamma is a server of its own."""
-    return mode, gen.draft_policy, gen.drafter, gen.gamma_max if rt.one_setting_at_a_time else None
+@dataclass(frozen=True)
+class _Pooled:
+    """The speculative generations of a block that one console line pools (setting_line): one
+    setting (whatever its forced rates), sampling and length."""
+
+    setting: Setting
+    sampling: SamplingParams
+    max_new_tokens: int
 
 
-def _cell_id(cell: tuple) -> tuple:
-    s, n, p, rep = cell
-    return s, n, p.id, rep
+def _drafting(rt: "Runtime", req: Request) -> Setting:
+    """What a block warms up once: a request's setting without its forced rates, with its gamma
+    only where each gamma is a server of its own."""
+    return replace(req.setting, forced=None, gamma=req.gen.gamma_max if rt.one_setting_at_a_time else None)
 
 
 def run(cfg: RunConfig, then=None, lent: Optional[dict] = None, checkers: Optional[dict] = None) -> list[dict]:

@@ -45,7 +45,7 @@ from spec_harness.core import drafters, metrics
 from spec_harness.core.config import DraftPolicy
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
-from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.run_config import RunConfig, Setting
 from spec_harness.harness.runner import run as run_grid
 from spec_harness.harness.tune_model import STOPPING_P, Cell, fits
 
@@ -103,13 +103,13 @@ class TuneConfig:
         from spec_harness import runtimes
 
         fixed = DraftPolicy.parse("fixed")
-        stopping = (DraftPolicy.parse(f"confidence:{STOPPING_P}"), self.max_gamma, drafters.default())
+        stopping = Setting.drafting(DraftPolicy.parse(f"confidence:{STOPPING_P}"), self.max_gamma, drafters.default())
         also = {}
         for n in self.run.runtimes:
             cls = runtimes.get(n)
-            also[n] = [(fixed, self.low_gamma(n), d) for d in self.run.drafters]
+            also[n] = [Setting.drafting(fixed, self.low_gamma(n), d) for d in self.run.drafters]
             if self.low_gamma(n) < MODEL_MID_GAMMA < self.max_gamma and drafters.default() in self.run.drafters:
-                also[n].append((fixed, MODEL_MID_GAMMA, drafters.default()))
+                also[n].append(Setting.drafting(fixed, MODEL_MID_GAMMA, drafters.default()))
             if "confidence" in cls.policies and not cls.confidence_keeps_stop and drafters.default() in self.run.drafters:
                 also[n].append(stopping)
         return replace(self.run, gammas=[self.max_gamma], draft_policies=[fixed], also=also,
@@ -168,7 +168,8 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
             spec = [r for r in ok if r["runtime"] == rec["runtime"] and r["mode"] == "speculative" and r["pair"] == rec["pair"]
                     and (r.get("concurrency") or 1) == rec["concurrency"] and r.get("gamma") == rec["gamma"]]
             rounds = [rd for r in spec for rd in (r.get("rounds") or [])]
-            c.drafter, c.gamma, c.policy, c.view = spec[0]["drafter"], rec["gamma"], spec[0].get("draft_policy") or "fixed", rec["runtime"]
+            row = spec[0]  # the cell's drafter and policy are each of its rows'
+            c.drafter, c.gamma, c.policy, c.view = row["drafter"], rec["gamma"], row.get("draft_policy") or "fixed", rec["runtime"]
             top_k, c.keeps_stop = _confidence_reading(first["registry_name"])
             c.confidence_rounds = _confidence_rounds(spec, top_k)
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
@@ -290,7 +291,8 @@ def _confirm_config(tc: TuneConfig, runtime: str, picks: list[Candidate]) -> Run
     """The confirm run of one runtime and pair (a --target-quant variant on its own): exactly the
     picked settings (RunConfig.only) and the baseline, into confirm/RUNTIME[ QUANT]/."""
     first = picks[0]
-    only = sorted({(c.policy, c.gamma, c.drafter) for c in picks}, key=lambda x: (x[2], x[1], x[0]))
+    only = sorted({Setting.drafting(c.policy, c.gamma, c.drafter) for c in picks},
+                  key=lambda x: (str(x.drafter), x.gamma, str(x.policy)))
     quant = quant_of(first.pair)
     pairs = [p for p in tc.run.pairs if p.name == (first.pair.rpartition("@")[0] if quant else first.pair)]
     return replace(tc.run, runtimes=[first.name], pairs=pairs, target_quants=[quant] if quant else [],

@@ -18,45 +18,43 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Callable
 
 from spec_harness import runtimes
 from spec_harness.core import drafters, metrics
 from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import write_run_json
-from spec_harness.harness.rows import Measuring, log, one_line
-from spec_harness.harness.run_config import RunConfig
+from spec_harness.harness.rows import Measuring, log, one_line, skipped_line
+from spec_harness.harness.run_config import BASELINE, Cell, Request, RunConfig, Setting
 from spec_harness.runtimes.server import ServerSetting
-
-
-class Request(NamedTuple):
-    """One request of a cell: its cell (sampling, max_new, prompt, repeat), settings and row key."""
-
-    cell: tuple
-    gen: GenerationSettings
-    key: tuple
 
 
 @dataclass
 class LoadSetting:
-    """One setting at one N: its mode and its cells with a request not measured yet."""
+    """One setting at one load level: its cells (each a list of client requests) with a request
+    not measured yet. The level is its requests' own (GenerationSettings.concurrency)."""
 
-    mode: str  # baseline or speculative
+    setting: Setting
     cells: list[list[Request]]
 
     @property
     def speculative(self) -> bool:
-        return self.mode == "speculative"
+        return self.setting.speculative
 
     @property
     def first(self) -> GenerationSettings:
-        """The settings of its first request."""
-        return self.cells[0][0].gen
+        """The settings of its first request (it has one: a setting without cells is not measured)."""
+        return next(q.gen for cell in self.cells for q in cell)
 
-    def start(self, n: int) -> ServerSetting:
+    @property
+    def n(self) -> int:
+        """Its load level: the client streams at once."""
+        return self.first.concurrency
+
+    def start(self) -> ServerSetting:
         """What start_setting is given for it: its settings' server, or the baseline's for n sequences."""
-        return ServerSetting.of(self.first) if self.speculative else ServerSetting.baseline(n)
+        return ServerSetting.of(self.first) if self.speculative else ServerSetting.baseline(self.n)
 
 
 @dataclass
@@ -70,50 +68,53 @@ class UnderLoad:
     advance: Callable[[int], None]  # rows accounted for on the progress bar
     check: Callable[[PairSpec, object, dict, list[int]], None]  # runtimes/expected.py for a row
 
-    def refuse(self, m: Measuring, n: int, rows: int) -> None:
-        """A runtime that runs one sequence at a time: one skipped row stands for the `rows` of N."""
-        c = self.cfg
-        gen = c.settings(c.samplings[0], c.max_new_tokens[0], 0, concurrency=n)
-        why = (f"skipped: {m.name} runs one sequence at a time (--concurrency above 1 runs on "
+    def refuse(self, m: Measuring, gen: GenerationSettings, rows: int) -> None:
+        """A runtime that runs one sequence at a time: one skipped row, in settings `gen` at their
+        load level, stands for the `rows` of that level."""
+        why = (f"{m.name} runs one sequence at a time (--concurrency above 1 runs on "
                f"{runtimes.listed(runtimes.able('serves_concurrently'))})")
-        log(f"[{m.tag}] --concurrency {n}: {why}")
-        self.emit(m.row("baseline", c.prompts[0], 0, gen, None, error=why))
+        log(skipped_line(m.tag, f"--concurrency {gen.concurrency}", why))
+        first = self.cfg.first_cell
+        self.emit(m.row(BASELINE, first.prompt, first.repeat, gen, None, error=f"skipped: {why}"))
         self.advance(rows)
 
-    def measure(self, m: Measuring, n: int, plan: list[LoadSetting]) -> None:
-        """Every cell of `plan` at concurrency n, setting by setting in its order; a setting the
+    def measure(self, m: Measuring, plan: list[LoadSetting]) -> None:
+        """Every cell of `plan` (one load level), setting by setting in its order; a setting the
         runtime cannot run is one skipped row."""
-        bases: dict[tuple, dict] = {}  # (sampling, max_new, prompt id, repeat) -> its baseline row
-        for i, setting in enumerate(plan):
-            if not setting.cells:
+        bases: dict[Cell, dict] = {}  # each cell's baseline row
+        for i, load in enumerate(plan):
+            if not load.cells:
                 continue
-            why = m.rt.supports(setting.first) if setting.speculative else None
+            why = m.rt.supports(load.first) if load.speculative else None
             if why:
-                log(f"[{m.tag}] --concurrency {n} --drafter {setting.first.drafter}: skipped: {why}")
-                self.emit(m.row(setting.mode, self.cfg.prompts[0], 0, setting.first, None, error=f"skipped: {why}"))
-                self.advance(sum(len(cell) for cell in setting.cells))
+                log(skipped_line(m.tag, f"--concurrency {load.n} --drafter {load.setting.drafter}", why))
+                first = self.cfg.first_cell
+                self.emit(m.row(load.setting.mode, first.prompt, first.repeat, load.first, None, error=f"skipped: {why}"))
+                self.advance(sum(len(cell) for cell in load.cells))
                 continue
-            self._setting(m, n, setting, [later.start(n) for later in plan[i + 1:] if later.cells], bases)
-        if any(setting.cells for setting in plan):
-            log(f"[{m.tag}] --concurrency {n}: {sum(len(cl) for s in plan for cl in s.cells)} requests measured")
+            self._setting(m, load, [later.start() for later in plan[i + 1:] if later.cells], bases)
+        requests = [q for load in plan for cell in load.cells for q in cell]
+        if requests:
+            log(f"[{m.tag}] --concurrency {requests[0].gen.concurrency}: {len(requests)} requests measured")
 
-    def _setting(self, m: Measuring, n: int, setting: LoadSetting, upcoming: list, bases: dict) -> None:
-        """One setting's server started for n sequences, warmed up by n requests at once outside
-        every cell, priced where the engine prices itself, then its cells."""
-        first, spec = setting.first, setting.speculative
+    def _setting(self, m: Measuring, load: LoadSetting, upcoming: list, bases: dict) -> None:
+        """One setting's server started for its n sequences, warmed up by n requests at once
+        outside every cell, priced where the engine prices itself, then its cells."""
+        first, spec, n = load.first, load.speculative, load.n
         ids = m.encoded[self.cfg.prompts[0].id]
-        m.rt.start_setting(setting.start(n), upcoming)
+        m.rt.start_setting(load.start(), upcoming)
         if self.cfg.warmup:
             warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
             m.rt.generate_load([ids] * n, [warm] * n, spec)
-        self.price_batches(m, n, first if spec else None)
-        for reqs in setting.cells:
-            self._cell(m, n, setting.mode, reqs, bases)
+        self.price_batches(m, first, spec)
+        for reqs in load.cells:
+            self._cell(m, reqs, bases)
 
-    def price_batches(self, m: Measuring, n: int, gen: Optional[GenerationSettings]) -> None:
+    def price_batches(self, m: Measuring, gen: GenerationSettings, speculative: bool) -> None:
         """Under load, a server runtime that times its own engine (vLLM, whose float32 batches
         llama.cpp's quantized ones do not price) measures the batched cost model's inputs on the
-        server of the setting about to be measured, outside every cell, into run.json's
+        server of the setting about to be measured (`gen`, at its load level n; the baseline's
+        unless `speculative`), outside every cell, into run.json's
         batched_costs[pair]["by_runtime"][runtime]: at the baseline's server the target's step of
         n x k tokens for k = 1 and each gamma + 1 (`batch_pass_s`, "target") and its decode step
         (`decode_step_s`, "step"); at a draft model's server its decode step, whose extra over the
@@ -127,33 +128,36 @@ class UnderLoad:
             .setdefault(m.name, {"how": "the engine's own steps, timed on its servers outside the cells"})
         ids = m.encoded[c.prompts[0].id]
         ids = (ids * (64 // max(len(ids), 1) + 1))[:64]
+        n = gen.concurrency
         try:
-            if gen is None:
-                own.setdefault("target", {})[str(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
-                own.setdefault("step", {})[str(n)] = rt.decode_step_s(None, n, ids)
+            if not speculative:
+                own.setdefault("target", {})[_at(n)] = rt.batch_pass_s(n, sorted({1, *(g + 1 for g in c.gammas)}), ids)
+                own.setdefault("step", {})[_at(n)] = rt.decode_step_s(None, n, ids)
                 return
-            t, base = own.get("target", {}).get(str(n), {}), own.get("step", {}).get(str(n))
-            k = str(gen.gamma_max + 1)
-            if gen.drafter.cost != drafters.DRAFT_MODEL or base is None or k not in t:
+            passes = {int(k): s for k, s in own.get("target", {}).get(_at(n), {}).items()}  # k tokens per sequence -> s
+            base, g = own.get("step", {}).get(_at(n)), gen.gamma_max
+            if gen.drafter.cost != drafters.DRAFT_MODEL or base is None or g + 1 not in passes:
                 return
-            per_gamma = max(rt.decode_step_s(gen, n, ids) / base - t[k] / t["1"], 0.0) / gen.gamma_max
-            own.setdefault("draft", {})[str(n)] = {"1": per_gamma * t["1"]}
+            v = passes[g + 1] / passes[1]  # the verify batch: a pass of n x (g + 1) tokens over one of n x 1
+            per_gamma = max(rt.decode_step_s(gen, n, ids) / base - v, 0.0) / g
+            own.setdefault("draft", {})[_at(n)] = {_at(1): per_gamma * passes[1]}
         except (RuntimeError, OSError) as e:  # a server that cannot price its batches (ServerError) costs no measurement
-            own.setdefault("unavailable", {})[f"N{n} {gen.drafter if gen else 'baseline'}"] = one_line(e)
+            own.setdefault("unavailable", {})[f"N{n} {gen.drafter if speculative else 'baseline'}"] = one_line(e)
         finally:
             write_run_json(self.out, self.info)
 
-    def _cell(self, m: Measuring, n: int, mode: str, reqs: list[Request], bases: dict) -> None:
-        """One cell's requests through rt.generate_load -> one row per request."""
+    def _cell(self, m: Measuring, reqs: list[Request], bases: dict) -> None:
+        """One cell's requests (one setting, sampling and length at one load level) through
+        rt.generate_load -> one row per request."""
         from spec_harness.runtimes.load import CLIENT_CPU_WARN
 
-        spec = mode == "speculative"
+        mode, spec, n = reqs[0].setting.mode, reqs[0].setting.speculative, reqs[0].gen.concurrency
         gens = [q.gen for q in reqs]
         # the harness's clock: the cell's own (runtimes/load.py) starts a moment later, once the server's
         # counters are read; a request's started_at is t0 + its start on the cell's clock
         t0 = time.time()
         try:
-            cell, gs = m.rt.generate_load([m.encoded[q.cell[2].id] for q in reqs], gens, spec)
+            cell, gs = m.rt.generate_load([m.encoded[q.cell.prompt.id] for q in reqs], gens, spec)
         except HarnessError:
             raise
         except Exception as e:  # the server died or answered nonsense: every request of the cell is an error row
@@ -163,8 +167,8 @@ class UnderLoad:
         cell_id = f"{m.name}|{mode}|{gens[0].draft_policy if spec else '-'}|{gens[0].gamma_max if spec else '-'}|" \
                   f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
         for q, g, r in zip(reqs, gs, cell.requests if cell else [None] * len(reqs)):
-            s, maxn, p, rep = q.cell
-            base = bases.get((s, maxn, p.id, rep)) if spec else None
+            p, rep = q.cell.prompt, q.cell.repeat
+            base = bases.get(q.cell) if spec else None
             started = t0 + (r.start_s if r is not None else 0.0)
             if isinstance(g, str):
                 row = m.row(mode, p, rep, q.gen, None, error=g, started_at=started)
@@ -177,7 +181,7 @@ class UnderLoad:
                                                                       "requests": len(reqs), "concurrency": n}}
                 self.check(m.pair, m.rt, row, m.encoded[p.id])
             if not spec:
-                bases[(s, maxn, p.id, rep)] = row
+                bases[q.cell] = row
             self.emit(row)
             self.advance(1)
         if cell is not None:
@@ -204,9 +208,15 @@ def batched_costs(cfg: RunConfig, pairs: list[PairSpec]) -> dict:
         log(f"measuring llama.cpp's batched passes of {pair.name} (N = {', '.join(map(str, ns))}; tokens {ks}) ...")
         try:
             out[pair.name] = {
-                "target": {str(n): {str(k): batched_pass_s(pair.target_gguf, c.runtime, n, k) for k in ks} for n in ns},
-                "draft": {str(n): {"1": batched_pass_s(pair.draft_gguf, c.runtime, n, 1)} for n in ns},
+                "target": {_at(n): {_at(k): batched_pass_s(pair.target_gguf, c.runtime, n, k) for k in ks} for n in ns},
+                "draft": {_at(n): {_at(1): batched_pass_s(pair.draft_gguf, c.runtime, n, 1)} for n in ns},
                 "depth": 64}
         except (RuntimeError, HarnessError, OSError) as e:
             out[pair.name] = {"unavailable": one_line(e)}
     return out
+
+
+def _at(x: int) -> str:
+    """run.json's key of a load level N or a token count k in batched_costs ({"target": {N: {k:
+    seconds}}, "draft": {N: {"1": seconds}}, "step": {N: seconds}}): JSON keys are text, N = 4 is "4"."""
+    return str(x)

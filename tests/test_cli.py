@@ -254,15 +254,16 @@ def test_a_run_config_parses_each_settings_text_once_and_run_json_keeps_the_text
     from spec_harness.core.drafters.ngram import NgramSpec
     from spec_harness.core.errors import HarnessError
     from spec_harness.harness.prompts import Prompt
+    from spec_harness.harness.run_config import Setting
     from spec_harness.harness.runner import RunConfig, Runner
 
     cfg = RunConfig(["torch"], [PairSpec("p")], [Prompt("a", "factual", "Hi")], draft_policies=["fixed", "confidence:0.4"],
-                    drafters=["model", "ngram:3,5"], torch_forwards=["eager"], only=[("fixed", 2, "eagle3:/heads/h")],
-                    out=tmp_path / "run")
+                    drafters=["model", "ngram:3,5"], torch_forwards=["eager"],
+                    only=[Setting.drafting("fixed", 2, "eagle3:/heads/h")], out=tmp_path / "run")
     assert cfg.draft_policies == [DraftPolicy(), DraftPolicy("confidence", 0.4)]
     assert cfg.drafters == [DraftModelSpec(), NgramSpec(3, 5)] and cfg.torch_forwards == [TorchForward.EAGER]
-    assert cfg.only == [(DraftPolicy(), 2, Eagle3Spec("/heads/h"))]
-    assert cfg.speculative_settings() == [(DraftPolicy(), 2, Eagle3Spec("/heads/h"), None)]
+    head = Setting("speculative", DraftPolicy(), 2, Eagle3Spec("/heads/h"))
+    assert cfg.only == cfg.speculative_settings() == [head] and head.speculative and not Setting().speculative
     config = json.loads(json.dumps(Runner(cfg).info["config"]))
     assert (config["draft_policies"], config["drafters"], config["torch_forwards"]) == (
         ["fixed", "confidence:0.4"], ["model", "ngram:3,5"], ["eager"])

@@ -63,8 +63,8 @@ def test_interval_is_the_expected_count_within_z_deviations_and_the_ties():
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     """The torch runtime on the tiny pair, greedy and at temperature 0.7, draft model and prompt lookup."""
-    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("factual")[:3], [4],
-                    [SamplingParams(0.0), SamplingParams(0.7)], [32], drafters=["model", "ngram"], warmup=0,
+    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("factual")[:3], gammas=[4],
+                    samplings=[SamplingParams(0.0), SamplingParams(0.7)], max_new_tokens=[32], drafters=["model", "ngram"], warmup=0,
                     out=tmp_path_factory.mktemp("run"))
     return Runner(cfg).run()
 

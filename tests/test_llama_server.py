@@ -271,8 +271,8 @@ def test_a_server_runtime_measured_later_starts_early_and_is_paused_while_anothe
     monkeypatch.setattr(Probe, "watch", staticmethod(mine))
     monkeypatch.setattr(Probe, "seen", [])
     before = server_pids()
-    cfg = RunConfig(["probe", "llama-server"], [resolve_pair("tiny")], load_prompts("math")[:2], [2], max_new_tokens=[8],
-                    runtime=SETTINGS, warmup=1, out=tmp_path / "o")
+    cfg = RunConfig(["probe", "llama-server"], [resolve_pair("tiny")], load_prompts("math")[:2], gammas=[2],
+                    max_new_tokens=[8], runtime=SETTINGS, warmup=1, out=tmp_path / "o")
     rows = Runner(cfg).run()
     assert len(rows) == cfg.n_rows() and not [r for r in rows if r["error"]]
     assert Probe.seen and all(states == {"T"} for states in Probe.seen), Probe.seen  # a server, and all paused
@@ -346,7 +346,7 @@ def test_a_server_dying_mid_sweep_is_an_error_row_and_the_sweep_goes_on(tmp_path
 
     monkeypatch.setitem(runtimes.REGISTRY, "dying", "tests.test_llama_server:DyingServer")
     DyingServer.n = 0
-    cfg = RunConfig(["dying"], [resolve_pair("tiny")], load_prompts("math")[:3], [2], max_new_tokens=[8], warmup=0,
+    cfg = RunConfig(["dying"], [resolve_pair("tiny")], load_prompts("math")[:3], gammas=[2], max_new_tokens=[8], warmup=0,
                     runtime=RuntimeSettings(n_threads=1, n_ctx=200_000), out=tmp_path / "o")
     rows = Runner(cfg).run()
     spec = [r for r in rows if r["mode"] == "speculative"]
@@ -416,6 +416,43 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
     measured = lambda rs: [r for r in rs if not r["error"]]  # noqa: E731 - a skipped row is tried again
     assert again.exit_code == 0 and len(measured(after)) == len(measured(rows)), again.output
     assert not server_pids() - before
+
+
+def test_an_engine_prices_its_batches_at_the_load_level_of_the_settings_it_is_given(tmp_path):
+    """UnderLoad.price_batches reads N from the settings alone: at the baseline's server the
+    target's passes of N x k tokens and its step, at a draft model's server the draft's pass
+    (its step's extra over the baseline's beyond the verify batch, per gamma), under run.json's
+    keys of that N."""
+    from spec_harness.core.config import PairSpec
+    from spec_harness.harness.prompts import Prompt
+    from spec_harness.harness.rows import Measuring
+    from spec_harness.harness.run_config import RunConfig
+    from spec_harness.harness.under_load import UnderLoad
+
+    class Engine:  # seconds that grow with the tokens of a batch; a draft model's step costs more
+        prices_batches = True
+
+        def batch_pass_s(self, n, ks, ids):
+            return {str(k): 0.01 * n + 0.002 * n * k for k in ks}
+
+        def decode_step_s(self, gen, n, ids):
+            return 0.012 * n * (1 if gen is None else 2.5)
+
+    cfg = RunConfig(["torch"], [PairSpec("p")], [Prompt("a", "factual", "Hi")], gammas=[4], concurrencies=[1, 3],
+                    out=tmp_path)
+    info: dict = {}
+    load = UnderLoad(cfg, tmp_path, info, emit=None, advance=None, check=None)
+    m = Measuring("vllm", PairSpec("p"), Engine(), "vllm", {"a": [1, 2]}, RuntimeSettings(), "p", None)
+    at = lambda setting: cfg.generation(cfg.first_cell, setting, concurrency=3)  # noqa: E731
+    load.price_batches(m, at(cfg.settings_of("torch")[0]), speculative=False)
+    spec = cfg.settings_of("torch")[1]
+    load.price_batches(m, at(spec), speculative=True)
+    own = json.loads((tmp_path / "run.json").read_text())["batched_costs"]["p"]["by_runtime"]["vllm"]
+    target = Engine().batch_pass_s(3, [1, 5], None)
+    assert own["target"] == {"3": target} and own["step"] == {"3": Engine().decode_step_s(None, 3, None)}
+    v = target["5"] / target["1"]
+    per_gamma = (2.5 - v) / 4  # the draft model's step over the baseline's, less the verify batch, per draft
+    assert own["draft"] == {"3": {"1": pytest.approx(per_gamma * target["1"])}}
 
 
 @pytest.mark.parametrize("flag, why", [("0", "--concurrency must be >= 1"),

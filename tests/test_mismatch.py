@@ -53,7 +53,7 @@ def test_a_near_tie_flipped_by_batched_numerics_is_a_near_tie_flip(monkeypatch, 
     from spec_harness.models.presets import resolve_pair
 
     monkeypatch.setitem(runtimes.REGISTRY, "toy-near-tie", "tests.test_mismatch:NearTieToy")
-    cfg = RunConfig(["toy-near-tie"], [resolve_pair("tiny")], [Prompt("p", "custom", "abx")], [3],
+    cfg = RunConfig(["toy-near-tie"], [resolve_pair("tiny")], [Prompt("p", "custom", "abx")], gammas=[3],
                     max_new_tokens=[8], warmup=0, out=tmp_path / "o")
     rows = Runner(cfg).run()
     spec = next(r for r in rows if r["mode"] == "speculative")

@@ -128,7 +128,7 @@ def tiny_report(tmp_path_factory, tiny_pair):
 
     out = tmp_path_factory.mktemp("html") / "run"
     prompts = load_prompts("factual")[:2] + load_prompts("code")[:2]
-    rows = Runner(RunConfig(["torch"], [tiny_pair], prompts, [2, 3], max_new_tokens=[12], warmup=0, out=out)).run()
+    rows = Runner(RunConfig(["torch"], [tiny_pair], prompts, gammas=[2, 3], max_new_tokens=[12], warmup=0, out=out)).run()
     assert rows and not any(r["error"] for r in rows)
     md = write_report([out])
     return md, write_html(md)

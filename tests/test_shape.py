@@ -2,7 +2,7 @@
 takes more than MAX_POSITIONAL positional parameters (self and cls not counted; the rest go after
 a `*`), no function is longer than MAX_FUNCTION_LINES (from its `def` line to its last), no
 module longer than MAX_MODULE_LINES. A function or module that grows past a limit fails here,
-named with its line; KNOWN lists the ones over a limit today."""
+named with its line."""
 
 from __future__ import annotations
 
@@ -16,15 +16,6 @@ FOLDERS = ("core", "models", "runtimes", "reports", "harness", "spec_harness", "
 MAX_POSITIONAL = 8
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500
-
-# Over a limit today, each being reshaped in another branch (issue 61): (module, function or
-# "module", limit). Remove an entry once its fix is merged; one whose offence is gone fails
-# test_known_offenders_still_offend, so the list cannot outlive them.
-KNOWN = {
-    ("core/results.py", "make_row", "positional parameters"),
-    ("harness/rows.py", "generation_row", "positional parameters"),
-}
-
 
 def _sources():
     for folder in FOLDERS:
@@ -64,13 +55,7 @@ def found() -> dict[tuple[str, str, str], str]:
 
 
 def test_no_function_or_module_over_its_limit(found):
-    new = sorted(v for k, v in found.items() if k not in KNOWN)
-    assert not new, "over a limit of tests/test_shape.py:\n" + "\n".join(new)
-
-
-def test_known_offenders_still_offend(found):
-    gone = sorted(map(str, KNOWN - set(found)))
-    assert not gone, "no longer over its limit: remove from KNOWN in tests/test_shape.py:\n" + "\n".join(gone)
+    assert not found, "over a limit of tests/test_shape.py:\n" + "\n".join(sorted(found.values()))
 
 
 def test_the_limits_are_read_as_meant():

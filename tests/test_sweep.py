@@ -1,5 +1,6 @@
 """Sweeps: grid, resume after kill -9, truncated last line, error rows, prompt sets, entropy."""
 
+import itertools
 import json
 import os
 import signal
@@ -61,8 +62,8 @@ def test_killed_sweep_resumes_to_the_same_rows(tmp_path):
 def _cfg(out, runtimes=("torch",), resume=False, pair=None, **kw):
     from spec_harness.models.presets import resolve_pair
 
-    return RunConfig(list(runtimes), [pair or resolve_pair("tiny")], load_prompts("math")[:2], [2], [SamplingParams()], [5],
-                     warmup=0, out=out, resume=resume, **kw)
+    return RunConfig(list(runtimes), [pair or resolve_pair("tiny")], load_prompts("math")[:2], gammas=[2],
+                     samplings=[SamplingParams()], max_new_tokens=[5], warmup=0, out=out, resume=resume, **kw)
 
 
 def test_truncated_last_line_is_reported_cut_and_measured_again(tmp_path, capsys):
@@ -106,6 +107,30 @@ def test_a_runtime_that_cannot_load_becomes_an_error_row_and_the_sweep_goes_on(t
     assert len([r for r in rows if r["runtime"] == "torch"]) == 4
 
 
+def test_a_skipped_setting_says_its_whole_reason_in_lines_of_the_console_width(tmp_path, monkeypatch, capsys):
+    """A setting the runtime cannot run is one row and one say on the console, its reason wrapped
+    onto indented lines no wider than the verdict's; the rest of the run goes on."""
+    from spec_harness.harness.rows import skipped_line
+    from spec_harness.reports.verdict import WIDTH
+    from spec_harness.runtimes.pytorch import TorchRuntime
+
+    why = "torch cannot draft by prompt lookup here: " + " ".join(["a reason long enough for three console lines"] * 5)
+    supports = TorchRuntime.supports
+    monkeypatch.setattr(TorchRuntime, "supports",
+                        lambda self, gen: why if str(gen.drafter).startswith("ngram") else supports(self, gen))
+    rows = Runner(_cfg(tmp_path / "o", drafters=["model", "ngram"])).run()
+    assert [r["error"] for r in rows if r["error"]] == [f"skipped: {why}"]
+    assert len([r for r in rows if not r["error"]]) == 4
+    err = capsys.readouterr().err.splitlines()
+    start = next(i for i, line in enumerate(err) if "--drafter ngram" in line)
+    said = [err[start]] + list(itertools.takewhile(lambda line: line.startswith("  "), err[start + 1:]))
+    assert len(said) >= 3 and all(len(line) <= WIDTH for line in said)
+    said = " ".join(line.strip() for line in said)  # the tag names the forward: [torch [kernels]]
+    assert said.startswith("[torch") and said.endswith(f"] --draft-policy fixed --drafter ngram: skipped: {why}")
+    runtime = skipped_line("llama-server", "", why).splitlines()  # a runtime skipped whole
+    assert runtime[0].startswith("[llama-server] skipped: torch") and all(len(line) <= WIDTH for line in runtime)
+
+
 def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
     from spec_harness.runtimes.pytorch import TorchRuntime
 
@@ -123,8 +148,8 @@ def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
 def test_grid_shares_one_baseline_across_gammas_and_records_entropy(tmp_path):
     from spec_harness.models.presets import resolve_pair
 
-    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("code")[:1], [1, 2, 4],
-                    [SamplingParams(0.0), SamplingParams(0.7, 0.9)], [5, 7], repeats=2, warmup=0, out=tmp_path / "o")
+    cfg = RunConfig(["torch"], [resolve_pair("tiny")], load_prompts("code")[:1], gammas=[1, 2, 4],
+                    samplings=[SamplingParams(0.0), SamplingParams(0.7, 0.9)], max_new_tokens=[5, 7], repeats=2, warmup=0, out=tmp_path / "o")
     rows = Runner(cfg).run()
     assert len(rows) == cfg.n_rows() == 1 * 2 * 2 * 2 * (1 + 3)
     base = [r for r in rows if r["mode"] == "baseline"]

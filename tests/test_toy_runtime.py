@@ -25,8 +25,8 @@ def toy(monkeypatch):
 
 
 def test_a_registered_toy_runtime_runs_through_the_runner(toy, tmp_path):
-    cfg = RunConfig(["toy"], [resolve_pair("tiny")], load_prompts("code")[:2], [1, 3], [SamplingParams(), SamplingParams(0.9)],
-                    [24], warmup=0, out=tmp_path / "o")
+    cfg = RunConfig(["toy"], [resolve_pair("tiny")], load_prompts("code")[:2], gammas=[1, 3],
+                    samplings=[SamplingParams(), SamplingParams(0.9)], max_new_tokens=[24], warmup=0, out=tmp_path / "o")
     rows = Runner(cfg).run()
     assert len(rows) == cfg.n_rows() and not any(r["error"] for r in rows)
     for r in rows:

@@ -107,8 +107,8 @@ def toy_run(monkeypatch, tmp_path):
     """A real run: the toy runtime (tests/toy_runtime.py) through the runner, the draft model and
     prompt lookup, greedy and sampled."""
     monkeypatch.setitem(runtimes.REGISTRY, "toy", "tests.toy_runtime:ToyRuntime")
-    cfg = RunConfig(["toy"], [resolve_pair("tiny")], load_prompts("code")[:2], [3], [SamplingParams(), SamplingParams(0.9)],
-                    [16], drafters=["model", "ngram"], warmup=0, out=tmp_path / "run")
+    cfg = RunConfig(["toy"], [resolve_pair("tiny")], load_prompts("code")[:2], gammas=[3],
+                    samplings=[SamplingParams(), SamplingParams(0.9)], max_new_tokens=[16], drafters=["model", "ngram"], warmup=0, out=tmp_path / "run")
     before = time.time()
     rows = Runner(cfg).run()
     return cfg.out, rows, before, time.time()

@@ -102,7 +102,7 @@ def test_the_probe_measures_stopping_only_where_a_runtime_has_it():
     run = RunConfig(["torch", "vllm", "llamacpp-native", "hf"], [PairSpec("p")], [Prompt("a", "factual", "Hi")],
                     drafters=["model", "ngram"])
     probe = tune.TuneConfig(run, max_gamma=6).probe()
-    said = {n: sorted((str(p), g, str(d)) for p, g, d, _ in probe.speculative_settings(n)) for n in run.runtimes}
+    said = {n: sorted((str(x.policy), x.gamma, str(x.drafter)) for x in probe.speculative_settings(n)) for n in run.runtimes}
     grid = sorted([("fixed", g, d) for g in (1, 6) for d in ("model", "ngram")] + [("fixed", tune.MODEL_MID_GAMMA, "model")])
     assert said["llamacpp-native"] == grid  # fixed only: the two ends, and the draft model between
     assert said["vllm"] == sorted(("fixed", g, d) for g in (2, 6) for d in ("model", "ngram"))  # its gamma 1 is off the line
@@ -113,7 +113,7 @@ def test_the_probe_measures_stopping_only_where_a_runtime_has_it():
     assert no_model.speculative_settings("torch") == no_model.speculative_settings("llamacpp-native")  # nothing to stop
     assert tune.TuneConfig(run, max_gamma=2).low_gamma("vllm") == 1  # below G
     short = tune.TuneConfig(run, max_gamma=2).probe()  # gamma 2 is G: the draft model measured there once
-    assert sorted((str(p), g, str(d)) for p, g, d, _ in short.speculative_settings("torch")) == sorted(
+    assert sorted((str(x.policy), x.gamma, str(x.drafter)) for x in short.speculative_settings("torch")) == sorted(
         [("fixed", g, d) for g in (1, 2) for d in ("model", "ngram")] + [(f"confidence:{tune_model.STOPPING_P}", 2, "model")])
     assert tune.TuneConfig(run, max_gamma=6).low_gammas() == "1 (vllm: 2)"
 
