@@ -161,7 +161,7 @@ class GenerationSettings:
     # every pass costs what it costs; the output is then not the target's (rows say `synthetic`).
     forced: Optional[tuple[float, ...]] = None
     # Client streams a server is loaded with at once (`--concurrency`): 1 is one request at a time,
-    # the generation's own; above 1 the generation is one request of a closed-loop cell (runtimes/load.py).
+    # the generation's own; above 1 the generation is one request of a closed-loop cell (runtimes/closed_loop.py).
     concurrency: int = 1
 
     def __post_init__(self):

@@ -53,7 +53,7 @@ class RunFigures:
                       {"wall_s": walls, "server_starts": starts}, note="; ".join(notes))
 
     def fig11_load_client(self, pair: PairSpec) -> Figure:
-        """Our closed-loop client (runtimes/load.py) against vLLM's own benchmark client on the same
+        """Our closed-loop client (runtimes/closed_loop.py) against vLLM's own benchmark client on the same
         baseline engine at each N, alternated (ours, theirs, ours, theirs)."""
         import tempfile
 
@@ -122,7 +122,7 @@ class RunFigures:
 
         from spec_harness.harness import tune
         from spec_harness.core.results import read_results
-        from spec_harness.reports.load import results_files
+        from spec_harness.reports.runs import results_files
 
         gammas = ",".join(str(g) for g in range(1, tune.DEFAULT_MAX_GAMMA + 1))
         confident = ",".join(f"confidence:{p:g}" for p in tune.CONFIDENCE_P)
@@ -191,7 +191,7 @@ class RunFigures:
         self.log(f"  harness {' '.join(args)}")
         subprocess.run([sys.executable, "-m", "spec_harness.harness.cli", *args], capture_output=True, text=True)
         from spec_harness.core.results import read_results
-        from spec_harness.reports.load import results_files
+        from spec_harness.reports.runs import results_files
 
         try:
             cells = tune.measured_cells([r for f in results_files(out) for r in read_results(f)])

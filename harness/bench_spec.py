@@ -98,7 +98,7 @@ class SpecFigures:
         from spec_harness.harness.runner import run
         from spec_harness.reports import calibration
         from spec_harness.reports.ceiling import CFlops
-        from spec_harness.reports.load import load
+        from spec_harness.reports.runs import load
 
         gammas, alphas = CALIBRATION_GRID
         with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as out:
@@ -122,7 +122,7 @@ class SpecFigures:
         import tempfile
 
         from spec_harness.core import metrics
-        from spec_harness.reports.load import load as load_rows
+        from spec_harness.reports.runs import load as load_rows
 
         head, model = str(Eagle3Spec()), str(drafters.default())  # the pair's own head; its draft model
         with tempfile.TemporaryDirectory(prefix="bench-eagle3-") as tmp:

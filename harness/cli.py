@@ -302,7 +302,7 @@ def report(dirs, out):
     from spec_harness.core.results import read_results
     from spec_harness.harness.summary import print_summary
     from spec_harness.reports import write_report
-    from spec_harness.reports.load import results_files
+    from spec_harness.reports.runs import results_files
 
     md = write_report(list(dirs), out)
     click.echo(f"report: {md.with_suffix('.html')}  (also {md.name}, trace.json, CSVs, figures)")
@@ -360,7 +360,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     from spec_harness.harness.runner import run as run_all
     from spec_harness.models.presets import resolve_pair
     from spec_harness.reports.build import write_calibration
-    from spec_harness.reports.load import load as load_rows
+    from spec_harness.reports.runs import load as load_rows
 
     library_output(o["verbose"])
     if o["resume"] and not o["out"]:

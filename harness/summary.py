@@ -23,7 +23,7 @@ def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
-    from spec_harness.reports.load import by_drafting
+    from spec_harness.reports.runs import by_drafting
 
     measured = rows = [r for r in rows if not r.get("synthetic")]  # forced acceptance: not a speedup of the pair
     rows = by_drafting(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
@@ -64,7 +64,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
 def verdict_lines(rows: list[dict]) -> list[str]:
     """The verdict of the run's rows: a heading naming the pair and settings, then reports.verdict.text."""
     from spec_harness.reports import verdict
-    from spec_harness.reports.load import by_drafting
+    from spec_harness.reports.runs import by_drafting
 
     measured = [r for r in rows if not r.get("synthetic")]
     v = verdict.build(by_drafting(measured))

@@ -133,7 +133,7 @@ class TuneConfig:
 
 
 def _rows(folder: Path) -> list[dict]:
-    from spec_harness.reports.load import results_files
+    from spec_harness.reports.runs import results_files
 
     return [r for f in results_files(folder) for r in read_results(f)]
 
@@ -151,7 +151,7 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
     """Every cell of `rows`, baselines included: tokens/s (aggregate under load), the speedup
     over the same runtime's baseline at the same N, tau and the acceptance per position."""
     from spec_harness.reports.concurrency import cells as load_cells
-    from spec_harness.reports.load import by_drafting
+    from spec_harness.reports.runs import by_drafting
 
     ok = by_drafting([{**r, "registry_name": r["runtime"]} for r in rows if not r.get("error")])
     view = {r["runtime"]: r for r in ok}  # a row of each view: its base label, registry name, forward
@@ -388,7 +388,7 @@ def unsteady(rows: list[dict]) -> list[dict]:
     """Each runtime (and pair) whose baseline decoded UNSTEADY times faster on one prompt than on
     another in the probe and confirm runs at N = 1: the machine's speed changed during tune, so a
     prediction made at one speed misses a measurement made at the other."""
-    from spec_harness.reports.load import by_drafting
+    from spec_harness.reports.runs import by_drafting
 
     rates: dict[tuple[str, str], list[float]] = {}
     for r in by_drafting([r for r in rows if r["mode"] == "baseline" and not r.get("error") and r.get("tokens_per_s")

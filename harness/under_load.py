@@ -4,12 +4,12 @@ the batched cost model (reports/concurrency.py).
 For each setting (baseline first, the server started for N sequences): warm-up requests outside
 the cells, the engine's own batch prices where the runtime times them (`Runtime.prices_batches`:
 vLLM), then per sampling and length one cell of every prompt `repeats_at(N)` times through N
-closed-loop streams (the runtime's `generate_load`, runtimes/load.py), one row per request. A
+closed-loop streams (the runtime's `generate_load`, runtimes/closed_loop.py), one row per request. A
 runtime that runs one sequence at a time is one skipped row per N. `batched_costs` is llama.cpp's
 price of the same batches on the pair's GGUF files, measured before any runtime loads.
 What it does not own: which settings and requests there are and which are measured already
 (harness/runner.py plans them, `LoadSetting`), the rows' layout (harness/rows.py), or the client
-(runtimes/load.py).
+(runtimes/closed_loop.py).
 """
 
 from __future__ import annotations
@@ -149,11 +149,11 @@ class UnderLoad:
     def _cell(self, m: Measuring, reqs: list[Request], bases: dict) -> None:
         """One cell's requests (one setting, sampling and length at one load level) through
         rt.generate_load -> one row per request."""
-        from spec_harness.runtimes.load import CLIENT_CPU_WARN
+        from spec_harness.runtimes.closed_loop import CLIENT_CPU_WARN
 
         mode, spec, n = reqs[0].setting.mode, reqs[0].setting.speculative, reqs[0].gen.concurrency
         gens = [q.gen for q in reqs]
-        # the harness's clock: the cell's own (runtimes/load.py) starts a moment later, once the server's
+        # the harness's clock: the cell's own (runtimes/closed_loop.py) starts a moment later, once the server's
         # counters are read; a request's started_at is t0 + its start on the cell's clock
         t0 = time.time()
         try:

@@ -35,7 +35,7 @@ from spec_harness.reports.ceiling import CFlops
 from spec_harness.reports.figures import run_figures
 from spec_harness.reports.html import write_html
 from spec_harness.reports.trace import write_trace
-from spec_harness.reports.load import REPORT_DIR, drafting, load
+from spec_harness.reports.runs import REPORT_DIR, drafting, load
 from spec_harness.reports.roofline import Roofline, limits_line, roofline
 from spec_harness.reports.sections import Section, csv_tables, render
 
@@ -145,7 +145,7 @@ def write_report(dirs: list, out: Optional[Path] = None) -> Path:
 
 
 def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
-    """The tables of `loaded` (reports.load's), their plots drawn into `out`, explain.csv written."""
+    """The tables of `loaded` (reports.runs'), their plots drawn into `out`, explain.csv written."""
     rows = loaded.rows
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),

@@ -13,7 +13,7 @@ gamma:
   perfect overlap (a round costing max(g c, v) + o: drafting hidden behind verification);
 - breakeven alpha: where the measured points cross 1 (linear between them), and each model's;
 - the pair's own alpha_hat at that gamma, from a normal run folder (--run), and a verdict.
-What it does not do: measure (harness/runner.py, RunConfig.forced) or read files (reports/load.py).
+What it does not do: measure (harness/runner.py, RunConfig.forced) or read files (reports/runs.py).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def entries(rows: list[dict], c_flops_for: Callable[[Optional[dict]], Optional[f
 def _pair_alpha(rows: Optional[list[dict]], runtime: str, gamma: int) -> Optional[float]:
     if not rows:
         return None
-    # reports/load.py names rows of other draft policies or drafters "RUNTIME [how]": these drafted as usual
+    # reports/runs.py names rows of other draft policies or drafters "RUNTIME [how]": these drafted as usual
     spec = [r for r in rows if r["runtime"] == runtime and r["mode"] == "speculative" and r.get("gamma") == gamma
             and not r.get("error")]
     return metrics.alpha_hat([rd for r in spec for rd in r.get("rounds") or []]) if spec else None

@@ -26,7 +26,7 @@ model's prediction beside it.
   (core/acceptance.py), pooled: load must not change acceptance (greedy, a request at N accepts as
   alone), so a cell outside its interval at some N is flagged there with the measured alpha_hat.
 
-What it does not do: measure (runtimes/load.py, harness/runner.py), or the other sections.
+What it does not do: measure (runtimes/closed_loop.py, harness/runner.py), or the other sections.
 """
 
 from __future__ import annotations

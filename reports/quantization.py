@@ -16,7 +16,7 @@ from typing import Optional
 
 from spec_harness.core import metrics
 from spec_harness.reports import tables
-from spec_harness.reports.load import drafting
+from spec_harness.reports.runs import drafting
 
 COLS = [("runtime", "runtime", "s"), ("target", "target", "s"), ("target_step_ms", "target step ms", ".2f"),
         ("baseline_tok_s", "baseline tok/s", ".1f"), ("best_tok_s", "best speculative tok/s", ".1f"),

@@ -95,7 +95,7 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     cell["drafter"] = first.get("drafter") if spec else None  # whose c_flops (the draft model's, a head's)
     cell["draft_policy"] = first.get("draft_policy") if spec else None
     cell["torch_forward"] = first.get("torch_forward")
-    cell["runtime_name"] = first.get("runtime_name") or first["runtime"]  # whose baseline (reports.load.by_drafting)
+    cell["runtime_name"] = first.get("runtime_name") or first["runtime"]  # whose baseline (reports.runs.by_drafting)
     cell["acceptance_check"] = pooled_check(spec) if spec else None
     cell["output_check"] = pooled_outputs([r.get("output_check") for r in (spec or base)])
     return cell
@@ -122,7 +122,7 @@ def cell_groups(rows: list[dict]) -> list[tuple[list[dict], list[dict], Optional
 
 def cells(rows: list[dict]) -> list[dict]:
     """Baseline and speculative (per gamma) cells of every runtime and settings, each once: a view
-    (reports.load.by_drafting, e.g. "torch [eagle3]") has no baseline cell of its own, its
+    (reports.runs.by_drafting, e.g. "torch [eagle3]") has no baseline cell of its own, its
     speculative cells name the runtime whose baseline they use in `runtime_name`."""
     return [cell_record(base, spec, g) for base, spec, g in cell_groups(rows)
             if spec or not any("runtime_name" in r for r in base)]

@@ -5,7 +5,7 @@ Chrome still has it).
 
 Tracks: a process per runtime as run.json names it ("torch [kernels]", "llama-server"; with the
 pair beside it when the rows hold several pairs), in it a thread per mode and drafting, named as
-reports/load.py's by_drafting names the rows' runtime: "torch [kernels] baseline", "torch
+reports/runs.py's by_drafting names the rows' runtime: "torch [kernels] baseline", "torch
 [kernels] speculative" (fixed gamma, the draft model), "torch [kernels, eagle3] speculative";
 under load (--concurrency N > 1) one thread per lane of each, "... N=4 lane 2". The gammas,
 samplings and lengths of one drafting share its track (the runner measures them one after the
@@ -31,7 +31,7 @@ Spans (complete events, ph "X", integer microseconds):
   wall; their args say they are the generation's totals, not chronological, with the runtime's
   phase note; the rounds' counts are in the generation's args.
 - a request under load (concurrency > 1): [started_at, + wall_s] (the client's request start and
-  end, runtimes/load.py), with `prefill (ttft)`, the client's time to first token, and `after
+  end, runtimes/closed_loop.py), with `prefill (ttft)`, the client's time to first token, and `after
   first token` inside it; its pooled phases and round counts are args.
 - an error or skipped row: no span; an instant event (ph "i") named by its error line, at its
   started_at when a generation was asked for, else where the row before it in the file ended.
@@ -44,7 +44,7 @@ Rows written before `started_at` existed (resumed runs, old folders) have no sta
 generations are laid end to end in file order, GAP_S apart, before the first timed one (a cell
 under load as one block, its requests at their request_start_s); otherData says how many.
 
-What it does not own: the rows (core/results.py), the runtime labels' rule (reports/load.py's
+What it does not own: the rows (core/results.py), the runtime labels' rule (reports/runs.py's
 by_drafting, reused per row), measuring anything, or where the command line writes the file
 (harness/cli.py calls write_trace).
 """
@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from spec_harness.core.results import RESULTS, read_results
-from spec_harness.reports.load import by_drafting, results_files
+from spec_harness.reports.runs import by_drafting, results_files
 
 TRACE = "trace.json"
 GAP_S = 0.001  # between generations laid end to end for want of started_at

@@ -171,7 +171,7 @@ def _flagged(rows: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def build(rows: list[dict]) -> dict:
-    """The verdict of loaded rows (reports.load: views by drafting applied). -> {"lines" (_lines:
+    """The verdict of loaded rows (reports.runs: views by drafting applied). -> {"lines" (_lines:
     cell records of tables.py with `name`, `expl`, `loss`, `base_tokens_per_s`), "fastest" (the
     fastest cell, baseline or speculative), "pays", "loses", "reason", "try", "off_models",
     "unlikely_outputs", "agreement", "mismatches", "skipped", "rules"}; one request at a time but

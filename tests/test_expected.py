@@ -94,7 +94,7 @@ def _accepting(row: dict, change) -> dict:
 def test_a_runtime_that_accepts_otherwise_than_its_rule_is_flagged_everywhere(rows, torch_rt, tmp_path):
     from spec_harness.reports import verdict, write_report
     from spec_harness.reports.build import write_explain
-    from spec_harness.reports.load import load
+    from spec_harness.reports.runs import load
     from tests import synthetic
 
     ids = {p.id: torch_rt.encode(p.text) for p in load_prompts("factual")[:3]}

@@ -81,7 +81,7 @@ def test_rows_say_synthetic_and_stay_out_of_reports(runtimes, tmp_path):
     from spec_harness.harness.rows import generation_row
     from spec_harness.core.config import PairSpec
     from spec_harness.core.results import ResultsWriter
-    from spec_harness.reports.load import load
+    from spec_harness.reports.runs import load
 
     rt = runtimes["torch"]
     ids = rt.encode(PROMPT)

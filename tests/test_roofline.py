@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from spec_harness.harness.cli import main
 from spec_harness.reports import write_report
-from spec_harness.reports.load import load
+from spec_harness.reports.runs import load
 from spec_harness.reports.roofline import NEAR_LIMIT, NO_LIMITS, roofline
 from tests import synthetic
 

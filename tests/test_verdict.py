@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from spec_harness.reports import verdict
-from spec_harness.reports.load import by_drafting
+from spec_harness.reports.runs import by_drafting
 from tests import synthetic
 
 ALL_ACCEPTED = {("f1", 4): [(4, 4, 5)] * 2, ("o1", 4): [(4, 4, 5)] * 2}  # 10 tokens in two rounds
