@@ -31,6 +31,7 @@ What it does not do: measure (runtimes/closed_loop.py, harness/runner.py), or th
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from spec_harness.core import drafters, metrics, theory
@@ -43,8 +44,30 @@ def _n(r: dict) -> int:
     return r.get("concurrency") or 1
 
 
-def _group_key(r: dict) -> tuple:
-    return (r["pair"], r["runtime"], r.get("temperature"), r.get("top_p"), r.get("top_k"), r.get("max_new_tokens"))
+@dataclass(frozen=True)
+class CellKey:
+    """What rows of one cell under load share: the runtime and settings, the mode, the gamma of a
+    speculative cell and the load level N."""
+
+    pair: str
+    runtime: str
+    temperature: Optional[float]
+    top_p: Optional[float]
+    top_k: Optional[int]
+    max_new_tokens: Optional[int]
+    mode: str
+    gamma: Optional[int]
+    n: int
+
+    @classmethod
+    def of(cls, r: dict) -> CellKey:
+        spec = r["mode"] == "speculative"
+        return cls(r["pair"], r["runtime"], r.get("temperature"), r.get("top_p"), r.get("top_k"), r.get("max_new_tokens"),
+                   r["mode"], r.get("gamma") if spec else None, _n(r))
+
+    def baseline(self, n: Optional[int] = None) -> CellKey:
+        """The baseline cell of the same runtime and settings, at N (this cell's by default)."""
+        return replace(self, mode="baseline", gamma=None, n=self.n if n is None else n)
 
 
 def cells(rows: list[dict], batched: Optional[dict] = None, every_run: bool = False) -> list[dict]:
@@ -54,14 +77,14 @@ def cells(rows: list[dict], batched: Optional[dict] = None, every_run: bool = Fa
     ok = [r for r in rows if not r.get("error") and not r.get("synthetic")]
     if not every_run and len({_n(r) for r in ok}) < 2 and not any(_n(r) > 1 for r in ok):
         return []
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[CellKey, list[dict]] = {}
     for r in ok:
-        groups.setdefault((*_group_key(r), r["mode"], r.get("gamma") if r["mode"] == "speculative" else None, _n(r)), []).append(r)
+        groups.setdefault(CellKey.of(r), []).append(r)
     out = {k: _record(k, rs) for k, rs in groups.items()}
     for k, rec in out.items():
         if rec["mode"] != "speculative":
             continue
-        base = out.get((*k[:6], "baseline", None, k[8]))
+        base = out.get(k.baseline())
         if base:
             rec["speedup_aggregate"] = _ratio(rec["aggregate_tps"], base["aggregate_tps"])
             rec["speedup_latency"] = _ratio(base["latency_median_s"], rec["latency_median_s"])
@@ -81,18 +104,18 @@ def _cost(rec: dict) -> str:
     return drafters.of(rec.get("drafter")).cost
 
 
-def _head_round(groups: dict, key: tuple) -> Optional[float]:
+def _head_round(groups: dict, key: CellKey) -> Optional[float]:
     """An EAGLE-3 head's round at N = 1 in its baseline's target steps (draft passes, the verify
     batch with the layer inputs the head reads, and the loop: metrics.step_costs' cost per round),
     measured on the same runtime and settings; None for other drafters or without N = 1 rows."""
-    spec1, base1 = groups.get((*key[:8], 1)), groups.get((*key[:6], "baseline", None, 1))
+    spec1, base1 = groups.get(replace(key, n=1)), groups.get(key.baseline(1))
     if not spec1 or not base1 or _cost(spec1[0]) != drafters.OWN_ROUND:
         return None
     return metrics.step_costs(metrics.pooled(spec1), metrics.pooled(base1))["cost_per_round"]
 
 
-def _record(key: tuple, rs: list[dict]) -> dict:
-    pair, runtime, temperature, top_p, top_k, max_new, mode, gamma, n = key
+def _record(key: CellKey, rs: list[dict]) -> dict:
+    runtime, mode, n = key.runtime, key.mode, key.n
     tokens = sum(r["new_tokens"] for r in rs)
     if n > 1:  # the cells' own clock
         walls = {r.get("cell") or "": ((r.get("extra") or {}).get("cell") or {}).get("wall_s") for r in rs}
@@ -106,8 +129,9 @@ def _record(key: tuple, rs: list[dict]) -> dict:
     decode = [(r["new_tokens"] - 1) / (w - (t or 0.0)) for r, w, t in zip(rs, lat, ttft)
               if r["new_tokens"] > 1 and t is not None and w > (t or 0.0)]
     rounds = [rd for r in rs for rd in (r.get("rounds") or [])]
-    return {"pair": pair, "runtime": runtime, "mode": mode, "gamma": gamma, "concurrency": n, "temperature": temperature,
-            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new, "requests": len(rs), "tokens": tokens,
+    return {"pair": key.pair, "runtime": runtime, "mode": mode, "gamma": key.gamma, "concurrency": n,
+            "temperature": key.temperature, "top_p": key.top_p, "top_k": key.top_k, "max_new_tokens": key.max_new_tokens,
+            "requests": len(rs), "tokens": tokens,
             "aggregate_tps": tokens / wall if wall else None,
             "decode_tps_median": metrics.quantile(decode, 0.5), "decode_tps_p90": metrics.quantile(decode, 0.9),
             "ttft_median_s": metrics.quantile(ttft, 0.5), "ttft_p90_s": metrics.quantile(ttft, 0.9),
@@ -133,9 +157,9 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 def _prices(rec: dict, costs: Optional[dict], n: Optional[int] = None) -> tuple[Optional[dict], Optional[dict], Optional[str]]:
     """The cell's batch prices at N (its own by default) -> (the target's seconds per k tokens, the
-    draft model's, whose): the runtime's own engine's when it measured them (by_runtime), else
-    llama.cpp's. Prompt lookup runs no model and an EAGLE-3 head is priced by its own round
-    (_head_round): they need the target's prices only."""
+    draft model's, whose), keyed by k (run.json keeps k and N as text): the runtime's own engine's
+    when it measured them (by_runtime), else llama.cpp's. Prompt lookup runs no model and an EAGLE-3
+    head is priced by its own round (_head_round): they need the target's prices only."""
     n = str(n or rec["concurrency"])
     name = rec.get("runtime_name") or rec["runtime"]
     own = ((costs or {}).get("by_runtime") or {}).get(name) or {}
@@ -143,8 +167,13 @@ def _prices(rec: dict, costs: Optional[dict], n: Optional[int] = None) -> tuple[
     for source, whose in ((own, name), (costs or {}, "llama.cpp")):
         t, d = (source.get("target") or {}).get(n), ((source.get("draft") or {}).get(n))
         if t and (d or target_only):
-            return t, d or {}, whose
+            return _by_k(t), _by_k(d or {}), whose
     return None, None, None
+
+
+def _by_k(prices: dict) -> dict[int, float]:
+    """run.json's {"k": seconds} as {k: seconds}."""
+    return {int(k): s for k, s in prices.items()}
 
 
 def _predicted(rec: dict, costs: Optional[dict], head_round: Optional[float] = None) -> dict:
@@ -154,24 +183,24 @@ def _predicted(rec: dict, costs: Optional[dict], head_round: Optional[float] = N
     are part of the verify batch it runs with, which no batched price of the target alone holds."""
     a, g = rec["alpha_hat"], rec["gamma"]
     t, d, whose = _prices(rec, costs)
-    k = str((g or 0) + 1)
+    k = (g or 0) + 1  # the verify pass's tokens per sequence
     cost = _cost(rec)
     none = {"predicted_speedup": None, "v_batched": None, "c_batched": None, "verify_regime": None, "priced_by": None}
-    if a is None or not g or not t or "1" not in t or k not in t or ("1" not in d and cost == drafters.DRAFT_MODEL):
+    if a is None or not g or not t or 1 not in t or k not in t or (1 not in d and cost == drafters.DRAFT_MODEL):
         return none
-    v = t[k] / t["1"]
+    v = t[k] / t[1]
     share = rec.get("drafting_share")
     share = 1.0 if share is None else share
     regime = "memory bound" if v < MEMORY_BOUND_V else "compute bound"
     if cost == drafters.OWN_ROUND:
         t1 = _prices(rec, costs, 1)[0]
-        if head_round is None or not t1 or k not in t1 or "1" not in t1:
+        if head_round is None or not t1 or k not in t1 or 1 not in t1:
             return none
-        grown = head_round * v / (t1[k] / t1["1"])
+        grown = head_round * v / (t1[k] / t1[1])
         return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(0.0, grown, 0.0, 0.0), share),
                 "v_batched": v, "c_batched": None, "verify_regime": regime,
                 "priced_by": f"its round at N = 1 ({head_round:.2f} steps), grown as {whose}'s verify batch"}
-    c = 0.0 if cost == drafters.NOTHING else d["1"] / t["1"]  # a lookup runs no model
+    c = 0.0 if cost == drafters.NOTHING else d[1] / t[1]  # a lookup runs no model
     return {"predicted_speedup": theory.costed_speedup(a, g, theory.RoundCosts(c, v, 0.0, 0.0), share), "v_batched": v,
             "c_batched": c, "verify_regime": regime, "priced_by": whose}
 
