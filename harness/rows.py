@@ -68,13 +68,17 @@ def skipped_line(tag: str, what: str, why: str) -> str:
     where `what` is empty), in lines of at most the console's columns (reports/verdict.py's WIDTH):
     a long reason goes on indented continuation lines. "skipped:" stays beside the reason's first
     word (the row's error reads so), and a word longer than a line (a path) is kept whole."""
-    from spec_harness.reports.verdict import WIDTH
-
     glue = "\0"  # not whitespace to textwrap: "skipped:" and the reason's first word are one chunk
     head = f"[{tag}] {what}: skipped:" if what else f"[{tag}] skipped:"
-    lines = textwrap.wrap(f"{head}{glue}{why}", WIDTH, subsequent_indent="  ", break_on_hyphens=False,
-                          break_long_words=False)
-    return "\n".join(line.replace(glue, " ") for line in lines)
+    return wrapped(f"{head}{glue}{why}").replace(glue, " ")
+
+
+def wrapped(text: str) -> str:
+    """A console line in lines of at most the console's columns (reports/verdict.py's WIDTH), the
+    rest indented by two; a word longer than a line (a path) is kept whole."""
+    from spec_harness.reports.verdict import WIDTH
+
+    return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
 
 
 def one_line(e: BaseException) -> str:
@@ -133,8 +137,8 @@ def setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[dic
     bugs = sum(1 for s in off if (s.get("mismatch") or {}).get("verdict") == SUSPECTED_BUG)
     flag = "" if not off else f"; {len(off)} greedy mismatch(es)" + (f", {bugs} SUSPECTED BUG" if bugs else "")
     f = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
-    return (f"[{tag}] {drafting} T{temperature:g}: {len(spec)} generations, {f(b_tps, '.1f')} -> {f(s_tps, '.1f')} tok/s, "
-            f"{f(speedup, '.2f')}x, alpha_hat {f(alpha, '.2f')}{flag}")
+    return wrapped(f"[{tag}] {drafting} T{temperature:g}: {len(spec)} generations, {f(b_tps, '.1f')} -> "
+                   f"{f(s_tps, '.1f')} tok/s, {f(speedup, '.2f')}x, alpha_hat {f(alpha, '.2f')}{flag}")
 
 
 def progress_line(tag, p, gen, b, s) -> str:
@@ -143,9 +147,9 @@ def progress_line(tag, p, gen, b, s) -> str:
     drafting += f" forced alpha {','.join(f'{a:g}' for a in gen.forced)}" if gen.forced else ""
     where = f"[{tag}] {p.id} {drafting} T{gen.sampling.temperature:g} r{gen.seed}"
     if (b or {}).get("error") or s["error"]:
-        return f"{where}: error: {(b or {}).get('error') or s['error']}"
+        return wrapped(f"{where}: error: {(b or {}).get('error') or s['error']}")
     flag = "" if s["greedy_match"] in (None, True) else _mismatch_flag(s.get("mismatch"))
     speedup = "-" if s["speedup"] is None else f"{s['speedup']:.2f}x"
     base_tps = "-" if not b else f"{b['tokens_per_s']:.1f}"
     alpha = "-" if s["alpha_hat"] is None else f"{s['alpha_hat']:.2f}"
-    return f"{where}: {base_tps} -> {s['tokens_per_s']:.1f} tok/s, {speedup}, alpha_hat {alpha}{flag}"
+    return wrapped(f"{where}: {base_tps} -> {s['tokens_per_s']:.1f} tok/s, {speedup}, alpha_hat {alpha}{flag}")

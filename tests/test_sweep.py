@@ -131,6 +131,24 @@ def test_a_skipped_setting_says_its_whole_reason_in_lines_of_the_console_width(t
     assert runtime[0].startswith("[llama-server] skipped: torch") and all(len(line) <= WIDTH for line in runtime)
 
 
+def test_a_settings_console_line_wraps_at_the_console_width_and_keeps_every_number():
+    from spec_harness.core.config import DraftPolicy
+    from spec_harness.core.drafters.eagle3 import Eagle3Spec
+    from spec_harness.harness.rows import setting_line
+    from spec_harness.reports.verdict import WIDTH
+
+    rounds = [{"drafted": 4, "accepted": 2, "emitted": 3}]
+    base = {"new_tokens": 32, "wall_s": 2.0, "prefill_s": 0.1}
+    spec = {**base, "wall_s": 1.0, "rounds": rounds, "greedy_match": False, "mismatch": None}
+    line = setting_line("llama-server [eagle3:some/head]", DraftPolicy.parse("confidence:0.5"), 6, Eagle3Spec("/x/some/head"),
+                        0, [(base, spec)] * 5)
+    lines = line.splitlines()
+    assert len(lines) == 2 and all(len(x) <= WIDTH for x in lines) and lines[1].startswith("  ")
+    assert " ".join(x.strip() for x in lines) == (
+        "[llama-server [eagle3:some/head]] confidence:0.5 g6 eagle3:/x/some/head T0: 5 generations, 16.8 -> 35.6 "
+        "tok/s, 2.00x, alpha_hat 0.67; 5 greedy mismatch(es)")
+
+
 def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
     from spec_harness.runtimes.pytorch import TorchRuntime
 
