@@ -7,10 +7,11 @@ or choose prompts.
 
 LoopRuntime absorbs what every runtime over the shared loop (runtimes/loop.py) would repeat:
 its load() sets `target` and `draft` (two loop.Model adapters) and `eos_id`; generation is then
-the loop with no drafter (baseline) or with a drafter (speculative): the draft model, stopping on
-confidence under `confidence:P`, prompt lookup (runtimes/ngram.py) or an EAGLE-3 head
-(runtimes/eagle3.py finds, loads and checks it; a loop runtime hands it the target's embedding
-and config); every policy but library-default (the loop is no library's).
+the loop with no drafter (baseline) or with the drafter its drafter kind builds (speculative;
+core/drafters/: the draft model, stopping on confidence under `confidence:P`, prompt lookup
+(runtimes/ngram.py) or an EAGLE-3 head (runtimes/eagle3.py finds, loads and checks it; a loop
+runtime hands it the target's embedding and config), or any kind registered with a `loop`);
+every policy but library-default (the loop is no library's).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
-from spec_harness.core import drafters as drafter_kinds, sampling
+from spec_harness.core import sampling
+from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.core.records import Generation
 from spec_harness.runtimes import evidence
-from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.runtimes.loop import Drafter, Loop, Model
 
 if TYPE_CHECKING:
