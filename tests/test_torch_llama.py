@@ -88,6 +88,16 @@ def test_a_matrix_of_float16_values_packed_in_float16_gives_the_float32_products
     assert not packed_matmul.exact_in_half(w + 1e-4)  # values between float16's: kept in float32
 
 
+def test_a_kernel_for_another_vector_isa_is_another_build(monkeypatch):
+    """ATEN_CPU_CAPABILITY picks the vector ISA inductor builds for (avx2; default: none) below the
+    CPU's widest: a library built for the CPU's widest is not loaded for it."""
+    keys = set()
+    for isa in ("", "avx2", "default"):
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", isa)
+        keys.add(packed_matmul._built(["int64_t"], packed_matmul.SOURCE)[0])
+    assert len(keys) == 3
+
+
 def test_float32_cpu_models_get_packed_matrices_others_plain(model):
     fast = LlamaFast(model)
     assert fast.head.packed is not None and fast.weights.why_not_packed is None
