@@ -8,6 +8,8 @@ tests/test_simd_paths.py runs NUMERIC_FILES, the tests that use them, under each
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 U32 = torch.finfo(torch.float32).eps / 2  # float32's unit roundoff, 2^-24: the relative error of one rounding
@@ -44,3 +46,34 @@ def beyond_dot_error(y: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
     """'' when a float32 product y is within dot_error of the exact a @ b, else by how much it is not."""
     worst = float(((y.double() - a.double() @ b.double()).abs() / dot_error(a, b)).max())
     return f"{worst:.1f}x float32's rounding bound" if worst > 1 else ""
+
+
+def forward_terms(config, positions: int) -> int:
+    """The terms a float32 Llama forward sums on its way to one logit (config: a transformers
+    LlamaConfig; positions: the cache length attended over): per layer its two norms and its
+    products over the hidden size, attention's scores over a head and its softmax and weighted sum
+    over the positions, the output product over the heads and the down product over the
+    intermediate size; then the final norm and the head."""
+    H, nh = config.hidden_size, config.num_attention_heads
+    hd = getattr(config, "head_dim", None) or H // nh
+    layer = 2 * H + H + hd + 2 * positions + nh * hd + H + config.intermediate_size
+    return config.num_hidden_layers * layer + 2 * H
+
+
+def forward_atol(values: torch.Tensor, config, positions: int) -> float:
+    """How far apart two float32 forwards' outputs (values: one of them) may be, whatever order and
+    SIMD width they sum in. A model of the error, not a bound: each forward's n = forward_terms
+    roundings are of random sign, each up to u of the values' scale, so their sum's standard
+    deviation is sqrt(n / 3) u (Higham and Mary 2019, probabilistic rounding error analysis); the
+    difference of two such walks, to six standard deviations, is within 5 sqrt(n) u of that scale.
+    The linear bound, n u, is the one a forward never approaches."""
+    return 5 * math.sqrt(forward_terms(config, positions)) * U32 * float(values.abs().max())
+
+
+def apart(got: torch.Tensor, want: torch.Tensor, config, positions: int) -> str:
+    """'' when two float32 forwards' outputs have one shape and are within forward_atol of each
+    other, else how they differ."""
+    if got.shape != want.shape:
+        return f"shapes {list(got.shape)} and {list(want.shape)}"
+    diff, tol = float((got - want).abs().max()), forward_atol(want, config, positions)
+    return f"{diff:.2e} apart, {diff / tol:.1f}x the tolerance {tol:.2e}" if diff > tol else ""
