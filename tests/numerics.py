@@ -34,6 +34,13 @@ def softmax_rtol(n: int, spread: float) -> float:
     return (n - 1 + spread + 4) * U32
 
 
+def log_softmax_atol(n: int, values: torch.Tensor) -> float:
+    """Absolute error of float32 log-softmax values (the largest of them in magnitude) over n
+    logits, whatever the order of its sum: the sum's (n - 1) u and exp's 2 u, and the roundings of
+    x - max, of the log and of the subtraction, u of magnitudes at most |value| + log n each."""
+    return (n + 1 + 3 * (float(values.abs().max()) + math.log(n))) * U32
+
+
 def dot_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise bound on the error of a float32 a @ b [.., m, k] x [k, n] against the exact
     product, in any order of its sums, fused or not: gamma_k |a| @ |b|, gamma_k = k u / (1 - k u)
