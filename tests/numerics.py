@@ -4,7 +4,7 @@ dispatched to has (AVX-512 16, AVX2 8, none: ATEN_CPU_CAPABILITY), and so do the
 runtimes/llama_step.py and runtimes/packed_matmul.py, which inductor builds for that same ISA.
 Each bound holds for any order of the sums, so on every SIMD width; a real bug (a wrong
 temperature, a token or a position off by one) is orders of magnitude beyond it.
-tests/test_simd_paths.py runs NUMERIC_FILES, the tests that use them, under each narrower ISA."""
+tests/test_simd_paths.py runs NUMERIC_TESTS, the tests that use them, under each narrower ISA."""
 
 from __future__ import annotations
 
@@ -14,15 +14,19 @@ import torch
 
 U32 = torch.finfo(torch.float32).eps / 2  # float32's unit roundoff, 2^-24: the relative error of one rounding
 
-# The tests whose float32 results depend on the SIMD width torch and the kernels run at
-NUMERIC_FILES = (
+# The tests whose float32 results depend on the SIMD width torch and the kernels run at: whole
+# files, and single tests of files whose other tests run llama.cpp's own build or train for minutes
+NUMERIC_TESTS = (
     "tests/test_sampling_fast.py",
     "tests/test_sampling_rule.py",
+    "tests/test_expected.py",
     "tests/test_torch_llama.py",
     "tests/test_kv_cache.py",
     "tests/test_greedy.py",
+    "tests/test_same_ids.py",
     "tests/test_entropy.py",
-    "tests/test_expected.py",
+    "tests/test_teacher_data.py::test_top_logprobs_are_the_sorted_log_softmax_top_k",
+    "tests/test_eagle3.py::test_a_grown_vocabulary_keeps_the_heads_rows_and_adds_the_targets",
 )
 
 
