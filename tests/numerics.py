@@ -1,10 +1,12 @@
 """Tolerances derived from float32's rounding, for the tests whose results depend on the order in
 which float32 sums are taken: torch's CPU kernels sum in as many lanes as the vector ISA they were
-dispatched to has (AVX-512 16, AVX2 8, none: ATEN_CPU_CAPABILITY), and so do the C++ kernels of
-runtimes/llama_step.py and runtimes/packed_matmul.py, which inductor builds for that same ISA.
-Each bound holds for any order of the sums, so on every SIMD width; a real bug (a wrong
-temperature, a token or a position off by one) is orders of magnitude beyond it.
-tests/test_simd_paths.py runs NUMERIC_TESTS, the tests that use them, under each narrower ISA."""
+dispatched to has (16 floats with AVX-512, 8 with AVX2 and in the portable code without one;
+ATEN_CPU_CAPABILITY picks it), and so do the C++ kernels of runtimes/llama_step.py and
+runtimes/packed_matmul.py, which inductor builds for that same ISA. Each tolerance holds for any
+order of the sums, so on every SIMD width (forward_atol as a probabilistic model, the others as
+bounds); a real bug (a wrong temperature, a token or a position off by one) is orders of magnitude
+beyond it. tests/test_simd_paths.py runs NUMERIC_TESTS, the tests that use them, under each
+narrower ISA."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import math
 
 import torch
 
-U32 = torch.finfo(torch.float32).eps / 2  # float32's unit roundoff, 2^-24: the relative error of one rounding
+U32 = torch.finfo(torch.float32).eps / 2  # float32's unit roundoff, 2^-24: one rounding's largest relative error
 
 # The tests whose float32 results depend on the SIMD width torch and the kernels run at: whole
 # files, and single tests of files whose other tests run llama.cpp's own build or train for minutes
@@ -76,8 +78,8 @@ def forward_atol(values: torch.Tensor, config, positions: int) -> float:
     SIMD width they sum in. A model of the error, not a bound: each forward's n = forward_terms
     roundings are of random sign, each up to u of the values' scale, so their sum's standard
     deviation is sqrt(n / 3) u (Higham and Mary 2019, probabilistic rounding error analysis); the
-    difference of two such walks, to six standard deviations, is within 5 sqrt(n) u of that scale.
-    The linear bound, n u, is the one a forward never approaches."""
+    difference of two such walks, to six standard deviations, is within 5 sqrt(n) u of that scale
+    (the worst case, n u, is tens of times larger on these models)."""
     return 5 * math.sqrt(forward_terms(config, positions)) * U32 * float(values.abs().max())
 
 
