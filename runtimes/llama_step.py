@@ -55,6 +55,8 @@ import torch
 from spec_harness.runtimes import packed_matmul
 
 HELPERS = r"""
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 #include <cmath>
 #include <vector>
 using V = at::vec::Vectorized<float>;

@@ -37,6 +37,10 @@ import torch
 BLOCK = 16  # output rows per packed block: the kernel's tile width (one AVX-512 vector, two AVX2)
 
 TILES = r"""
+// at::vec by name: inductor's prelude includes it only where it picked a vector ISA; without one
+// (ATEN_CPU_CAPABILITY=default, a CPU it knows no ISA of) Vectorized is the portable 8-float class.
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 #define BLOCK 16
 // V: one SIMD vector of floats; NV of them hold a block's 16 columns.
 using V = at::vec::Vectorized<float>;
@@ -140,11 +144,13 @@ def build(argtypes: list[str], source: str):
 
 def _built(argtypes: list[str], source: str) -> tuple[str, Path]:
     """(key, the file that names the library built for it) for a kernel's source and arguments on
-    this torch and this CPU's flags."""
+    this torch, this CPU's flags and the vector ISA ATEN_CPU_CAPABILITY asks of inductor (avx2,
+    default: none) instead of the widest the CPU has."""
     from spec_harness.core.limits import cpu_flags
     from spec_harness.models.loading import cache_root
 
-    what = "\n".join([torch.__version__, cpu_flags(), *argtypes, source])
+    isa = os.environ.get("ATEN_CPU_CAPABILITY", "")
+    what = "\n".join([torch.__version__, cpu_flags(), isa, *argtypes, source])
     key = "k" + hashlib.sha256(what.encode()).hexdigest()[:32]
     return key, cache_root() / "kernels" / f"{key}.path"
 
