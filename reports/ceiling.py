@@ -34,7 +34,7 @@ class CFlops:
             return 0.0
         if d.cost == drafters.OWN_ROUND and not isinstance(d, Eagle3Spec):
             return None  # a model of its own whose FLOPs this module does not know
-        head = d.folder(refs.get("eagle3")) if isinstance(d, Eagle3Spec) else None
+        head = d.folder_in(refs) if isinstance(d, Eagle3Spec) else None
         key = tuple(refs.get(k) for k in ("target", "draft", "target_gguf", "draft_gguf")) + (d.cost, head)
         if key not in self._cache:
             self._cache[key] = self._head(refs, head) if isinstance(d, Eagle3Spec) else self._lookup(refs)

@@ -90,17 +90,29 @@ def capabilities() -> list[dict]:
     return out
 
 
-def capability_lines() -> list[str]:
-    """`harness runtimes`: one line per runtime."""
-    lines = [f"{'runtime':16s} {'drafters':22s} {'draft policies':46s} {'forced':7s} {'--concurrency':13s}"]
-    for c in capabilities():
+def capability_lines(width: int = 100) -> list[str]:
+    """`harness runtimes`: one line per runtime (its columns as wide as their longest entry), then
+    why a runtime is left out of `--runtime all` here, each line at most `width` columns."""
+    import textwrap
+
+    caps = capabilities()
+    ok = [c for c in caps if "unavailable" not in c]
+    wn = max(len(c["runtime"]) for c in caps)
+    wd = max([len("drafters")] + [len(", ".join(c["drafters"])) for c in ok])
+    wp = max([len("draft policies")] + [len(", ".join(c["policies"])) for c in ok])
+    lines = [f"{'runtime':{wn}s} {'drafters':{wd}s} {'draft policies':{wp}s} forced under load"]
+    notes = []
+    for c in caps:
         if "unavailable" in c:
-            lines.append(f"{c['runtime']:16s} (not here: {c['unavailable']})")
+            lines.append(f"{c['runtime']:{wn}s} (not here: {c['unavailable']})")
             continue
-        lines.append(f"{c['runtime']:16s} {', '.join(c['drafters']):22s} {', '.join(c['policies']):46s} "
-                     f"{'yes' if c['forces'] else 'no':7s} {'yes' if c['concurrency'] else 'no':13s}"
-                     + ("" if c["in_all"] else "  (not in --runtime all here: " + not_in_all()[c["runtime"]] + ")"))
-    return lines
+        star = "" if c["in_all"] else " *"
+        lines.append(f"{c['runtime']:{wn}s} {', '.join(c['drafters']):{wd}s} {', '.join(c['policies']):{wp}s} "
+                     f"{'yes' if c['forces'] else 'no':6s} {'yes' if c['concurrency'] else 'no'}{star}")
+        if star:
+            notes += textwrap.wrap(f"* {c['runtime']} is not in --runtime all here: {not_in_all()[c['runtime']]}", width,
+                                   subsequent_indent="  ")
+    return lines + notes
 
 
 def listed(items: list[str]) -> str:

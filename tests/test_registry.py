@@ -71,5 +71,10 @@ def test_refusals_name_the_runtimes_that_can_from_their_declarations():
 
 def test_harness_runtimes_prints_one_line_per_registered_runtime():
     lines = runtimes.capability_lines()
-    assert [ln.split()[0] for ln in lines[1:]] == runtimes.names()
+    names = runtimes.names()
+    assert [ln.split()[0] for ln in lines[1:len(names) + 1]] == names
+    assert all(len(ln) <= 100 for ln in lines)
+    left_out = runtimes.not_in_all()
+    assert sum(ln.startswith("* ") for ln in lines) == len(left_out)  # why, below the table
+    assert all(lines[1 + names.index(n)].endswith(" *") for n in left_out)
     assert runtimes.listed(["a"]) == "a" and runtimes.listed(["a", "b", "c"]) == "a, b and c"

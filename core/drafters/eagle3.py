@@ -45,5 +45,9 @@ class Eagle3Spec(DrafterSpec):
         """The head's folder: PATH, else the pair's own head."""
         return self.path or pair_head
 
+    def folder_in(self, refs: dict) -> Optional[str]:
+        """The head's folder for a pair as run.json names it (PairSpec's fields)."""
+        return self.folder(refs.get("eagle3"))
+
     def available(self, pair) -> bool:
         return self.folder(pair.eagle3) is not None
