@@ -402,10 +402,11 @@ def runtimes_command():
 @click.option("--out", default=None, type=click.Path(path_type=Path), help="Folder for waterfall.png, explain.csv/json (default: DIR/report).")
 def explain(dirs, out):
     """Decompose each measured speedup into factors: acceptance, draft, verify, overhead, prefill."""
+    from spec_harness.harness.console import fit
     from spec_harness.reports.build import write_explain
 
     text, png = write_explain(list(dirs), out)
-    click.echo(text)
+    click.echo(fit(text))
     click.echo(f"waterfall: {png}" if png else "waterfall: not drawn (no cell could be decomposed)")
 
 

@@ -1,8 +1,9 @@
 """What the command line lets libraries print. By default only the harness's own lines and the
 progress of long one-time work (a GGUF file's conversion for transformers): not transformers'
 warnings and "Loading weights" bars, not llama.cpp's loader log, not Python warnings raised inside
-the libraries. `--verbose` shows all of it. Called by the commands that load models, before they do.
-What it does not do: print anything itself.
+the libraries. `--verbose` shows all of it. Called by the commands that load models, before they do. And what
+the harness prints itself, fitted to a terminal 100 columns wide (`fit`: a report section's
+markdown, long lines wrapped). What it does not do: print anything itself.
 """
 
 from __future__ import annotations
@@ -24,3 +25,51 @@ def library_output(verbose: bool) -> None:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore", module=LIBRARIES)
+
+
+def fit(text: str, width: int = 100) -> str:
+    """Markdown text (a report section: paragraphs, bullets, tables) for a terminal `width` columns
+    wide, nothing it says lost: a table that fits is aligned in columns, one that does not becomes
+    a block per row (its first cell, then `header value` pairs); a longer line wraps onto lines
+    indented under it."""
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            out += _table(lines[i:j], width)
+            i = j
+            continue
+        out += _wrapped(lines[i], width)
+        i += 1
+    return "\n".join(out)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table(rows: list[str], width: int) -> list[str]:
+    """A markdown table (header, rule, rows) aligned in columns, or a block per row."""
+    head, body = _cells(rows[0]), [_cells(r) for r in rows[2:]]
+    widths = [max(len(r[k]) if k < len(r) else 0 for r in [head] + body) for k in range(len(head))]
+    if sum(widths) + 2 * (len(widths) - 1) <= width:
+        return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head] + body]
+    out = []
+    for r in body:
+        pairs = "; ".join(f"{h} {c}" for h, c in zip(head[1:], r[1:]))
+        out += _wrapped(f"{r[0]}: {pairs}", width)
+    return out
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    lead = len(line) - len(line.lstrip())
+    indent = " " * (lead + 2)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)

@@ -35,9 +35,10 @@ def models():
 @models.command("list")
 def list_():
     """Presets, and which of their files are already in the local Hugging Face cache."""
+    from spec_harness.harness.console import fit
     from spec_harness.models.hub import CacheIndex
 
-    click.echo("\n".join(list_lines(CacheIndex())))
+    click.echo(fit("\n".join(list_lines(CacheIndex()))))
 
 
 @models.command()

@@ -248,7 +248,11 @@ def test_explain_command(tmp_path):
     d = synthetic.write_run(tmp_path / "run", rows())
     res = CliRunner().invoke(main, ["explain", str(d)])
     assert res.exit_code == 0, res.output
-    assert "| fast · spec γ=4 |" in res.output and f"waterfall: {d / 'report' / 'waterfall.png'}" in res.output
+    assert f"waterfall: {d / 'report' / 'waterfall.png'}" in res.output
+    # the report's tables, fitted to a terminal 100 columns wide: each cell's factors, every one said
+    lines = res.output.splitlines()
+    assert all(len(line) <= 100 for line in lines if not line.startswith("waterfall: "))
+    assert any(line.startswith("fast · spec γ=4") and "tau" in line for line in lines)
     assert (d / "report" / "explain.csv").is_file() and json.loads((d / "report" / "explain.json").read_text())["explain"]
     only_base = synthetic.write_run(tmp_path / "base", rows()[:1])
     res = CliRunner().invoke(main, ["explain", str(only_base)])
@@ -285,3 +289,19 @@ def test_real_run_of_the_tiny_pair_multiplies_back_to_its_speedup(tmp_path, tiny
     assert f"Residual x{e['residual']:.3f}" in res.output and "largest factor" in res.output
     assert (out / "report" / "waterfall.png").read_bytes()[:4] == b"\x89PNG"
     assert "## Why this speedup" in (out / "report" / "report.md").read_text()
+
+
+def test_a_report_section_fits_a_100_column_terminal_without_losing_a_cell():
+    from spec_harness.harness.console import fit
+
+    narrow = "## T\n\n| cell | a | b |\n|---|---|---|\n| x | 1.0 | 2 |\n| longer name | 3 | - |"
+    assert fit(narrow).splitlines()[2:] == ["cell         a    b", "x            1.0  2", "longer name  3    -"]
+    wide = "| cell | " + " | ".join(f"factor {k}" for k in range(12)) + " |\n|" + "---|" * 13 + "\n| x · γ=4 | " + \
+        " | ".join(f"{k}.25" for k in range(12)) + " |"
+    got = fit(wide).splitlines()
+    assert len(got) > 1 and all(len(line) <= 100 for line in got) and got[1].startswith("  ")
+    assert " ".join(line.strip() for line in got) == "x · γ=4: " + "; ".join(f"factor {k} {k}.25" for k in range(12))
+    bullet = "- " + " ".join(["word"] * 40)
+    got = fit(bullet).splitlines()
+    assert len(got) == 3 and all(len(line) <= 100 for line in got) and all(line.startswith("  ") for line in got[1:])
+    assert " ".join(line.strip() for line in got) == bullet
