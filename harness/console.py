@@ -9,8 +9,10 @@ markdown, long lines wrapped). What it does not do: print anything itself.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 
+_NUMBER = re.compile(r"^(-|[-+]?[\d.]+[x%s]?( \(\d+%\))?)$")  # a table cell aligned right: 1.25x, 0.031 (4%), -
 LIBRARIES = r"(transformers|torch|accelerate|huggingface_hub|llama_cpp|gguf)(\..*)?$"
 
 
@@ -57,7 +59,9 @@ def _table(rows: list[str], width: int) -> list[str]:
     head, body = _cells(rows[0]), [_cells(r) for r in rows[2:]]
     widths = [max(len(r[k]) if k < len(r) else 0 for r in [head] + body) for k in range(len(head))]
     if sum(widths) + 2 * (len(widths) - 1) <= width:
-        return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head] + body]
+        right = [k > 0 and all(_NUMBER.match(r[k]) for r in body if k < len(r)) for k in range(len(head))]
+        return ["  ".join(c.rjust(w) if right[k] else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths))).rstrip()
+                for r in [head] + body]
     out = []
     for r in body:
         pairs = "; ".join(f"{h} {c}" for h, c in zip(head[1:], r[1:]))

@@ -1,9 +1,10 @@
 """What `harness run` and `harness sweep` print at the end: the verdict (reports/verdict.py), which
 fits 100 columns, and with `--table` before it the full table: the pair's label, then per runtime,
 mode and setting, tokens/s, speedup, acceptance, alpha_hat, tau, drafts per round and the phase
-breakdown in seconds and percent of wall; under a row with greedy mismatches what they are
-(reports/mismatch.py), and whether the runtimes' greedy baselines agree. Numbers come from
-core.metrics.summarize; settings columns appear only when they vary."""
+breakdown in seconds and percent of wall (a second table), each fitted to 100 columns
+(harness/console.py); under them the greedy mismatches (reports/mismatch.py), and whether the
+runtimes' greedy baselines agree. Numbers come from core.metrics.summarize; settings columns appear
+only when they vary."""
 
 from __future__ import annotations
 
@@ -14,42 +15,46 @@ import click
 from spec_harness.core import metrics
 from spec_harness.core.timing import PHASE_FIELDS as PHASES
 from spec_harness.reports import mismatch, tables
-VARYING = (("pair", "pair", 16), ("gamma", "g", 4), ("temperature", "T", 6), ("top_p", "top_p", 7),
-           ("max_new_tokens", "max_new", 9), ("concurrency", "N", 4))
+VARYING = (("pair", "pair"), ("gamma", "g"), ("temperature", "T"), ("top_p", "top_p"), ("max_new_tokens", "max_new"),
+           ("concurrency", "N"))
 
 
-def _cell(x, width: int, spec: str = "", suffix: str = "") -> str:
-    return f"{'-' if x is None else format(x, spec) + suffix:>{width}}"
+def _num(x, spec: str = "", suffix: str = "") -> str:
+    return "-" if x is None else format(x, spec) + suffix
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    """A markdown table, for console.fit to lay out in the terminal's columns."""
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
+    from spec_harness.harness.console import fit
     from spec_harness.reports.runs import by_drafting
 
     measured = rows = [r for r in rows if not r.get("synthetic")]  # forced acceptance: not a speedup of the pair
     rows = by_drafting(rows)  # views such as "torch [ngram]" carry copies of their runtime's baseline rows
     views = {r["runtime"] for r in rows if "runtime_name" in r}
     groups = [g for g in metrics.summarize(rows) if not (g["mode"] == "baseline" and g["runtime"] in views)]
-    width = max([16] + [len(g["runtime"]) + 2 for g in groups])
     pairs = dict.fromkeys((r["pair"], r.get("pair_label") or r["pair"]) for r in rows)
-    shown = [(k, h, w) for k, h, w in VARYING
-             if len({g[k] for g in groups if k != "gamma" or g["mode"] == "speculative"}) > 1]
-    head = (f"{'runtime':<{width}}{'mode':<12}" + "".join(f"{h:>{w}}" for _, h, w in shown)
-            + f"{'tok/s':>8}{'speedup':>9}{'accept':>8}{'alpha^':>8}{'tau':>6}{'draft/r':>8}"
-            + "".join(f"{p[:-2]:>18}" for p in PHASES) + f"{'wall':>9}")
-    lines = [f"pair {name}: {label}" for name, label in pairs] + [head, "-" * len(head)]
+    shown = [(k, h) for k, h in VARYING if len({g[k] for g in groups if k != "gamma" or g["mode"] == "speculative"}) > 1]
+    speed, phases, flagged = [], [], []
     for s in groups:
-        wall = s["wall_s"]
-        phases = "".join(_cell(None, 18) if s[p] is None else f"{s[p]:>9.3f}s ({100 * s[p] / wall:4.1f}%)" for p in PHASES)
-        lines.append(
-            f"{s['runtime']:<{width}}{s['mode']:<12}" + "".join(_cell(s[k], w) for k, _, w in shown)
-            + _cell(s["tokens_per_s"], 8, ".1f") + _cell(s.get("speedup"), 9, ".2f", "x")
-            + _cell(s.get("acceptance_rate"), 8, ".2f") + _cell(s.get("alpha_hat"), 8, ".2f")
-            + _cell(s.get("mean_accepted_len"), 6, ".2f") + _cell(s.get("mean_drafted"), 8, ".2f")
-            + phases + f"{wall:>8.2f}s"
-        )
+        who = [s["runtime"], s["mode"]] + [_num(s[k]) for k, _ in shown]
+        speed.append(who + [_num(s["tokens_per_s"], ".1f"), _num(s.get("speedup"), ".2f", "x"),
+                            _num(s.get("acceptance_rate"), ".2f"), _num(s.get("alpha_hat"), ".2f"),
+                            _num(s.get("mean_accepted_len"), ".2f"), _num(s.get("mean_drafted"), ".2f"),
+                            _num(s["wall_s"], ".2f")])
+        phases.append([s["runtime"], s["mode"][:4]] + who[2:]
+                      + ["-" if s[p] is None else f"{s[p]:.3f} ({100 * s[p] / s['wall_s']:.0f}%)" for p in PHASES])
         if s.get("greedy_match") is False:
             same = [r for r in rows if all(metrics.group_value(r, k) == s[k] for k in metrics.GROUP_FIELDS)]
-            lines += [f"  !! {line}" for line in mismatch.runtime_lines(same, s["runtime"])]
+            flagged += [f"  !! {line}" for line in mismatch.runtime_lines(same, s["runtime"])]
+    who = ["runtime", "mode"] + [h for _, h in shown]
+    lines = [f"pair {name}: {label}" for name, label in pairs]
+    lines += [fit(_table(who + ["tok/s", "speedup", "accept", "alpha^", "tau", "draft/r", "wall s"], speed)), ""]
+    lines += ["where the time goes: seconds (share of wall)"]
+    lines += [fit(_table(who + [p[:-2] for p in PHASES], phases))] + flagged
     across = mismatch.agreement_lines(mismatch.agreement(measured))
     if across:
         lines += ["greedy baselines across runtimes:"] + [f"  {line}" for line in across]
@@ -58,7 +63,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
     if len(rules) > 1:
         lines.append(f"note: the runtimes accept drafts by different rules ({', '.join(rules)}): "
                      "their alpha_hat measure different things (see verify_rule)")
-    return lines
+    return fit("\n".join(lines)).splitlines()
 
 
 def verdict_lines(rows: list[dict]) -> list[str]:

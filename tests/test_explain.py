@@ -295,7 +295,7 @@ def test_a_report_section_fits_a_100_column_terminal_without_losing_a_cell():
     from spec_harness.harness.console import fit
 
     narrow = "## T\n\n| cell | a | b |\n|---|---|---|\n| x | 1.0 | 2 |\n| longer name | 3 | - |"
-    assert fit(narrow).splitlines()[2:] == ["cell         a    b", "x            1.0  2", "longer name  3    -"]
+    assert fit(narrow).splitlines()[2:] == ["cell           a  b", "x            1.0  2", "longer name    3  -"]  # numbers right
     wide = "| cell | " + " | ".join(f"factor {k}" for k in range(12)) + " |\n|" + "---|" * 13 + "\n| x · γ=4 | " + \
         " | ".join(f"{k}.25" for k in range(12)) + " |"
     got = fit(wide).splitlines()

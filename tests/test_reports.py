@@ -238,7 +238,7 @@ def test_greedy_mismatch_is_flagged_with_its_possible_causes(tmp_path, qwen_dirs
     spec = next(r for r in rows if r["mode"] == "speculative")
     spec["token_ids"] = spec["token_ids"][:-1] + [999]
     spec["greedy_match"] = False
-    text = "\n".join(summary_lines(rows))
+    text = " ".join("\n".join(summary_lines(rows)).split())  # its lines wrapped at 100 columns
     assert f"!! fast: {metrics.GREEDY_MISMATCH}" in text and "quantized GGUF" in text
     md = write_report([synthetic.write_run(tmp_path, rows, *qwen_dirs)])
     doc = json.loads((md.parent / "report.json").read_text())
@@ -282,7 +282,9 @@ def test_mismatch_evidence_and_cross_runtime_agreement_are_said_with_numbers(tmp
         r["mismatch"] = {"position": 7, "baseline_token": 1, "speculative_token": 2, "baseline_text": "a",
                          "speculative_text": "b", "margin_one_token": margin, "margin_batched": margin,
                          "choice_one_token": 1, "choice_batched": 1, "max_abs_diff": diff, "verdict": verdict}
-    text = "\n".join(summary_lines(rows))
+    lines = summary_lines(rows)
+    assert all(len(line) <= 100 for line in lines)
+    text = " ".join("\n".join(lines).split())  # its lines wrapped at 100 columns
     assert "!! fast: 1 greedy mismatch(es), each a near-tie flip: at the first differing token the target's top-2 margin (0.010)" in text
     assert "!! SUSPECTED BUG in slow: 1 greedy output(s) left the baseline where numerics cannot explain it (f1 token 7: margin 2.500" in text
     assert "fast (float32) and slow (float32): the same greedy ids on 1 of 2 prompts; they part at f1 token 3; top-2 margins there 0.020-1.000" in text
