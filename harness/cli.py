@@ -355,7 +355,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     """This machine's speedup as a function of acceptance: forced acceptance at every (gamma, alpha),
     beside Leviathan's curves and the cost model; resumable like a sweep."""
     from spec_harness import runtimes
-    from spec_harness.harness.console import library_output
+    from spec_harness.harness.console import fit, library_output
     from spec_harness.harness.prompts import load_prompts
     from spec_harness.harness.runner import run as run_all
     from spec_harness.models.presets import resolve_pair
@@ -385,7 +385,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
                     concurrencies=concurrencies, torch_forwards=_torch_forwards(o))
     run_all(cfg)  # skipped runtimes say so as they go
     md, verdicts = write_calibration(out, pair_run)
-    click.echo("\n".join(verdicts) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")
+    click.echo(fit("\n".join(verdicts)) + f"\n\nresults: {out / 'results.jsonl'}\ncalibration: {md}")
 
 
 @main.command(name="runtimes")

@@ -32,6 +32,8 @@ def test_calibrate_runs_every_cell_and_writes_the_curves(tmp_path):
     res = CliRunner().invoke(main, ["calibrate", "--runtime", "torch,llamacpp,hf", *ARGS, "--run", str(pair_run),
                                     "--out", str(out)])
     assert res.exit_code == 0, res.output
+    said = [line for line in res.output.splitlines() if not line.startswith(("results: ", "calibration: "))]
+    assert all(len(line) <= 100 for line in said), [line for line in said if len(line) > 100]
     rows = rows_of(out)
     spec = [r for r in rows if r["mode"] == "speculative" and not r["error"]]
     assert {(r["runtime"], r["gamma"], r["forced_rates"][0]) for r in spec} == {
