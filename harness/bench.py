@@ -184,11 +184,14 @@ class Bench(SpeedFigures, SpecFigures, RunFigures, SamplingFigures):
 
 
 def print_figures(figs: list[Figure], log=print) -> None:
+    """Each figure's value and goal, then its details, in lines of at most 100 columns."""
+    from spec_harness.harness.console import fit
+
     for f in figs:
         v = "-" if f.value is None else f"{f.value:.3f}"
-        log(f"{f.id}. {f.name}: {v}   (goal {f.goal}){'  ' + f.note if f.note else ''}")
+        log(fit(f"{f.id}. {f.name}: {v}   (goal {f.goal}){'  ' + f.note if f.note else ''}"))
         for k, d in f.detail.items():
-            log(f"     {k}: {json.dumps(d) if isinstance(d, dict) else (f'{d:.4f}' if isinstance(d, float) else d)}")
+            log(fit(f"     {k}: {json.dumps(d) if isinstance(d, dict) else (f'{d:.4f}' if isinstance(d, float) else d)}"))
 
 
 def write_json(figs: list[Figure], path: Path, meta: dict) -> None:

@@ -134,3 +134,17 @@ def test_figure_2_times_the_torch_matrices_three_ways_on_the_same_numbers(tiny_p
         assert set(d[s]) == ways | {"max_diff"}
         assert all(d[s][w] > 0 for w in ways)
         assert d[s]["max_diff"] < 1e-4  # the three compute the same products
+
+
+def test_the_figures_print_in_lines_of_100_columns_saying_every_detail():
+    from spec_harness.harness.bench import Figure, print_figures
+
+    detail = {"off_model": {f"torch [kernels] gamma {g}": 0.01 * g for g in range(1, 9)}, "cells": 8, "spread": 0.123456}
+    said: list[str] = []
+    print_figures([Figure(8, "calibration: largest |measured / cost model - 1| over gamma x alpha", 0.08, "<= 0.10", detail)],
+                  log=said.append)
+    lines = "\n".join(said).splitlines()
+    assert len(lines) > len(detail) + 1 and all(len(line) <= 100 for line in lines)
+    text = " ".join(" ".join(said).split())
+    assert "8. calibration: largest |measured / cost model - 1| over gamma x alpha: 0.080 (goal <= 0.10)" in text
+    assert '"torch [kernels] gamma 8": 0.08}' in text and "cells: 8" in text and "spread: 0.1235" in text
