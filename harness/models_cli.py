@@ -87,8 +87,7 @@ def agreement(*, target, draft, prompt_spec, temperature, samples, tokens, seed,
     """Teacher-forced agreement of a pair (or of an EAGLE-3 head): alpha(T) and top-1 per prompt and per position."""
     import torch
 
-    from spec_harness.harness.console import library_output
-
+    from spec_harness.harness.console import fit, library_output
     from spec_harness.harness.prompts import load_prompts
     from spec_harness.models import agreement as ag
     from spec_harness.models.loading import load_hf_model, load_hf_tokenizer
@@ -98,6 +97,7 @@ def agreement(*, target, draft, prompt_spec, temperature, samples, tokens, seed,
         ag.check_answers(answers)
     library_output(verbose)
     prompts = [] if answers else load_prompts(prompt_spec)
+    say = lambda text: click.echo(fit(text))  # noqa: E731 - every line within 100 columns
     if target is None:
         from spec_harness.models.smollm2 import smollm2_gguf
 
@@ -113,19 +113,19 @@ def agreement(*, target, draft, prompt_spec, temperature, samples, tokens, seed,
         per = ag.head_on_prompts(t, h, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts],
                                  temperature=temperature, samples=samples, tokens=tokens, steps=positions, seed=seed)
         for j, a in enumerate(per, 1):
-            click.echo(f"drafting position {j}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
-        click.echo("position 1, " + copy_split(per[0]))
-        click.echo("position 1 per prompt: " + "  ".join(f"{pid} {v[0]:.2f}" for pid, v in per[0].per_prompt.items()))
+            say(f"drafting position {j}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+        say("position 1, " + copy_split(per[0]))
+        say("position 1 per prompt: " + "  ".join(f"{pid} {v[0]:.2f}" for pid, v in per[0].per_prompt.items()))
         return
     t, d = load_hf_model(target, "target", torch.float32, "cpu"), load_hf_model(draft, "draft", torch.float32, "cpu")
     if answers:
         a = ag.on_answers(t, d, answers, temperature)
-        click.echo(f"{answers}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
-        click.echo(copy_split(a))
+        say(f"{answers}: alpha(T={temperature}) {a.alpha:.3f}   top-1 {a.top1:.3f}   ({a.positions} positions)")
+        say(copy_split(a))
         return
     a = ag.on_prompts(t, d, load_hf_tokenizer(target, "target"), [(p.id, p.text) for p in prompts], temperature,
                       samples, tokens, seed)
-    click.echo("\n".join(agreement_lines(a, temperature)))
+    say("\n".join(agreement_lines(a, temperature)))
 
 
 @models.command()
