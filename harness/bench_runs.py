@@ -152,7 +152,7 @@ class RunFigures:
                 continue
             best = max(cells, key=lambda c: c.tokens_per_s)
             pick = rec["best"] if rec["speculate"] else None
-            mine = next((c for c in cells if (c.drafter, c.policy, c.gamma) ==
+            mine = next((c for c in cells if (c.drafter and str(c.drafter), c.policy, c.gamma) ==
                          ((pick["drafter"], pick["policy"], pick["gamma"]) if pick else (None, "fixed", None))), None)
             ratio = mine.tokens_per_s / best.tokens_per_s if mine else None
             worst = ratio if worst is None or (ratio is not None and ratio < worst) else worst
@@ -184,7 +184,7 @@ class RunFigures:
         spec = [c for c in (mine, best) if c.drafter is not None]
         out = keep / "side-by-side" / tune._folder(rec["runtime"])
         args = ["run", "--runtime", rec["name"], "--repeats", "2", "--interleave", "--out", str(out),
-                "--drafter", ",".join(sorted({c.drafter for c in spec})), "--gamma", ",".join(sorted({str(c.gamma) for c in spec})),
+                "--drafter", ",".join(sorted({str(c.drafter) for c in spec})), "--gamma", ",".join(sorted({str(c.gamma) for c in spec})),
                 "--draft-policy", ",".join(sorted({c.policy for c in spec}))]
         if rec.get("forward"):
             args += ["--torch-forward", rec["forward"]]

@@ -138,7 +138,7 @@ class SpecFigures:
         for name in heads:
             for drafter in (model, head):
                 spec = [x for x in rows if x["runtime"].split(" [")[0] == name and x["mode"] == "speculative"
-                        and x.get("drafter") == drafter]
+                        and str(x.get("drafter")) == drafter]
                 if not spec:
                     continue
                 rounds = [rd for x in spec for rd in x["rounds"]]

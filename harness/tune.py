@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from spec_harness.core import drafters, metrics
-from spec_harness.core.config import DraftPolicy
+from spec_harness.core.config import DraftPolicy, DrafterSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
 from spec_harness.harness.run_config import RunConfig, Setting
@@ -169,7 +169,8 @@ def measured_cells(rows: list[dict]) -> list[Cell]:
                     and (r.get("concurrency") or 1) == rec["concurrency"] and r.get("gamma") == rec["gamma"]]
             rounds = [rd for r in spec for rd in (r.get("rounds") or [])]
             row = spec[0]  # the cell's drafter and policy are each of its rows'
-            c.drafter, c.gamma, c.policy, c.view = row["drafter"], rec["gamma"], row.get("draft_policy") or "fixed", rec["runtime"]
+            c.drafter = drafters.of(row["drafter"])  # the row's text parsed, once
+            c.gamma, c.policy, c.view = rec["gamma"], row.get("draft_policy") or "fixed", rec["runtime"]
             top_k, c.keeps_stop = _confidence_reading(first["registry_name"])
             c.confidence_rounds = _confidence_rounds(spec, top_k)
             c.tau, c.alpha, c.share = _tau(spec), rec.get("alpha_hat"), _share(rounds)
@@ -231,7 +232,7 @@ class Candidate:
     name: str
     forward: Optional[str]
     pair: str
-    drafter: str
+    drafter: DrafterSpec
     gamma: int
     n: int
     predicted: float  # speedup
@@ -296,7 +297,7 @@ def _confirm_config(tc: TuneConfig, runtime: str, picks: list[Candidate]) -> Run
     quant = quant_of(first.pair)
     pairs = [p for p in tc.run.pairs if p.name == (first.pair.rpartition("@")[0] if quant else first.pair)]
     return replace(tc.run, runtimes=[first.name], pairs=pairs, target_quants=[quant] if quant else [],
-                   gammas=sorted({c.gamma for c in picks}), drafters=sorted({c.drafter for c in picks}), only=only,
+                   gammas=sorted({c.gamma for c in picks}), drafters=sorted({c.drafter for c in picks}, key=str), only=only,
                    torch_forwards=[first.forward] if first.forward else tc.run.torch_forwards, interleave=True,
                    out=tc.out / "confirm" / _folder(runtime + (f" {quant}" if quant else "")))
 

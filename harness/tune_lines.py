@@ -59,7 +59,7 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
                    if v and str(v).endswith(".gguf")}
         pair = replace(pair, **{k: str(f) for k, f in folders.items() if f is not None})
     p_min = DraftPolicy.parse(best.get("policy") or "fixed").confidence if rec["speculate"] else None
-    return cls.library_command(pair, drafters.parse(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min)
+    return cls.library_command(pair, drafters.of(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min)
 
 
 # ---------------------------------------------------------------- the console

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from spec_harness.core import theory
-from spec_harness.core.config import DraftPolicy
+from spec_harness.core.config import DraftPolicy, DrafterSpec
 
 # the probe measures the draft model stopping under this confidence at gamma G: what stopping
 # costs a round beyond a fixed round of the same drafts (Fit.stop_extra)
@@ -42,7 +42,7 @@ class Cell:
     name: str  # the registry name (harness run --runtime)
     forward: Optional[str]
     pair: str
-    drafter: Optional[str]  # None: the baseline
+    drafter: Optional[DrafterSpec]  # None: the baseline
     gamma: Optional[int]
     n: int
     tokens_per_s: Optional[float]

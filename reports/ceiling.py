@@ -8,9 +8,10 @@ note saying why. What it does not do: any formula (core/theory.py) or reading mo
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from spec_harness.core import drafters, theory
+from spec_harness.core.drafters import DrafterSpec
 from spec_harness.core.drafters.eagle3 import Eagle3Spec
 from spec_harness.core.errors import HarnessError
 from spec_harness.models import shape
@@ -24,12 +25,12 @@ class CFlops:
         self.notes: list[str] = []
         self.found: dict[str, float] = {}  # pair name -> c_flops, for the report's notes
 
-    def __call__(self, refs: Optional[dict], drafter: Optional[str] = "model") -> Optional[float]:
+    def __call__(self, refs: Optional[dict], drafter: Union[str, DrafterSpec, None] = None) -> Optional[float]:
         """The pair's c_flops for a drafter: the draft model's (model), 0 for prompt lookup (no
         model), an EAGLE-3 head's (fc, its layer and its draft-vocabulary head, models/eagle3.py)."""
         if not refs:
             return None
-        d = drafters.of(drafter)  # a row's text, as make_row wrote it
+        d = drafters.of(drafter)  # a loaded row's drafter (text where a caller hands it)
         if d.cost == drafters.NOTHING:
             return 0.0
         if d.cost == drafters.OWN_ROUND and not isinstance(d, Eagle3Spec):

@@ -2,7 +2,8 @@
 sweep folder holding run folders), each with the pair references of its run.json.
 
 Each row gains `source` (its folder) and `pair_refs` (the target/draft paths or ids that
-run.json names, or None). Rows are later pooled by pair *name*; when folders use one name for
+run.json names, or None), and its `drafter` text becomes the registered kind's value
+(core/drafters/), parsed here once for every report. Rows are later pooled by pair *name*; when folders use one name for
 different models (e.g. two "custom" pairs), the name gets "@folder" so they stay apart.
 Forced-acceptance rows (`synthetic`: the rounds follow the theory, the tokens are not the
 target's) are left out, with a note: they measure the machine, not the pair.
@@ -75,6 +76,7 @@ def load(folders: list[Path], forced: bool = False) -> Loaded:
             for r in got:
                 r["source"] = str(f.parent)
                 r["pair_refs"] = (refs or {}).get(r["pair"])
+                r["drafter"] = drafters.of(r["drafter"]) if r.get("drafter") else None  # its text parsed, once
             rows += got
             sources.append(f.parent)
     if not rows:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from spec_harness.core import metrics, theory
 from spec_harness.core.acceptance import pooled, pooled_outputs
+from spec_harness.core.drafters import DrafterSpec
 from spec_harness.core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency"]
@@ -218,7 +219,9 @@ def frame(records: list[dict], drop: tuple = ("pair_refs",)) -> pd.DataFrame:
 
 
 def clean(v):
-    """NaN -> None, for JSON."""
+    """NaN -> None, a drafter -> its text (the rows' own), for JSON."""
+    if isinstance(v, DrafterSpec):
+        return str(v)
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
