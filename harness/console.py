@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from typing import Optional
 
 _NUMBER = re.compile(r"^(-|[-+]?[\d.]+[x%s]?( \(\d+%\))?)$")  # a table cell aligned right: 1.25x, 0.031 (4%), -
 LIBRARIES = r"(transformers|torch|accelerate|huggingface_hub|llama_cpp|gguf)(\..*)?$"
@@ -29,11 +30,15 @@ def library_output(verbose: bool) -> None:
     warnings.filterwarnings("ignore", module=LIBRARIES)
 
 
-def fit(text: str, width: int = 100) -> str:
-    """Markdown text (a report section: paragraphs, bullets, tables) for a terminal `width` columns
-    wide, nothing it says lost: a table that fits is aligned in columns, one that does not becomes
-    a block per row (its first cell, then `header value` pairs); a longer line wraps onto lines
-    indented under it."""
+def fit(text: str, width: Optional[int] = None) -> str:
+    """Text for a terminal `width` columns wide (default: the verdict's, reports/verdict.py's
+    WIDTH), nothing it says lost: a markdown table (a report section's) that fits is aligned in
+    columns, one that does not becomes a block per row (its first cell, then `header value`
+    pairs); a longer line wraps onto lines indented two more than it, a word longer than a line
+    (a path) kept whole."""
+    from spec_harness.reports.verdict import WIDTH
+
+    width = width or WIDTH
     out: list[str] = []
     lines = text.splitlines()
     i = 0

@@ -11,7 +11,6 @@ results schema (core/results.py).
 from __future__ import annotations
 
 import sys
-import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -21,6 +20,7 @@ from spec_harness.core.errors import HarnessError
 from spec_harness.core.metrics import SUSPECTED_BUG
 from spec_harness.core.records import Generation
 from spec_harness.core.results import make_row
+from spec_harness.harness.console import fit
 from spec_harness.harness.prompts import Prompt
 
 if TYPE_CHECKING:  # runtimes.base imports torch
@@ -70,15 +70,7 @@ def skipped_line(tag: str, what: str, why: str) -> str:
     word (the row's error reads so), and a word longer than a line (a path) is kept whole."""
     glue = "\0"  # not whitespace to textwrap: "skipped:" and the reason's first word are one chunk
     head = f"[{tag}] {what}: skipped:" if what else f"[{tag}] skipped:"
-    return wrapped(f"{head}{glue}{why}").replace(glue, " ")
-
-
-def wrapped(text: str) -> str:
-    """A console line in lines of at most the console's columns (reports/verdict.py's WIDTH), the
-    rest indented by two; a word longer than a line (a path) is kept whole."""
-    from spec_harness.reports.verdict import WIDTH
-
-    return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
+    return fit(f"{head}{glue}{why}").replace(glue, " ")
 
 
 def one_line(e: BaseException) -> str:
@@ -137,7 +129,7 @@ def setting_line(tag, policy, gamma, drafter, temperature, pairs: list[tuple[dic
     bugs = sum(1 for s in off if (s.get("mismatch") or {}).get("verdict") == SUSPECTED_BUG)
     flag = "" if not off else f"; {len(off)} greedy mismatch(es)" + (f", {bugs} SUSPECTED BUG" if bugs else "")
     f = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
-    return wrapped(f"[{tag}] {drafting} T{temperature:g}: {len(spec)} generations, {f(b_tps, '.1f')} -> "
+    return fit(f"[{tag}] {drafting} T{temperature:g}: {len(spec)} generations, {f(b_tps, '.1f')} -> "
                    f"{f(s_tps, '.1f')} tok/s, {f(speedup, '.2f')}x, alpha_hat {f(alpha, '.2f')}{flag}")
 
 
@@ -147,9 +139,9 @@ def progress_line(tag, p, gen, b, s) -> str:
     drafting += f" forced alpha {','.join(f'{a:g}' for a in gen.forced)}" if gen.forced else ""
     where = f"[{tag}] {p.id} {drafting} T{gen.sampling.temperature:g} r{gen.seed}"
     if (b or {}).get("error") or s["error"]:
-        return wrapped(f"{where}: error: {(b or {}).get('error') or s['error']}")
+        return fit(f"{where}: error: {(b or {}).get('error') or s['error']}")
     flag = "" if s["greedy_match"] in (None, True) else _mismatch_flag(s.get("mismatch"))
     speedup = "-" if s["speedup"] is None else f"{s['speedup']:.2f}x"
     base_tps = "-" if not b else f"{b['tokens_per_s']:.1f}"
     alpha = "-" if s["alpha_hat"] is None else f"{s['alpha_hat']:.2f}"
-    return wrapped(f"{where}: {base_tps} -> {s['tokens_per_s']:.1f} tok/s, {speedup}, alpha_hat {alpha}{flag}")
+    return fit(f"{where}: {base_tps} -> {s['tokens_per_s']:.1f} tok/s, {speedup}, alpha_hat {alpha}{flag}")

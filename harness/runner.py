@@ -32,8 +32,9 @@ from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
+from spec_harness.harness.console import fit
 from spec_harness.harness.rows import (Measuring, generation_row, label_of, log, one_line, progress_line, setting_line,
-                                       skipped_line, wrapped)
+                                       skipped_line)
 from spec_harness.harness.run_config import (BASELINE, SPECULATIVE, Cell, Request, RunConfig, Setting, check_fits,
                                              limits_or_why, runs_forwards, runs_variants, target_variants)
 from spec_harness.harness.under_load import LoadSetting, UnderLoad, batched_costs
@@ -264,7 +265,7 @@ class Runner:
             write_run_json(self.out, self.info)
             if "server_starts" in desc and rt not in self.lent.values():  # a lent one's runner says it
                 starts = desc["server_starts"]
-                log(wrapped(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items())))
+                log(fit(f"[{tag}] servers started: " + ", ".join(f"{k} {v}x" for k, v in starts.items())))
 
     def _blocks(self, name, pair, rt, bases) -> list["_Block"]:
         """The generations in the order they are measured: one block per setting for a runtime that
