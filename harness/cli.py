@@ -8,7 +8,6 @@ harness/options.py's. What it does not do: run anything itself.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import signal
 import sys
@@ -149,9 +148,9 @@ def _check_drafters(pairs, drafters) -> None:
     missing folder, a head for another target: one line, exit 2)."""
     for d in drafters:
         if type(d).check:
-            module, _, attr = type(d).check.partition(":")
+            check = drafter_kinds.resolve(type(d).check)
             for p in pairs:
-                getattr(importlib.import_module(module), attr)(d, p)
+                check(d, p)
 
 
 def _default_drafters(text: str, pairs) -> list:

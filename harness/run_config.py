@@ -63,7 +63,7 @@ class Setting:
 
     def __post_init__(self):
         object.__setattr__(self, "policy", DraftPolicy.of(self.policy))
-        object.__setattr__(self, "drafter", DrafterSpec.of(self.drafter))
+        object.__setattr__(self, "drafter", drafters.of(self.drafter))
 
     @classmethod
     def drafting(cls, policy, gamma: Optional[int], drafter, forced: Optional[tuple[float, ...]] = None) -> Setting:
@@ -164,7 +164,7 @@ class RunConfig:
     def _parse(self) -> None:
         """The draft policies, drafters and forwards given as text (harness tune's, a test's) parsed."""
         self.draft_policies = [DraftPolicy.of(p) for p in self.draft_policies]
-        self.drafters = [DrafterSpec.of(d) for d in self.drafters]
+        self.drafters = [drafters.of(d) for d in self.drafters]
         self.torch_forwards = [TorchForward.parse(f) for f in self.torch_forwards]
 
     def _check_loads_fit(self) -> None:

@@ -16,14 +16,13 @@ every policy but library-default (the loop is no library's).
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSettings, PairSpec, RuntimeSettings
-from spec_harness.core import sampling
+from spec_harness.core import drafters as drafter_kinds, sampling
 from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.core.records import Generation
 from spec_harness.runtimes import evidence
@@ -198,12 +197,6 @@ class Runtime(ABC):
         """Free models and contexts."""
 
 
-def loop_part(target: str):
-    """A drafter kind's "module:function" of runtimes/ (DrafterSpec.loop, loop_check), imported now."""
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 class TokenizerText:
     """encode/decode/context_length for runtimes over a Hugging Face tokenizer. Mix in before
     Runtime; the runtime sets self.tokenizer and self.context (most tokens) in load()."""
@@ -237,7 +230,7 @@ class LoopRuntime(Runtime):
 
     def drafter(self, gen: GenerationSettings) -> Drafter:
         """Our loop's drafter for gen.drafter: built where its kind says (DrafterSpec.loop)."""
-        return loop_part(type(gen.drafter).loop)(self, gen.drafter, gen)
+        return drafter_kinds.resolve(type(gen.drafter).loop)(self, gen.drafter, gen)
 
     policies = ("fixed", "confidence", "heuristic")
     forces = True
@@ -252,7 +245,7 @@ class LoopRuntime(Runtime):
         if why:
             return why
         check = type(gen.drafter).loop_check
-        return loop_part(check)(self, gen.drafter) if check else None
+        return drafter_kinds.resolve(check)(self, gen.drafter) if check else None
 
     # -- what an EAGLE-3 head reads from the runtime (runtimes/eagle3.py loads and checks it) ----------
 

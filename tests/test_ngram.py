@@ -12,7 +12,8 @@ import pytest
 from spec_harness.core.drafters.eagle3 import Eagle3Spec
 from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.core.drafters.ngram import NGRAM_MAX, NgramSpec
-from spec_harness.core.config import DrafterSpec, GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams
+from spec_harness.core.drafters import parse as parse_drafter
 from spec_harness.core.errors import HarnessError
 from spec_harness.runtimes.ngram import lookup
 
@@ -48,16 +49,16 @@ def test_lookup_examples():
 
 
 def test_drafter_spec():
-    assert DrafterSpec.parse("model") == DraftModelSpec() and DrafterSpec.parse("ngram:3,5") == NgramSpec(3, 5)
-    assert DrafterSpec.parse("ngram").max_ngram == NGRAM_MAX and DrafterSpec.parse("ngram").k is None
-    assert DrafterSpec.parse("ngram:3").max_ngram == 3 and DrafterSpec.parse("eagle3").path is None
-    assert DrafterSpec.parse("eagle3:/heads/h:1").path == "/heads/h:1"
+    assert parse_drafter("model") == DraftModelSpec() and parse_drafter("ngram:3,5") == NgramSpec(3, 5)
+    assert parse_drafter("ngram").max_ngram == NGRAM_MAX and parse_drafter("ngram").k is None
+    assert parse_drafter("ngram:3").max_ngram == 3 and parse_drafter("eagle3").path is None
+    assert parse_drafter("eagle3:/heads/h:1").path == "/heads/h:1"
     for text in ("model", "ngram", "ngram:3", "ngram:3,5", "eagle3", "eagle3:/heads/h"):
-        assert str(DrafterSpec.parse(text)) == text  # rows and run.json carry the flag's text
+        assert str(parse_drafter(text)) == text  # rows and run.json carry the flag's text
         assert str(GenerationSettings(drafter=text).drafter) == text
     for bad in ("ngram:0", "ngram:a", "ngram:1,2,3", "lookup", "model:2"):
         with pytest.raises(HarnessError, match="--drafter"):
-            DrafterSpec.parse(bad)
+            parse_drafter(bad)
         with pytest.raises(HarnessError, match="--drafter"):
             GenerationSettings(drafter=bad)
 

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from spec_harness.core.config import DrafterSpec, PairSpec
+from spec_harness.core.config import PairSpec
+from spec_harness.core.drafters import parse as parse_drafter
 from spec_harness.core.drafters.eagle3 import Eagle3Spec
 from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.harness import tune, tune_lines, tune_model
@@ -213,7 +214,7 @@ def test_each_runtime_says_the_setting_in_its_own_terms():
     vllm = runtimes.get("vllm").library_command(pair, Eagle3Spec(), 2)
     cfg = json.loads(vllm.split("--speculative-config ")[1].strip("'"))
     assert cfg == {"method": "eagle3", "model": "/m/head", "num_speculative_tokens": 2}
-    assert "prompt_lookup_num_tokens=5" in runtimes.get("hf").library_command(pair, DrafterSpec.parse("ngram:3"), 5)
+    assert "prompt_lookup_num_tokens=5" in runtimes.get("hf").library_command(pair, parse_drafter("ngram:3"), 5)
     assert "num_assistant_tokens=4" in runtimes.get("hf").library_command(pair, DraftModelSpec(), 4)
     assert runtimes.get("torch").library_command(pair, DraftModelSpec(), 4) is None  # our loop: the harness line says it
 

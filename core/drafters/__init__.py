@@ -81,14 +81,6 @@ class DrafterSpec:
         a = self.args()
         return f"{self.name}:{a}" if a else self.name
 
-    @classmethod
-    def parse(cls, text: str) -> DrafterSpec:
-        return parse(text)
-
-    @classmethod
-    def of(cls, value: Union[str, DrafterSpec, None]) -> DrafterSpec:
-        return of(value)
-
 
 def register(name: str, target: Union[str, type]) -> None:
     """Add a drafter kind: `target` is "module:Class" (imported when first asked for) or the class."""
@@ -105,9 +97,15 @@ def get(name: str) -> type[DrafterSpec]:
     if target is None:
         raise HarnessError(f"unknown --drafter {name!r}; choose from: {syntaxes()}")
     if isinstance(target, str):
-        module, _, attr = target.partition(":")
-        target = REGISTRY[name] = getattr(importlib.import_module(module), attr)
+        target = REGISTRY[name] = resolve(target)
     return target
+
+
+def resolve(target: str):
+    """What "module:attr" names, imported now: a registry entry, and a kind's `loop`, `loop_check`
+    and `check`, which the floors above resolve when a run asks for the kind."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def kinds() -> list[type[DrafterSpec]]:
