@@ -443,11 +443,13 @@ def _report_of_run(out: Path) -> None:
 from spec_harness.harness.distill_cli import distill as _distill, teacher_data as _teacher_data  # noqa: E402
 from spec_harness.harness.eagle3_cli import eagle3 as _eagle3  # noqa: E402
 from spec_harness.harness.models_cli import models as _models  # noqa: E402 - `harness models list|download|info|agreement`
+from spec_harness.harness.prompts_cli import prompts as _prompts  # noqa: E402 - `harness prompts list|fetch`
 
 _models.add_command(_distill)
 _models.add_command(_teacher_data)
 _models.add_command(_eagle3)
 main.add_command(_models)
+main.add_command(_prompts)
 
 if __name__ == "__main__":
     main()

@@ -16,22 +16,45 @@ user's --prompts file. The set
 (none is taken from Spec-Bench, MT-bench or another dataset); each is under 700 SmolLM2 tokens
 (550 with the chat template). The long ones (1,600 to 2,100 bytes) exceed the 1,024-position context
 of the byte-level tiny test pairs, where the runner refuses them before generating.
+
+--prompts also takes a prompt file in any format harness/prompt_formats.py reads (the public sets
+as published: MT-Bench, Spec-Bench, SPEED-Bench, ShareGPT) and the name of a public set fetched into
+the cache (harness/public_sets.py); `SPEC:N` keeps the first N questions of each category. A
+question of several turns becomes one Prompt per turn, in order: turn k holds the user's earlier
+turns (`history`), and the runner asks it with the runtime's own earlier answers
+(harness/conversation.py).
 """
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from spec_harness.core.errors import HarnessError
+from spec_harness.harness import public_sets
+from spec_harness.harness.prompt_formats import Question, read_questions
 
 
 @dataclass(frozen=True)
 class Prompt:
+    """One user turn to answer: turn `turn` (1-based) of question `id`, after the user's `history`."""
+
     id: str
     category: str
     text: str
+    turn: int = 1
+    history: tuple[str, ...] = ()  # the user's earlier turns of its conversation, in order
+
+    @property
+    def key(self) -> str:
+        """Unique in a run: the id, and the turn after the first."""
+        return self.id if self.turn == 1 else f"{self.id}#{self.turn}"
+
+    def earlier(self, turn: int) -> Prompt:
+        """The prompt of an earlier turn of the same conversation."""
+        return Prompt(self.id, self.category, self.history[turn - 1], turn, self.history[:turn - 1])
 
 
 CATEGORIES = ("factual", "open-ended", "code", "rewrite", "math", "extractive",  # the first seed's content effect
@@ -43,40 +66,52 @@ PROMPT_SETS = Path(__file__).with_name("prompt_sets")  # one JSONL file per cate
 
 
 def builtin(category: str) -> list[Prompt]:
-    return _load_jsonl(PROMPT_SETS / f"{category}.jsonl")
+    return turns_of(read_questions(PROMPT_SETS / f"{category}.jsonl"))
 
 
 def load_prompts(spec: str) -> list[Prompt]:
-    """'factual,code', 'spec-bench', 'all', or a path to a JSONL file of {id, category, prompt} objects.
+    """'factual,code', 'spec-bench', 'all', a prompt file (harness/prompt_formats.py) or a public
+    set's name (harness/public_sets.py), each optionally ':N' (the first N questions of each category).
 
     Set names (SETS) expand to their categories; a category named twice is measured once."""
+    spec, per_category = _limit(spec)
     p = Path(spec)
-    if spec.endswith(".jsonl") or p.is_file():
-        return _load_jsonl(p)
+    if p.suffix in (".jsonl", ".json", ".parquet") or p.is_file():
+        return turns_of(read_questions(p), per_category)
+    if spec in public_sets.SETS:
+        return turns_of([q for f in public_sets.cached(spec) for q in read_questions(f)], per_category)
     given = [s.strip() for s in spec.split(",") if s.strip()]
     names = list(dict.fromkeys(c for n in given for c in SETS.get(n, (n,))))
     bad = [n for n in names if n not in CATEGORIES]
     if bad or not names:
         raise HarnessError(
             f"unknown prompt set {', '.join(bad) or spec!r}; choose from: {', '.join(CATEGORIES)}, "
-            f"{', '.join(SETS)}, or a .jsonl file"
+            f"{', '.join(SETS)}, a public set ({', '.join(public_sets.SETS)}; `harness prompts list`) "
+            "or a prompt file (.jsonl, .json, .parquet)"
         )
-    return [pr for n in names for pr in builtin(n)]
+    return turns_of([q for n in names for q in read_questions(PROMPT_SETS / f"{n}.jsonl")], per_category)
 
 
-def _load_jsonl(path: Path) -> list[Prompt]:
-    if not path.is_file():
-        raise HarnessError(f"prompt file not found: {path}")
+def turns_of(questions: list[Question], per_category: Optional[int] = None) -> list[Prompt]:
+    """Each question's turns as Prompts, a question's turns in order; with `per_category`, the
+    first that many questions of each category."""
+    seen: dict[str, int] = {}
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            text = obj["prompt"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise HarnessError(f"{path}:{n}: expected a JSON object with a \"prompt\" field (and optional id, category)") from None
-        out.append(Prompt(str(obj.get("id", f"{path.stem}-{n}")), str(obj.get("category", "custom")), str(text)))
-    if not out:
-        raise HarnessError(f"prompt file {path} holds no prompts")
+    for q in questions:
+        seen[q.category] = seen.get(q.category, 0) + 1
+        if per_category is None or seen[q.category] <= per_category:
+            out += [Prompt(q.id, q.category, text, k, q.turns[:k - 1]) for k, text in enumerate(q.turns, 1)]
+    twice = next((k for k, n in Counter(p.key for p in out).items() if n > 1), None)
+    if twice is not None:
+        raise HarnessError(f"prompt id {twice.split('#')[0]} appears twice in --prompts: give each question its own id")
     return out
+
+
+def _limit(spec: str) -> tuple[str, Optional[int]]:
+    """'SPEC:N' -> (SPEC, N); 'SPEC' -> (SPEC, None)."""
+    head, sep, tail = spec.rpartition(":")
+    if not sep or not tail.isdigit():
+        return spec, None
+    if int(tail) < 1:
+        raise HarnessError(f"--prompts {spec}: the number of questions per category must be at least 1")
+    return head, int(tail)

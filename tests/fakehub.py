@@ -1,5 +1,6 @@
 """A fake Hugging Face Hub on 127.0.0.1 for tests: the endpoints huggingface_hub 2.x calls for
-auth_check, repo_info, list_repo_tree, hf_hub_download and snapshot_download, with the Hub's
+auth_check, repo_info, list_repo_tree, hf_hub_download and snapshot_download (model repos, and
+dataset repos kept in `repos` as "datasets/OWNER/NAME"), with the Hub's
 error headers (X-Error-Code: RepoNotFound, GatedRepo, EntryNotFound). Point HF_ENDPOINT at `url`.
 
 Also: small GGUF files with a byte-level vocabulary, written with the gguf package.
@@ -65,9 +66,13 @@ class FakeHub:
         path = unquote(urlsplit(h.path).path)
         self.requests.append(("HEAD" if head else "GET", path))
         parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "datasets"] and len(parts) >= 5:  # a dataset repo is kept as "datasets/OWNER/NAME"
+            return self._api(h, "datasets/" + "/".join(parts[2:4]), parts[4], parts[5:])
         if parts[:2] == ["api", "models"] and len(parts) >= 5:
             repo_id, action, rest = "/".join(parts[2:4]), parts[4], parts[5:]
             return self._api(h, repo_id, action, rest)
+        if parts[:1] == ["datasets"] and len(parts) >= 6 and parts[3] == "resolve":
+            return self._resolve(h, "/".join(parts[:3]), "/".join(parts[5:]), head)
         if len(parts) >= 5 and parts[2] == "resolve":
             return self._resolve(h, "/".join(parts[:2]), "/".join(parts[4:]), head)
         return self._send(h, 404, b"not found", {"X-Error-Code": "RepoNotFound"})

@@ -201,9 +201,9 @@ def test_builtin_prompt_sets_and_user_jsonl(tmp_path):
     f.write_text('{"id": "a"}\n')
     from spec_harness.core.errors import HarnessError
 
-    with pytest.raises(HarnessError, match='p.jsonl:1: expected a JSON object with a "prompt"'):
+    with pytest.raises(HarnessError, match=r"p.jsonl:1: not a prompt in a known format; expected one of: \{id, category, prompt\}"):
         load_prompts(str(f))
-    with pytest.raises(HarnessError, match="unknown prompt set .*spec-bench, or a .jsonl file"):
+    with pytest.raises(HarnessError, match="unknown prompt set .*spec-bench, a public set .*or a prompt file"):
         load_prompts("spec-bench-v2")
 
 
