@@ -138,6 +138,10 @@ class SamplingParams:
 
 
 WARMUP_TOKENS = 8  # the length of a warm-up generation (the runner's before each setting, a server's first request)
+# --max-new-tokens where --prompts is a prompt file or a public set (generation stops earlier at EOS):
+# Spec-Bench generates up to 1024 tokens; on a 2-core CPU 128 keeps a few dozen questions x three
+# drafters x every runtime within hours, and long enough to see acceptance late in an answer
+PROMPT_FILE_MAX_NEW_TOKENS = 128
 
 
 @dataclass(frozen=True)

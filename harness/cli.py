@@ -215,7 +215,10 @@ def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
 
 def _execute_axes(pair_list, gamma_list, temp_list, top_p_list, max_new_list, o) -> None:
     """`run` and `sweep`: every axis a comma list."""
+    from spec_harness.harness.prompts import default_length
+
     pairs = [p.strip() for p in pair_list.split(",") if p.strip()] if pair_list else [None]
+    max_new_list = max_new_list or str(default_length(o["prompt_spec"]))
     _execute(pairs, _split(gamma_list, int, "--gamma"), _split(temp_list, float, "--temperature"),
              _split(top_p_list, float, "--top-p"), _split(max_new_list, int, "--max-new-tokens"), o)
 
@@ -258,8 +261,10 @@ def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens,
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     (vLLM: 2) and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""
     from spec_harness.harness import tune as tuning
+    from spec_harness.harness.prompts import default_length
     from spec_harness.harness.tune_lines import lines
 
+    max_new_tokens = max_new_tokens or default_length(o["prompt_spec"])
     cfg = _plan([pair], [1, max(2, max_gamma)], [temperature], [top_p], [max_new_tokens], o, policies=[DraftPolicy()],
                 default_drafters=TUNE_DRAFTERS, stamp="tune-%Y%m%d-%H%M%S")
     tc = tuning.TuneConfig(cfg, max_gamma, confirm, rule_out)
@@ -355,7 +360,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     beside Leviathan's curves and the cost model; resumable like a sweep."""
     from spec_harness import runtimes
     from spec_harness.harness.console import fit, library_output
-    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.harness.prompts import default_length, load_prompts
     from spec_harness.harness.runner import run as run_all
     from spec_harness.models.presets import resolve_pair
     from spec_harness.reports.build import write_calibration
@@ -367,6 +372,7 @@ def calibrate(runtime_spec, pair, gamma_list, alpha_list, prompt_spec, max_new_t
     # everything is checked before a pair is built or a model loads
     alphas, gammas = _split(alpha_list, float, "--alpha"), _split(gamma_list, int, "--gamma")
     names, prompts = runtimes.parse_names(runtime_spec), load_prompts(prompt_spec)
+    max_new_tokens = max_new_tokens or default_length(prompt_spec)
     settings = _runtime_settings(o)
     drafters = drafter_kinds.parse_list(drafter_list)
     concurrencies = _split(o["concurrency_list"], int, "--concurrency")

@@ -16,7 +16,8 @@ from typing import Callable, Union
 
 import click
 
-from spec_harness.core.config import GenerationSettings, RuntimeSettings, SamplingParams, default_of
+from spec_harness.core.config import (PROMPT_FILE_MAX_NEW_TOKENS, GenerationSettings, RuntimeSettings, SamplingParams,
+                                      default_of)
 from spec_harness.harness.prompts import DEFAULT_PROMPTS
 from spec_harness.harness.run_config import RunConfig
 
@@ -129,12 +130,15 @@ POLICY = click.option("--draft-policy", "policy_list", default=str(default_of(Ge
                            "gamma: +2 after a round that accepted all, -1 otherwise), library-default (the runtime's "
                            "library as a user who sets nothing gets it). `harness runtimes` says which runtime runs which.")
 PROMPTS = click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show_default=True,
-                       help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all') or a JSONL "
-                            "file of {id, category, prompt}.")
+                       help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all'), a public "
+                            "set fetched by `harness prompts fetch NAME`, or a prompt file (ours, MT-Bench, Spec-Bench, "
+                            "SPEED-Bench, ShareGPT; .jsonl, .json, .parquet); NAME:N keeps N questions per category.")
 EOS = click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")
 TARGET_QUANT = click.option("--target-quant", "target_quant_list", default=None, cls=RegistryHelp, help=_quant_help)
-MAX_NEW_TOKENS = click.option("--max-new-tokens", default=default_of(GenerationSettings, "max_new_tokens"), show_default=True,
-                              type=int)
+LENGTH_DEFAULT = (f"{default_of(GenerationSettings, 'max_new_tokens')}; {PROMPT_FILE_MAX_NEW_TOKENS} for a prompt file or "
+                  "public set")
+MAX_NEW_TOKENS = click.option("--max-new-tokens", default=None, type=int, help=f"Most tokens generated, fewer at EOS "
+                              f"[default: {LENGTH_DEFAULT}].")
 PAIR = click.option("--pair", default=None, help="Preset pair name (default: the embedded default pair).")
 ONE_SAMPLING = [  # the sampling and length of tune's one setting
     click.option("--temperature", default=default_of(SamplingParams, "temperature"), show_default=True, type=float,
@@ -155,6 +159,6 @@ def axes(gammas: str) -> list:
                      show_default=True, help="Comma list of temperatures (0 = greedy)."),
         click.option("--top-p", "top_p_list", default=str(default_of(SamplingParams, "top_p")), show_default=True,
                      help="Comma list of top-p values."),
-        click.option("--max-new-tokens", "max_new_list", default=str(default_of(GenerationSettings, "max_new_tokens")),
-                     show_default=True, help="Comma list of generation lengths."),
+        click.option("--max-new-tokens", "max_new_list", default=None,
+                     help=f"Comma list of generation lengths, fewer at EOS [default: {LENGTH_DEFAULT}]."),
     ]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from spec_harness.core.config import PROMPT_FILE_MAX_NEW_TOKENS, GenerationSettings, default_of
 from spec_harness.core.errors import HarnessError
 from spec_harness.harness import public_sets
 from spec_harness.harness.prompt_formats import Question, read_questions
@@ -90,6 +91,14 @@ def load_prompts(spec: str) -> list[Prompt]:
             "or a prompt file (.jsonl, .json, .parquet)"
         )
     return turns_of([q for n in names for q in read_questions(PROMPT_SETS / f"{n}.jsonl")], per_category)
+
+
+def default_length(spec: str) -> int:
+    """--max-new-tokens when none is given: the generation default for the built-in sets, longer
+    for a prompt file or a public set (core/config.py says why)."""
+    head, _ = _limit(spec)
+    builtin_only = all(n.strip() in CATEGORIES or n.strip() in SETS for n in head.split(",") if n.strip())
+    return default_of(GenerationSettings, "max_new_tokens") if builtin_only else PROMPT_FILE_MAX_NEW_TOKENS
 
 
 def turns_of(questions: list[Question], per_category: Optional[int] = None) -> list[Prompt]:

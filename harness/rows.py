@@ -11,7 +11,7 @@ results schema (core/results.py).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from spec_harness.core import drafters, metrics
@@ -20,6 +20,7 @@ from spec_harness.core.errors import HarnessError
 from spec_harness.core.metrics import SUSPECTED_BUG
 from spec_harness.core.records import Generation
 from spec_harness.core.results import make_row
+from spec_harness.harness import conversation
 from spec_harness.harness.console import fit
 from spec_harness.harness.prompts import Prompt
 
@@ -37,20 +38,23 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
                    gen: GenerationSettings, g: Optional[Generation], *, error: Optional[str] = None,
                    baseline: Optional[dict] = None, settings: RuntimeSettings = RuntimeSettings(),
                    label: Optional[str] = None, forward: Optional[str] = None,
-                   started_at: Optional[float] = None) -> dict:
+                   started_at: Optional[float] = None, prompt_tokens: Optional[int] = None) -> dict:
     """core.results.make_row for one generation of runtime `rt` (None when it never loaded);
     `label` is the pair as a person names it (models.info.pair_label); `forward` the forward a
     runtime with a choice of them runs (torch: kernels or eager), None for the others;
     `started_at` when the runner asked for it (unix epoch seconds: the harness's clock, which
-    reports/trace.py lays generations on), None for a row no generation was asked for."""
+    reports/trace.py lays generations on), None for a row no generation was asked for;
+    `prompt_tokens` the input's length in the runtime's tokens (chat template and, for a later
+    turn, the conversation so far included)."""
     desc = rt.describe() if rt is not None else {}
     identity = {"runtime": name, "mode": mode, "pair": pair.name, "target_quant": pair.target_quant,
-                "prompt_id": prompt.id, "category": prompt.category, "repeat": repeat}
+                "prompt_id": prompt.id, "turn": prompt.turn, "category": prompt.category, "repeat": repeat}
     row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
                    verify_rule=rt.verify_rule(gen) if rt is not None else None, started_at=started_at)
     row["pair_label"] = label or pair.name
     row["torch_forward"] = forward
+    row["prompt_tokens"] = prompt_tokens
     return row
 
 
@@ -80,7 +84,8 @@ def one_line(e: BaseException) -> str:
 
 @dataclass
 class Measuring:
-    """One runtime and pair being measured: what each of their rows carries beside a generation."""
+    """One runtime and pair being measured: what each of their rows carries beside a generation,
+    each cell's input (`ids`) and its baseline row (`bases`, the answers a later turn reads)."""
 
     name: str  # the runtime's registry name
     pair: PairSpec
@@ -90,6 +95,23 @@ class Measuring:
     settings: RuntimeSettings  # the runtime's settings (its forward, where it has a choice)
     label: str  # the pair as a person names it
     forward: Optional[str]  # the forward of a runtime with a choice of them (torch), else None
+    bases: dict = field(default_factory=dict)  # each cell (run_config.Cell) -> its baseline row
+    later: dict = field(default_factory=dict)  # a later turn's cell -> its ids (the conversation so far)
+
+    def ids(self, cell) -> list[int]:
+        """The input of `cell`: its prompt's ids, or for a later turn the conversation with this
+        runtime's own earlier answers (harness/conversation.py; CannotAsk where it cannot be asked)."""
+        p = cell.prompt
+        if p.turn == 1:
+            return self.encoded[p.key]
+        if cell not in self.later:
+            ids = self.rt.encode(conversation.messages(cell, self.bases))
+            if len(ids) + cell.max_new_tokens > self.rt.context_length:
+                raise conversation.CannotAsk(
+                    f"turn {p.turn} of {p.id} ({len(ids)} tokens with the answers before it) + --max-new-tokens "
+                    f"{cell.max_new_tokens} exceeds the {self.rt.context_length}-token context")
+            self.later[cell] = ids
+        return self.later[cell]
 
     def row(self, mode: str, prompt: Prompt, repeat: int, gen: GenerationSettings, g: Optional[Generation],
             **kw) -> dict:
@@ -137,7 +159,7 @@ def progress_line(tag, p, gen, b, s) -> str:
     """One generation's line: `[torch] factual-1 g4 eagle3 T0 r0: 87.5 -> 100.3 tok/s, 1.15x, alpha_hat 0.53`."""
     drafting = _drafting(gen.draft_policy, gen.gamma_max, gen.drafter)
     drafting += f" forced alpha {','.join(f'{a:g}' for a in gen.forced)}" if gen.forced else ""
-    where = f"[{tag}] {p.id} {drafting} T{gen.sampling.temperature:g} r{gen.seed}"
+    where = f"[{tag}] {p.key} {drafting} T{gen.sampling.temperature:g} r{gen.seed}"
     if (b or {}).get("error") or s["error"]:
         return fit(f"{where}: error: {(b or {}).get('error') or s['error']}")
     flag = "" if s["greedy_match"] in (None, True) else _mismatch_flag(s.get("mismatch"))

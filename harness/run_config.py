@@ -156,6 +156,9 @@ class RunConfig:
         for x in (self.only or []) + [x for xs in self.also.values() for x in xs]:
             self.generation(self.first_cell, x)
         self._check_loads_fit()
+        if any(p.turn > 1 for p in self.prompts) and 1 not in self.concurrencies:
+            raise HarnessError("--prompts holds conversations, whose later turns read the runtime's own answers measured "
+                               "one request at a time: add 1 to --concurrency")
         if self.target_quants:
             from spec_harness.models.quantize import parse_types
 
@@ -208,7 +211,7 @@ class RunConfig:
         choice of them) on `pair`, one of `concurrency` client streams at once."""
         gen = self.generation(cell, setting, concurrency)
         spec = setting.speculative
-        row = {"runtime": name, "pair": pair.name, "mode": setting.mode, "prompt_id": cell.prompt.id,
+        row = {"runtime": name, "pair": pair.name, "mode": setting.mode, "prompt_id": cell.prompt.id, "turn": cell.prompt.turn,
                "repeat": cell.repeat, "gamma": gen.gamma_max if spec else None,
                "draft_policy": str(setting.policy) if spec else None, "drafter": str(setting.drafter) if spec else None,
                "forced_rates": setting.forced, "temperature": cell.sampling.temperature, "top_p": cell.sampling.top_p,
@@ -338,12 +341,12 @@ def check_fits(c: RunConfig, name: str, pair: PairSpec, rt, encoded: dict[str, l
     """Every prompt (`encoded` by the loaded runtime `rt`) and the longest --max-new-tokens in the
     pair's context, and at each --concurrency N above 1 in what each of N sequences can hold; else
     one line (HarnessError)."""
-    for p in c.prompts:
-        if len(encoded[p.id]) + max(c.max_new_tokens) > rt.context_length:
+    for p in (p for p in c.prompts if p.key in encoded):  # a later turn's length is known when asked (Measuring.ids)
+        if len(encoded[p.key]) + max(c.max_new_tokens) > rt.context_length:
             raise HarnessError(
-                f"prompt {p.id} ({len(encoded[p.id])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
+                f"prompt {p.id} ({len(encoded[p.key])} tokens) + --max-new-tokens {max(c.max_new_tokens)} exceeds "
                 f"the {rt.context_length}-token context of {pair.name}; "
-                + ("lower --max-new-tokens" if len(encoded[p.id]) < rt.context_length
+                + ("lower --max-new-tokens" if len(encoded[p.key]) < rt.context_length
                    else "choose shorter prompts (--prompts) or a model with a longer context"))
     if not rt.serves_concurrently:  # its --concurrency above 1 is one skipped row
         return

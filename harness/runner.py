@@ -33,6 +33,7 @@ from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
 from spec_harness.harness.console import fit
+from spec_harness.harness.conversation import CannotAsk
 from spec_harness.harness.rows import (Measuring, generation_row, label_of, log, one_line, progress_line, setting_line,
                                        skipped_line)
 from spec_harness.harness.run_config import (BASELINE, SPECULATIVE, Cell, Request, RunConfig, Setting, check_fits,
@@ -243,17 +244,16 @@ class Runner:
         c = self.cfg
         for other in self.early.values():  # servers starting in the background take nothing from a measurement
             other.hold()
-        encoded = {p.id: rt.encode(p.text) for p in c.prompts}
+        encoded = {p.key: rt.encode(p.text) for p in c.prompts if p.turn == 1}  # a later turn's: Measuring.ids
         self._roofline_inputs(name, pair, encoded)
         check_fits(self.cfg, name, pair, rt, encoded)
         m = Measuring(name, pair, rt, tag, encoded, **self._row_kw(pair))
-        bases: dict[Cell, dict] = {}  # each cell's baseline row
-        blocks = self._blocks(name, pair, rt, bases) if 1 in c.concurrencies else []
+        blocks = self._blocks(name, pair, rt, m.bases) if 1 in c.concurrencies else []
         said: set[Setting] = set()  # the draftings whose skipped row is written
         try:
             for i, b in enumerate(blocks):
                 upcoming = [later.server for later in blocks[i + 1:] if later.runnable]
-                self._measure_block(m, b, upcoming, bases, said)
+                self._measure_block(m, b, upcoming, said)
             for n in (n for n in c.concurrencies if n > 1):
                 self._measure_load(m, n)
             if self.then is not None:
@@ -297,10 +297,10 @@ class Runner:
         b.start = next((k for k in b.warm if not b.why[k]), None)
         return b
 
-    def _measure_block(self, m: Measuring, b: "_Block", upcoming: list, bases: dict, said: set) -> None:
+    def _measure_block(self, m: Measuring, b: "_Block", upcoming: list, said: set) -> None:
         """Warm-up, then cell by cell, each cell's settings in turn. A runtime that runs one setting
         at a time is told first which setting comes now and which come next (start_setting).
-        `bases`: each cell's baseline row; `said`: the draftings whose skipped row is written."""
+        `said`: the draftings whose skipped row is written."""
         if not b.jobs:
             return
         self._warm_up(m, b, upcoming)
@@ -315,10 +315,10 @@ class Runner:
                     self._emit(m.row(setting.mode, cell.prompt, cell.repeat, gen, None, error=f"skipped: {b.why[how]}"))
                 self.bar.update(1)
                 continue
-            base = bases.get(cell)
+            base = m.bases.get(cell)
             row = self._generate(m, req, base)
             if not setting.speculative:
-                bases[cell] = row
+                m.bases[cell] = row
             self._emit(row)
             self.bar.update(1)
             if setting.speculative and (self.cfg.verbose or row["error"] or (base or {}).get("error")):
@@ -327,7 +327,7 @@ class Runner:
                 pooled = _Pooled(replace(setting, forced=None), cell.sampling, cell.max_new_tokens)
                 measured.setdefault(pooled, []).append((base, row))
             elif row["error"]:
-                log(f"[{m.tag}] {cell.prompt.id} baseline rep {gen.seed}: error: {row['error']}")
+                log(f"[{m.tag}] {cell.prompt.key} baseline rep {gen.seed}: error: {row['error']}")
         for k, pairs in measured.items():
             log(setting_line(m.tag, k.setting.policy, k.setting.gamma, k.setting.drafter, k.sampling.temperature, pairs))
 
@@ -339,7 +339,7 @@ class Runner:
         skipped (_LoadFailed); a setting whose server cannot start is one row saying why."""
         c, rt = self.cfg, m.rt
         runnable = [(k, w) for k, w in b.warm.items() if not b.why[k]]
-        first = m.encoded[c.prompts[0].id]
+        first = m.encoded[c.prompts[0].key]
         try:
             servers = b.servers() if rt.one_setting_at_a_time and b.runnable else []
             for i in reversed(range(0, len(servers), rt.starts_together)):  # each with the next; the first last: it runs
@@ -387,7 +387,10 @@ class Runner:
         """One generation -> its row; a runtime's failure is an error row (and errors.log), bad
         input stops the run."""
         p, repeat, mode, gen = req.cell.prompt, req.cell.repeat, req.setting.mode, req.gen
-        ids = m.encoded[p.id]
+        try:
+            ids = m.ids(req.cell)
+        except CannotAsk as e:  # a later turn without an earlier answer, or past the context
+            return m.row(mode, p, repeat, gen, None, error=str(e))
         started = time.time()  # the harness's clock, just before the runtime's call
         try:
             g = m.rt.generate_speculative(ids, gen) if req.setting.speculative else m.rt.generate_baseline(ids, gen)
@@ -395,9 +398,9 @@ class Runner:
             raise
         except Exception as e:  # out of memory, a library error: record it and go on
             with open(self.out / "errors.log", "a") as f:
-                f.write(f"[{m.name} {m.pair.name} {mode} {p.id} repeat {repeat}]\n{traceback.format_exc()}\n")
+                f.write(f"[{m.name} {m.pair.name} {mode} {p.key} repeat {repeat}]\n{traceback.format_exc()}\n")
             return m.row(mode, p, repeat, gen, None, error=one_line(e), started_at=started)
-        row = m.row(mode, p, repeat, gen, g, baseline=baseline, started_at=started)
+        row = m.row(mode, p, repeat, gen, g, baseline=baseline, started_at=started, prompt_tokens=len(ids))
         if row["greedy_match"] is False:
             row["mismatch"] = self._evidence(m.rt, ids, baseline["token_ids"], g)
         self._expected(m.pair, m.rt, row, ids)

@@ -25,6 +25,7 @@ from spec_harness.core import drafters, metrics
 from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import write_run_json
+from spec_harness.harness.conversation import CannotAsk
 from spec_harness.harness.rows import Measuring, log, one_line, skipped_line
 from spec_harness.harness.run_config import BASELINE, Cell, Request, RunConfig, Setting
 from spec_harness.runtimes.server import ServerSetting
@@ -101,7 +102,7 @@ class UnderLoad:
         """One setting's server started for its n sequences, warmed up by n requests at once
         outside every cell, priced where the engine prices itself, then its cells."""
         first, spec, n = load.first, load.speculative, load.n
-        ids = m.encoded[self.cfg.prompts[0].id]
+        ids = m.encoded[self.cfg.prompts[0].key]
         m.rt.start_setting(load.start(), upcoming)
         if self.cfg.warmup:
             warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
@@ -126,7 +127,7 @@ class UnderLoad:
             return
         own = self.info.setdefault("batched_costs", {}).setdefault(m.pair.name, {}).setdefault("by_runtime", {}) \
             .setdefault(m.name, {"how": "the engine's own steps, timed on its servers outside the cells"})
-        ids = m.encoded[c.prompts[0].id]
+        ids = m.encoded[c.prompts[0].key]
         ids = (ids * (64 // max(len(ids), 1) + 1))[:64]
         n = gen.concurrency
         try:
@@ -157,7 +158,12 @@ class UnderLoad:
         # counters are read; a request's started_at is t0 + its start on the cell's clock
         t0 = time.time()
         try:
-            cell, gs = m.rt.generate_load([m.encoded[q.cell.prompt.id] for q in reqs], gens, spec)
+            inputs = [m.ids(q.cell) for q in reqs]
+        except CannotAsk as e:  # a later turn whose earlier answer is missing: the cell's rows say so
+            inputs, cell, gs = [], None, [str(e)] * len(reqs)
+        try:
+            if inputs:
+                cell, gs = m.rt.generate_load(inputs, gens, spec)
         except HarnessError:
             raise
         except Exception as e:  # the server died or answered nonsense: every request of the cell is an error row
@@ -166,20 +172,20 @@ class UnderLoad:
             cell, gs = None, [one_line(e)] * len(reqs)
         cell_id = f"{m.name}|{mode}|{gens[0].draft_policy if spec else '-'}|{gens[0].gamma_max if spec else '-'}|" \
                   f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
-        for q, g, r in zip(reqs, gs, cell.requests if cell else [None] * len(reqs)):
+        for i, (q, g, r) in enumerate(zip(reqs, gs, cell.requests if cell else [None] * len(reqs))):
             p, rep = q.cell.prompt, q.cell.repeat
             base = bases.get(q.cell) if spec else None
             started = t0 + (r.start_s if r is not None else 0.0)
             if isinstance(g, str):
                 row = m.row(mode, p, rep, q.gen, None, error=g, started_at=started)
             else:
-                row = m.row(mode, p, rep, q.gen, g, baseline=base, started_at=started)
+                row = m.row(mode, p, rep, q.gen, g, baseline=base, started_at=started, prompt_tokens=len(inputs[i]))
                 itl = r.inter_token_s()
                 row.update(cell=cell_id, request_start_s=r.start_s, request_end_s=r.end_s, ttft_s=r.ttft_s,
                            itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9))
                 row["extra"] = {**(row.get("extra") or {}), "cell": {"wall_s": cell.wall_s, "client_cpu_s": cell.client_cpu_s,
                                                                       "requests": len(reqs), "concurrency": n}}
-                self.check(m.pair, m.rt, row, m.encoded[p.id])
+                self.check(m.pair, m.rt, row, inputs[i])
             if not spec:
                 bases[q.cell] = row
             self.emit(row)

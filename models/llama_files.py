@@ -19,6 +19,8 @@ from typing import Optional
 import llama_cpp
 
 from spec_harness.core.errors import HarnessError
+from spec_harness.models import chat
+from spec_harness.models.chat import PromptInput
 
 
 LOGGER = "llama-cpp-python"  # llama-cpp-python prints llama.cpp's log lines at or above this logger's level
@@ -146,19 +148,20 @@ def detokenize(vocab, ids: list[int]) -> str:
     return out.decode("utf-8", errors="replace")
 
 
-def encode_prompt(model, vocab, prompt: str) -> list[int]:
-    """Prompt text -> ids: through the GGUF's chat template when it has one, else raw text,
+def encode_prompt(model, vocab, prompt: PromptInput) -> list[int]:
+    """A prompt text or chat messages (models/chat.py) -> ids: through the GGUF's chat template
+    when it has one, else the raw text,
     with the BOS the vocabulary asks for (as models/loading.encode_prompt does for HF)."""
     template = llama_cpp.llama_model_chat_template(model, None)
     add_bos = bool(llama_cpp.llama_vocab_get_add_bos(vocab))
     if not template:
-        return tokenize(vocab, prompt, add_bos, False)
+        return tokenize(vocab, chat.plain(prompt), add_bos, False)
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     bos, eos = llama_cpp.llama_vocab_bos(vocab), llama_cpp.llama_vocab_eos(vocab)
     fmt = Jinja2ChatFormatter(template.decode("utf-8"), token_text(vocab, eos) if eos >= 0 else "",
                               token_text(vocab, bos) if bos >= 0 else "", add_generation_prompt=True)
-    text = fmt(messages=[{"role": "user", "content": prompt}]).prompt
+    text = fmt(messages=chat.messages(prompt)).prompt
     ids = tokenize(vocab, text, False, True)
     if add_bos and bos >= 0 and (not ids or ids[0] != bos):
         ids = [bos] + ids

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Optional
 
 from spec_harness.core.errors import HarnessError
+from spec_harness.models import chat
+from spec_harness.models.chat import PromptInput
 
 
 def cache_root() -> Path:
@@ -219,13 +221,12 @@ def load_hf_model(ref: str, role: str, dtype, device: str):
     return model.to(device).eval()
 
 
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    """Prompt text -> ids: through the chat template when the tokenizer has one, else raw."""
+def encode_prompt(tokenizer, prompt: PromptInput) -> list[int]:
+    """A prompt text or chat messages (models/chat.py) -> ids: through the chat template when the
+    tokenizer has one, else the raw text."""
     if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
-        )
+        ids = tokenizer.apply_chat_template(chat.messages(prompt), add_generation_prompt=True, tokenize=True)
         if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
             ids = ids["input_ids"]
         return list(ids)
-    return tokenizer.encode(prompt, add_special_tokens=False)
+    return tokenizer.encode(chat.plain(prompt), add_special_tokens=False)

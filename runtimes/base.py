@@ -25,6 +25,7 @@ from spec_harness.core.config import LIBRARY_DEFAULT, DrafterSpec, GenerationSet
 from spec_harness.core import drafters as drafter_kinds, sampling
 from spec_harness.core.drafters.model import DraftModelSpec
 from spec_harness.core.records import Generation
+from spec_harness.models.chat import PromptInput
 from spec_harness.runtimes import evidence
 from spec_harness.runtimes.loop import Drafter, Loop, Model
 
@@ -90,8 +91,9 @@ class Runtime(ABC):
         RuntimeUnavailable when this runtime cannot run the pair here."""
 
     @abstractmethod
-    def encode(self, prompt: str) -> list[int]:
-        """Prompt text -> token ids the target sees (chat template applied where the model has one)."""
+    def encode(self, prompt: PromptInput) -> list[int]:
+        """Prompt text, or a conversation's chat messages (models/chat.py) -> token ids the target
+        sees (chat template applied where the model has one)."""
 
     @abstractmethod
     def decode(self, ids: list[int]) -> str: ...
@@ -201,7 +203,7 @@ class TokenizerText:
     """encode/decode/context_length for runtimes over a Hugging Face tokenizer. Mix in before
     Runtime; the runtime sets self.tokenizer and self.context (most tokens) in load()."""
 
-    def encode(self, prompt: str) -> list[int]:
+    def encode(self, prompt: PromptInput) -> list[int]:
         from spec_harness.models.loading import encode_prompt
 
         return encode_prompt(self.tokenizer, prompt)

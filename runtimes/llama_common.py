@@ -18,6 +18,7 @@ import llama_cpp
 from spec_harness.core.config import RuntimeSettings
 from spec_harness.core.limits import threads_of
 from spec_harness.models import llama_files
+from spec_harness.models.chat import PromptInput
 from spec_harness.models.shape import pair_sizes, sizes_from_gguf
 
 N_BATCH = 512  # tokens per llama_decode call at most (prompts are fed in chunks of this)
@@ -31,7 +32,7 @@ class LlamaText:
     vocab = None
     n_ctx = 0
 
-    def encode(self, prompt: str) -> list[int]:
+    def encode(self, prompt: PromptInput) -> list[int]:
         return llama_files.encode_prompt(self.text_model, self.vocab, prompt)
 
     def decode(self, ids: list[int]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from spec_harness.models import chat
 from spec_harness.runtimes.base import LoopRuntime
 from spec_harness.runtimes.loop import Model
 
@@ -44,8 +45,8 @@ class ToyRuntime(LoopRuntime):
         self.draft = Bigram(table + torch.randn(EOS + 1, EOS + 1, generator=g))  # agrees often, not always
         self.eos_id = EOS
 
-    def encode(self, prompt: str) -> list[int]:
-        return list(prompt.encode())
+    def encode(self, prompt) -> list[int]:
+        return list(chat.plain(prompt).encode())
 
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < EOS).decode(errors="replace")
@@ -66,3 +67,27 @@ class Probe(ToyRuntime):
     def generate_speculative(self, prompt_ids, gen):
         self.seen.append(self.watch())
         return super().generate_speculative(prompt_ids, gen)
+
+
+class Recording(ToyRuntime):
+    """The toy runtime, keeping every input it is asked to continue (tests/test_conversation.py)."""
+
+    name = "recording"
+    inputs: list[list[int]] = []
+
+    def generate_baseline(self, prompt_ids, gen):
+        self.inputs.append(list(prompt_ids))
+        return super().generate_baseline(prompt_ids, gen)
+
+    def generate_speculative(self, prompt_ids, gen):
+        self.inputs.append(list(prompt_ids))
+        return super().generate_speculative(prompt_ids, gen)
+
+
+class FailsOnGhi(Recording):
+    """The recording toy, failing every baseline of an input that ends in "ghi"."""
+
+    def generate_baseline(self, prompt_ids, gen):
+        if bytes(prompt_ids).endswith(b"ghi"):
+            raise RuntimeError("out of memory (for the test)")
+        return super().generate_baseline(prompt_ids, gen)
