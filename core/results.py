@@ -30,12 +30,13 @@ HASH_FULL_LIMIT = 1 << 30  # files above 1 GiB get a head+tail sha256, marked as
 # target_quant: the llama.cpp type of a target variant (--target-quant; the pair is then "PAIR@TYPE"),
 # null for the target as given and in rows written before the field existed
 # turn: the turn (1-based) of a conversation's question the row answers (harness/conversation.py), 1
-# for a one-turn prompt and in rows written before the field existed
-IDENTITY_FIELDS = ("runtime", "mode", "pair", "target_quant", "prompt_id", "turn", "category", "repeat")
+# for a one-turn prompt and in rows written before the field existed; input_len: the tokens
+# --input-len built the prompt to (harness/input_len.py), null for a prompt as given
+IDENTITY_FIELDS = ("runtime", "mode", "pair", "target_quant", "prompt_id", "turn", "input_len", "category", "repeat")
 OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
-KEY_FIELDS = ("runtime", "pair", "target_quant", "mode", "prompt_id", "turn", "repeat", "gamma", "draft_policy", "drafter",
+KEY_FIELDS = ("runtime", "pair", "target_quant", "mode", "prompt_id", "turn", "input_len", "repeat", "gamma", "draft_policy", "drafter",
               "forced_rates", "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward")
 # one request of a cell under load (--concurrency N > 1): the client's clock; null in other rows
 LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median_s", "itl_p90_s")

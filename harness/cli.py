@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import signal
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
@@ -21,6 +22,7 @@ from spec_harness.core import drafters as drafter_kinds
 from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import check_out_dir
+from spec_harness.harness import input_len
 from spec_harness.harness.bench import BenchSettings, figures_help
 from spec_harness.harness.options import (
     DEFAULT_DRAFTERS,
@@ -33,6 +35,7 @@ from spec_harness.harness.options import (
     PAIR,
     POLICY,
     PROMPTS,
+    INPUT_LEN,
     REPEAT_OPTIONS,
     RegistryHelp,
     SWEEP_GAMMAS,
@@ -132,7 +135,7 @@ def _common(gammas: str):
                                "do, all its servers kept live where free memory holds them (default: one setting "
                                "after another, each server started once).")]
     return options(axes(gammas), [runtime_option(RUN_RUNTIMES)], MODEL_OPTIONS,
-                   [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS, table)
+                   [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS, INPUT_LEN], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS, table)
 
 
 def _split(value: str, cast, flag: str) -> list:
@@ -191,11 +194,36 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, *, policies: O
         _default_drafters(default_drafters or DEFAULT_DRAFTERS, resolved)
     _check_drafters(resolved, drafters)
     _check_quants(resolved, quants, names)
+    lengths = input_len.parse(o.get("input_len"))
+    if lengths:
+        prompts, settings = _at_input_lengths(prompts, lengths, resolved, max(max_new_tokens), settings)
     return RunConfig(names, resolved, prompts, gammas=gammas, samplings=samplings, max_new_tokens=max_new_tokens,
                      seed=o["seed"], ignore_eos=o["ignore_eos"], draft_policies=policies, drafters=drafters,
                      runtime=settings, repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],
                      concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
-                     verbose=o["verbose"], target_quants=quants, interleave=o.get("interleave", False))
+                     verbose=o["verbose"], target_quants=quants, interleave=o.get("interleave", False),
+                     input_lens=lengths)
+
+
+def _at_input_lengths(prompts, lengths, pairs, max_new_tokens, settings):
+    """--input-len: the prompts built to each length with the first pair's tokenizer (harness/input_len.py),
+    each length checked against every pair's context first; the llama.cpp context raised to hold the
+    longest where --n-ctx is not given."""
+    from spec_harness.harness.prompts import load_prompts
+    from spec_harness.models.loading import encode_prompt, load_hf_tokenizer
+    from spec_harness.models.shape import model_context
+
+    for p in pairs:
+        input_len.check_context(lengths, max_new_tokens, model_context(p.target_gguf or p.target), p.name)
+    need = lengths[-1] + max_new_tokens
+    if settings.n_ctx is None and need > RuntimeSettings.N_CTX_CAP:
+        settings = replace(settings, n_ctx=need)
+        click.echo(f"--input-len {input_len.label(lengths[-1])}: llama.cpp's context set to {need} tokens "
+                   f"(its default is at most {RuntimeSettings.N_CTX_CAP}; --n-ctx sets it)", err=True)
+    tokenizer = load_hf_tokenizer(pairs[0].target, "target")
+    click.echo(f"building {len(prompts)} prompts at {', '.join(map(input_len.label, lengths))} tokens ...", err=True)
+    more = [p.text for p in load_prompts("all")]
+    return input_len.build(prompts, lengths, lambda text: encode_prompt(tokenizer, text), more), settings
 
 
 def _execute(pairs, gammas, temperatures, top_ps, max_new_tokens, o) -> None:
@@ -256,7 +284,7 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @click.option("--rule-out", default=default_of(TuneConfig, "rule_out"), show_default=True, type=float,
               help="Settings predicted below this speedup are not measured again (0: confirm the best whatever "
                    "their prediction).")
-@options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
+@options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS, INPUT_LEN], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
 def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     (vLLM: 2) and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""

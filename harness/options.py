@@ -133,6 +133,10 @@ PROMPTS = click.option("--prompts", "prompt_spec", default=DEFAULT_PROMPTS, show
                        help="Built-in categories (comma list; 'spec-bench' = its six task categories; 'all'), a public "
                             "set fetched by `harness prompts fetch NAME`, or a prompt file (ours, MT-Bench, Spec-Bench, "
                             "SPEED-Bench, ShareGPT; .jsonl, .json, .parquet); NAME:N keeps N questions per category.")
+INPUT_LEN = click.option("--input-len", "input_len", default=None,
+                         help="Comma list of input lengths in tokens (an axis; 512,1k,2k,4k): each prompt built to "
+                              "exactly that many of the pair's tokens, chat template included, from real text (cut, "
+                              "or preceded by the set's other prompts).")
 EOS = click.option("--ignore-eos", is_flag=True, help="Always generate --max-new-tokens tokens.")
 TARGET_QUANT = click.option("--target-quant", "target_quant_list", default=None, cls=RegistryHelp, help=_quant_help)
 LENGTH_DEFAULT = (f"{default_of(GenerationSettings, 'max_new_tokens')}; {PROMPT_FILE_MAX_NEW_TOKENS} for a prompt file or "

@@ -47,11 +47,13 @@ class Prompt:
     text: str
     turn: int = 1
     history: tuple[str, ...] = ()  # the user's earlier turns of its conversation, in order
+    input_len: Optional[int] = None  # the tokens --input-len built it to (harness/input_len.py); None: as given
 
     @property
     def key(self) -> str:
-        """Unique in a run: the id, and the turn after the first."""
-        return self.id if self.turn == 1 else f"{self.id}#{self.turn}"
+        """Unique in a run: the id, the turn after the first, the input length where one was built."""
+        turn = f"#{self.turn}" if self.turn > 1 else ""
+        return f"{self.id}{turn}" + (f"@{self.input_len}" if self.input_len else "")
 
     def earlier(self, turn: int) -> Prompt:
         """The prompt of an earlier turn of the same conversation."""

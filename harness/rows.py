@@ -48,7 +48,8 @@ def generation_row(pair: PairSpec, rt: Optional[Runtime], name: str, mode: str, 
     turn, the conversation so far included)."""
     desc = rt.describe() if rt is not None else {}
     identity = {"runtime": name, "mode": mode, "pair": pair.name, "target_quant": pair.target_quant,
-                "prompt_id": prompt.id, "turn": prompt.turn, "category": prompt.category, "repeat": repeat}
+                "prompt_id": prompt.id, "turn": prompt.turn, "input_len": prompt.input_len,
+                "category": prompt.category, "repeat": repeat}
     row = make_row(identity, gen, desc.get("device", settings.device), desc.get("dtype", settings.dtype), g,
                    text=rt.decode(g.token_ids) if g is not None else None, error=error, baseline=baseline,
                    verify_rule=rt.verify_rule(gen) if rt is not None else None, started_at=started_at)

@@ -135,6 +135,8 @@ class RunConfig:
     # turn, as the in-process runtimes do, where it can keep all their servers live (keep_live): the
     # settings paired prompt by prompt against a machine whose speed drifts (harness tune)
     interleave: bool = False
+    # the input lengths the prompts were built to (--input-len, harness/input_len.py); []: as given
+    input_lens: list[int] = field(default_factory=list)
 
     def __post_init__(self):
         self._parse()
@@ -212,6 +214,7 @@ class RunConfig:
         gen = self.generation(cell, setting, concurrency)
         spec = setting.speculative
         row = {"runtime": name, "pair": pair.name, "mode": setting.mode, "prompt_id": cell.prompt.id, "turn": cell.prompt.turn,
+               "input_len": cell.prompt.input_len,
                "repeat": cell.repeat, "gamma": gen.gamma_max if spec else None,
                "draft_policy": str(setting.policy) if spec else None, "drafter": str(setting.drafter) if spec else None,
                "forced_rates": setting.forced, "temperature": cell.sampling.temperature, "top_p": cell.sampling.top_p,
@@ -254,6 +257,10 @@ class RunConfig:
             "runtime_settings": asdict(self.runtime), "repeats": self.repeats, "warmup": self.warmup,
             "interleave": self.interleave, "prompts": [asdict(p) for p in self.prompts],
         }
+        if self.input_lens:
+            from spec_harness.harness.input_len import RULE
+
+            config.update(input_lens=self.input_lens, input_len_rule=RULE)
         # a variant's own file only (its float32 folder is that file's weights, its draft the pair's)
         files = model_files(ref for p in pairs for ref in ((p.target_gguf,) if p.target_quant else
                                                            (p.target, p.draft, p.target_gguf, p.draft_gguf)))

@@ -82,6 +82,20 @@ def context_length(cfg) -> Optional[int]:
     return _first(cfg, "max_position_embeddings", "n_positions")
 
 
+def model_context(ref: Optional[str]) -> Optional[int]:
+    """The positions a model (GGUF file, folder or Hub id) was trained for, from its header or
+    config alone; None where it does not say or cannot be read here."""
+    if not ref:
+        return None
+    try:
+        if str(ref).endswith(".gguf"):
+            value = gguf_arch_value(open_gguf(ref), "context_length")
+            return int(value) if value else None
+        return context_length(load_config(ref))
+    except Exception:  # noqa: BLE001 - unknown: the loaded runtime's own check still holds
+        return None
+
+
 def shape_from_config(cfg) -> ModelShape:
     """A transformers PretrainedConfig (text part) -> ModelShape; HarnessError if unsupported."""
     if hasattr(cfg, "get_text_config"):
