@@ -1,16 +1,18 @@
 """The report's sections on real traffic: acceptance in each third of long outputs
-(reports/thirds.py, output_thirds.csv). Every number is set against arithmetic written out here on
-the synthetic rows' round records (tests/synthetic.py), never against the code under test; the
-section is absent from report.md where it says nothing; the turns of one prompt are never set
-against each other (greedy baselines across runtimes)."""
+(reports/thirds.py, output_thirds.csv) and acceptance and speedup per turn of a conversation
+(reports/turns.py, turns.csv). Every number is set against arithmetic written out here on the
+synthetic rows' round records (tests/synthetic.py), never against the code under test; each section
+is absent from report.md where it says nothing; the turns of one prompt are never set against each
+other (a turn's speedup, greedy baselines across runtimes)."""
 
 from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
-from spec_harness.reports import mismatch, thirds, write_report
+from spec_harness.reports import mismatch, thirds, turns, write_report
 from tests import synthetic
 
 # (drafted, accepted, emitted) per round. f1: 15 rounds, 45 tokens, every draft accepted early and
@@ -47,6 +49,12 @@ def rates(rounds: list[dict]) -> dict:
             "alpha_hat": alpha(rounds), "mean_accepted_len": sum(rd["emitted"] for rd in rounds) / len(rounds)}
 
 
+def two_turns() -> list[dict]:
+    """Turn 1 (rows written before `turn` existed: no field) accepts as FADE; turn 2 accepts as the
+    default synthetic rounds, on a runtime twice as slow, its baselines too."""
+    return synthetic.rows_for("fast", (4,), rounds=FADE) + [dict(r, turn=2) for r in synthetic.rows_for("fast", (4,), scale=2.0)]
+
+
 def test_late_rounds_that_accept_less_show_a_lower_last_third():
     rows = synthetic.rows_for("fast", (4,), rounds=FADE)
     recs = thirds.records(rows)
@@ -75,6 +83,28 @@ def test_short_error_and_synthetic_generations_do_not_count():
         assert rec["alpha_hat"] == pytest.approx(alpha(rounds)) and rec["rounds"] == len(rounds)
 
 
+def test_per_turn_numbers_are_each_turns_own_rows():
+    rows = two_turns()
+    recs = turns.records(rows[4:] + rows[:4])  # turn 2's rows first: the table still reads turn 1, then 2
+    assert [r["turn"] for r in recs] == [1, 2]
+    for rec in recs:
+        mine = [r for r in rows if r.get("turn", 1) == rec["turn"]]
+        base = [r for r in mine if r["mode"] == "baseline"]
+        spec = [r for r in mine if r["mode"] == "speculative"]
+        per_token = [sum(r["wall_s"] for r in side) / sum(r["new_tokens"] for r in side) for side in (base, spec)]
+        assert rec["speedup"] == pytest.approx(per_token[0] / per_token[1])
+        assert rec["n"] == len(spec) == 2
+        for k, v in rates([rd for r in spec for rd in r["rounds"]]).items():
+            assert rec[k] == pytest.approx(v), (rec["turn"], k)
+    assert recs[0]["alpha_hat"] > recs[1]["alpha_hat"] + 0.2
+    # against turn 1's faster baselines too, turn 2 would read otherwise: the turns are set apart
+    everything = [r for r in rows if r["mode"] == "baseline"]
+    spec2 = [r for r in rows if r.get("turn") == 2 and r["mode"] == "speculative"]
+    pooled = (sum(r["wall_s"] for r in everything) / sum(r["new_tokens"] for r in everything)) / (
+        sum(r["wall_s"] for r in spec2) / sum(r["new_tokens"] for r in spec2))
+    assert recs[1]["speedup"] != pytest.approx(pooled, rel=0.05)
+
+
 def test_turns_of_one_prompt_are_never_set_against_each_other_across_runtimes():
     """Greedy baselines across runtimes (mismatch.agreement) pair on prompt and turn: the two
     runtimes agree on each turn, and turn 2's ids are not turn 1's."""
@@ -94,12 +124,47 @@ def test_turns_of_one_prompt_are_never_set_against_each_other_across_runtimes():
     assert "(f1 turn 2 token 3: margin 2.000" in mismatch.runtime_lines([spec], "a")[0]
 
 
-def test_the_section_is_absent_where_it_says_nothing(tmp_path):
+def test_sections_absent_where_they_say_nothing(tmp_path):
     md = write_report([synthetic.write_run(tmp_path / "plain", synthetic.rows_for("fast", (4,)))]).read_text()
-    assert "## Acceptance along the output" not in md
-    assert (tmp_path / "plain" / "report" / "output_thirds.csv").exists()  # the CSV is written all the same
-    long = synthetic.rows_for("fast", (4,), rounds=FADE)
+    assert "## Acceptance along the output" not in md and "## Acceptance and speedup per turn" not in md
+    out = tmp_path / "plain" / "report"
+    assert (out / "output_thirds.csv").exists()
+    assert pd.read_csv(out / "turns.csv").turn.tolist() == [1]  # the CSV is written all the same
+    long = synthetic.rows_for("fast", (4,), rounds=FADE)  # long outputs, one turn
     md = write_report([synthetic.write_run(tmp_path / "long", long)]).read_text()
-    assert md.index("## Acceptance per prompt category") < md.index("## Acceptance along the output")
+    assert "## Acceptance along the output" in md and "## Acceptance and speedup per turn" not in md
     doc = json.loads((tmp_path / "long" / "report" / "report.json").read_text())
     assert [r["third"] for r in doc["output_thirds"]] == list(THIRD)
+
+
+def test_report_md_csv_json_and_html_carry_both_sections(tmp_path):
+    rows = two_turns()
+    eagle = [dict(r, drafter="eagle3") for r in rows if r["mode"] == "speculative" and "turn" not in r]
+    d = synthetic.write_run(tmp_path / "run", rows + eagle)
+    md = write_report([d]).read_text()
+    out = d / "report"
+    at = md.index("## Acceptance along the output")
+    assert md.index("## Acceptance per prompt category") < at < md.index("## Acceptance and speedup per turn")
+    # thirds over turn 1's long generations only (turn 2's have 3 and 10 rounds), each drafter its own cell,
+    # labelled as in the Acceptance table
+    labels = set(pd.read_csv(out / "summary.csv").label)
+    csv = pd.read_csv(out / "output_thirds.csv")
+    assert list(dict.fromkeys(csv.label)) == ["fast · spec γ=4", "fast [eagle3] · spec γ=4"] and set(csv.label) <= labels
+    for label in ("fast · spec γ=4", "fast [eagle3] · spec γ=4"):
+        for (_, rec), rounds in zip(csv[csv.label == label].iterrows(), by_hand(rows)):
+            r = rates(rounds)
+            line = (f"| {label} | {rec.third} | 2 | {len(rounds)} | {r['acceptance_rate']:.3f} | {r['alpha_hat']:.3f} | "
+                    f"{r['mean_accepted_len']:.2f} | {alpha(rounds) - alpha(by_hand(rows)[0]):+.3f} |")
+            assert line in md
+    table = pd.read_csv(out / "turns.csv")
+    model = table[table.label == "fast · spec γ=4"]
+    assert model.turn.tolist() == [1, 2] and model.speedup.iloc[1] == pytest.approx((0.28 / 20) / (0.44 / 20))
+    spec2 = [r for r in rows if r.get("turn") == 2 and r["mode"] == "speculative"]
+    r = rates([rd for s in spec2 for rd in s["rounds"]])
+    assert (f"| fast · spec γ=4 | 2 | 2 | {r['acceptance_rate']:.3f} | {r['alpha_hat']:.3f} | {r['mean_accepted_len']:.2f} "
+            f"| {model.speedup.iloc[1]:.2f}x |") in md
+    doc = json.loads((out / "report.json").read_text())
+    assert len(doc["output_thirds"]) == 6 and [r["turn"] for r in doc["turns"]] == [1, 2, 1]
+    html = (out / "report.html").read_text()
+    for anchor in ("acceptance-along-the-output", "acceptance-and-speedup-per-turn"):
+        assert f'href="#{anchor}"' in html and f'id="{anchor}"' in html
