@@ -4,18 +4,21 @@ The report is a list of reports/sections.py's Section, made here in report order
 each names its heading, text, table and the CSV its records go to; report.md is the list rendered,
 the CSVs and report.json's tables are the records of the sections that name a CSV, so a new table
 is one new Section in the list. A section report.md does not show (`when` false) still writes its
-CSV (histogram.csv, drafted.csv; figures.csv with one run folder).
+CSV (histogram.csv, drafted.csv; figures.csv with one run folder; output_thirds.csv with no
+generation long enough, turns.csv with one turn).
 
 Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
 verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
 one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv,
 categories.csv, positions.csv, histogram.csv (accepted per round), drafted.csv (drafted per round),
-acceptance.csv (each cell against what its models predict), quantization.csv (per runtime and target
-variant, where a run has several: quantization.py), figures.csv (each run folder's figures),
-mismatches.csv (greedy mismatches and their evidence), agreement.csv (greedy baselines across
-runtimes), under_load.csv (reports/concurrency.py), explain.csv, roofline.csv (each step against
-this machine's limits, roofline.py), report.json (all tables, the verdict, headline, explanations,
-the roofline and notes) and the PNG plots of plots.py, verdict.png and waterfall.png included.
+output_thirds.csv (acceptance in each third of long outputs, thirds.py), turns.csv (acceptance and
+speedup per turn of a conversation, turns.py), acceptance.csv (each cell against what its models
+predict), quantization.csv (per runtime and target variant, where a run has several:
+quantization.py), figures.csv (each run folder's figures), mismatches.csv (greedy mismatches and
+their evidence), agreement.csv (greedy baselines across runtimes), under_load.csv
+(reports/concurrency.py), explain.csv, roofline.csv (each step against this machine's limits,
+roofline.py), report.json (all tables, the verdict, headline, explanations, the roofline and notes)
+and the PNG plots of plots.py, verdict.png and waterfall.png included.
 `harness explain` writes explain.csv, explain.json and waterfall.png only (its text ends with the
 roofline of the same cells). What it does not do: measure anything, or word a section (markdown.py).
 """
@@ -30,7 +33,7 @@ from typing import Optional
 
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_run_json
-from spec_harness.reports import concurrency, explain, markdown, mismatch, plots, quantization, tables, verdict
+from spec_harness.reports import concurrency, explain, markdown, mismatch, plots, quantization, tables, thirds, turns, verdict
 from spec_harness.reports.ceiling import CFlops
 from spec_harness.reports.figures import run_figures
 from spec_harness.reports.html import write_html
@@ -108,8 +111,8 @@ def _json_safe(records: list[dict]) -> list[dict]:
 @dataclass(frozen=True, kw_only=True)
 class Parts:
     """What the report's sections are made of: the tables by report.json key (cells, categories,
-    positions, histogram, drafted, roofline, figures, mismatches, agreement, under_load, acceptance,
-    quantization), the plots drawn, and the text other modules wrote."""
+    positions, histogram, drafted, output_thirds, turns, roofline, figures, mismatches, agreement,
+    under_load, acceptance, quantization), the plots drawn, and the text other modules wrote."""
 
     tables: dict
     plots: list[str]
@@ -122,6 +125,7 @@ class Parts:
     roofline: Roofline
     under_load_png: Optional[str]
     tune: Optional[list[str]]  # what `harness tune` printed, where the first folder is a tune's
+    turns: bool  # whether the rows hold more than one turn of a conversation (reports/turns.py)
 
 
 def write_report(dirs: list, out: Optional[Path] = None) -> Path:
@@ -149,10 +153,11 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
     rows = loaded.rows
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),
-            "positions": tables.positions(rows), "histogram": tables.histogram(rows), "drafted": tables.drafted(rows)}
+            "positions": tables.positions(rows), "histogram": tables.histogram(rows), "drafted": tables.drafted(rows),
+            "output_thirds": thirds.records(rows), "turns": turns.records(rows)}
     tables.add_theory(data["cells"], cflops)
     vary = tables.varying(data["cells"])
-    for name in ("cells", "categories", "positions"):
+    for name in ("cells", "categories", "positions", "output_thirds", "turns"):
         for r in data[name]:
             r["label"] = tables.label({"mode": "speculative", **r}, vary)
     notes = loaded.notes + _notes(rows, data["cells"], cflops)
@@ -174,7 +179,7 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
         (out / markdown.VERDICT_PNG).unlink(missing_ok=True)
     return Parts(tables=data, plots=written, notes=notes, sources=[str(s) for s in loaded.sources], verdict=v,
                  explanations=expls, comparisons=comparisons, explain_lines=lines, roofline=roof,
-                 under_load_png=png and CONCURRENCY_PNG, tune=tune)
+                 under_load_png=png and CONCURRENCY_PNG, tune=tune, turns=turns.several(rows))
 
 
 def sections(p: Parts) -> list[Section]:
@@ -209,7 +214,8 @@ def _cell_sections(p: Parts) -> list[Section]:
 
 
 def _other_sections(p: Parts) -> list[Section]:
-    """Under load, per category, per run folder, greedy outputs, explain, the machine's limits."""
+    """Under load, per category, along the output, per turn, per run folder, greedy outputs,
+    explain, the machine's limits."""
     t = p.tables
     under_load, categories, figures, mismatches, agreement = (
         t[k] for k in ("under_load", "categories", "figures", "mismatches", "agreement"))
@@ -217,6 +223,10 @@ def _other_sections(p: Parts) -> list[Section]:
         Section(lines=concurrency.markdown(under_load, p.under_load_png), records=under_load, csv="under_load.csv"),
         Section("Acceptance per prompt category", rows=categories, columns=markdown.CATEGORY_COLS, csv="categories.csv",
                 when=bool(categories)),
+        Section("Acceptance along the output", text=[thirds.TEXT], rows=t["output_thirds"], columns=thirds.COLS,
+                csv="output_thirds.csv", when=bool(t["output_thirds"])),
+        Section("Acceptance and speedup per turn", text=[turns.TEXT], rows=t["turns"], columns=turns.COLS, csv="turns.csv",
+                when=p.turns and bool(t["turns"])),
         Section("Each run folder", rows=figures, columns=markdown.FIGURE_COLS, csv="figures.csv",
                 when=bool(figures) and len(p.sources) > 1),
         Section("Greedy mismatches", text=[markdown.MISMATCH_TEXT], rows=mismatches, columns=markdown.MISMATCH_COLS,

@@ -11,6 +11,7 @@ import itertools
 from typing import Optional
 
 from spec_harness.core import metrics
+from spec_harness.reports.tables import turn
 
 NEAR_TIE, SUSPECTED_BUG = metrics.NEAR_TIE, metrics.SUSPECTED_BUG
 
@@ -18,6 +19,12 @@ NEAR_TIE, SUSPECTED_BUG = metrics.NEAR_TIE, metrics.SUSPECTED_BUG
 def _span(xs: list[float]) -> str:
     lo, hi = min(xs), max(xs)
     return f"{lo:.3f}" if abs(hi - lo) < 5e-4 else f"{lo:.3f}-{hi:.3f}"
+
+
+def _prompt(prompt_id: str, turn_: int) -> str:
+    """A prompt as the lines and the records' `prompt` name it: its id, and its turn past the first
+    ("mt1 turn 2"); the records keep the turn as a number too."""
+    return prompt_id if turn_ == 1 else f"{prompt_id} turn {turn_}"
 
 
 def mismatch_rows(rows: list[dict]) -> list[dict]:
@@ -35,7 +42,7 @@ def runtime_lines(rows: list[dict], runtime: str) -> list[str]:
     flips = [m for m in ev if m["verdict"] == NEAR_TIE]
     out = []
     if bugs:
-        where = "; ".join(f"{r['prompt_id']} token {m['position']}: margin {m['margin_one_token']:.3f} >= "
+        where = "; ".join(f"{_prompt(r['prompt_id'], turn(r))} token {m['position']}: margin {m['margin_one_token']:.3f} >= "
                           f"passes' difference {m['max_abs_diff']:.3f}" for r, m in bugs[:3])
         out.append(f"SUSPECTED BUG in {runtime}: {len(bugs)} greedy output(s) left the baseline where numerics cannot explain it "
                    f"({where}); the rows' `mismatch` field has the tokens and margins")
@@ -54,7 +61,8 @@ def mismatch_table(rows: list[dict]) -> list[dict]:
     for r in mismatch_rows(rows):
         m = r.get("mismatch")
         if isinstance(m, dict) and "verdict" in m:
-            out.append({"runtime": r["runtime"], "prompt": r["prompt_id"], "gamma": r["gamma"], "position": m["position"],
+            out.append({"runtime": r["runtime"], "prompt": _prompt(r["prompt_id"], turn(r)), "turn": turn(r),
+                        "gamma": r["gamma"], "position": m["position"],
                         "baseline": f"{m['baseline_text']!r} ({m['baseline_token']})",
                         "speculative": f"{m['speculative_text']!r} ({m['speculative_token']})",
                         "margin_one_token": m["margin_one_token"], "margin_batched": m["margin_batched"],
@@ -66,12 +74,13 @@ def mismatch_table(rows: list[dict]) -> list[dict]:
 
 
 def _baselines(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
-    """(pair, prompt, repeat, max_new_tokens, seed) -> runtime -> its greedy baseline row."""
+    """(pair, prompt, turn, repeat, max_new_tokens, seed) -> runtime -> its greedy baseline row: the
+    turns of one conversation apart (tables.turn: 1 where a row has none)."""
     out: dict[tuple, dict[str, dict]] = {}
     for r in rows:
         if r.get("mode") == "baseline" and not r.get("error") and r.get("temperature") == 0 and r.get("token_ids") is not None \
                 and (r.get("concurrency") or 1) == 1:  # batched under load the ids may part anyway
-            key = (r["pair"], r["prompt_id"], r["repeat"], r["max_new_tokens"], r["seed"])
+            key = (r["pair"], r["prompt_id"], turn(r), r["repeat"], r["max_new_tokens"], r["seed"])
             out.setdefault(key, {})[r["runtime"]] = r
     return out
 
@@ -82,16 +91,17 @@ def _margin(r: dict, j: int) -> Optional[float]:
 
 
 def agreement(rows: list[dict]) -> list[dict]:
-    """Per prompt and runtime pair of the same model pair: do their greedy baselines agree, and if
-    not, where they part, what each chose and how near to a tie each was there."""
+    """Per prompt (each turn of a conversation apart) and runtime pair of the same model pair: do
+    their greedy baselines agree, and if not, where they part, what each chose and how near to a
+    tie each was there."""
     out = []
-    for (pair, prompt, repeat, _, _), by_rt in _baselines(rows).items():
+    for (pair, prompt, turn_, repeat, _, _), by_rt in _baselines(rows).items():
         for a, b in itertools.combinations(by_rt, 2):
             ra, rb = by_rt[a], by_rt[b]
             j = metrics.first_difference(ra["token_ids"], rb["token_ids"])
-            rec = {"pair": pair, "prompt": prompt, "repeat": repeat, "a": a, "b": b, "dtype_a": ra.get("dtype"),
-                   "dtype_b": rb.get("dtype"), "tokens": min(len(ra["token_ids"]), len(rb["token_ids"])),
-                   "agree": j is None, "position": j}
+            rec = {"pair": pair, "prompt": _prompt(prompt, turn_), "turn": turn_, "repeat": repeat, "a": a, "b": b,
+                   "dtype_a": ra.get("dtype"), "dtype_b": rb.get("dtype"),
+                   "tokens": min(len(ra["token_ids"]), len(rb["token_ids"])), "agree": j is None, "position": j}
             if j is not None:
                 rec.update(token_a=ra["token_ids"][j] if j < len(ra["token_ids"]) else None,
                            token_b=rb["token_ids"][j] if j < len(rb["token_ids"]) else None,

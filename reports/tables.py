@@ -24,7 +24,7 @@ from spec_harness.core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency"]
 
 
-def _settings(row: dict) -> dict:
+def settings(row: dict) -> dict:
     """A record's settings columns, the pair's label for labels and plot titles, and the target's
     quantization (a variant's type, --target-quant; None for the target as given)."""
     return {**{k: row.get(k) for k in SETTINGS}, "pair_label": row.get("pair_label") or row.get("pair"),
@@ -63,7 +63,7 @@ def cell_record(base: list[dict], spec: list[dict], gamma: Optional[int]) -> dic
     mode = "speculative" if spec else "baseline"
     s = next(x for x in metrics.summarize(base + spec) if x["mode"] == mode)
     first = (spec or base)[0]
-    cell = _settings(first)
+    cell = settings(first)
     cell.update(mode=mode, gamma=gamma, n=s["n"], prompts=len({r["prompt_id"] for r in (spec or base)}),
                 new_tokens=s["new_tokens"], wall_s=s["wall_s"])
     cell.update({p: s[p] for p in PHASES})
@@ -150,19 +150,33 @@ def add_theory(cells_: list[dict], c_flops_for: Callable[[Optional[dict]], Optio
 
 def categories(rows: list[dict]) -> list[dict]:
     """Acceptance and speedup per prompt category, for every speculative cell (cell by cell)."""
+    return split_by(rows, "category")
+
+
+def split_by(rows: list[dict], key: str) -> list[dict]:
+    """Acceptance and speedup of every speculative cell split by a row field (`category`, `turn`):
+    per value, the cell's speculative rows of that value against its baseline rows of that value,
+    pooled by core.metrics.summarize (the speedup: baseline wall per token / speculative wall per
+    token over those rows, as every cell's). A value with no baseline rows has no speedup."""
     out = []
     for group in groups(_ok(rows), SETTINGS):
         spec = [r for r in group if r["mode"] == "speculative"]
         for g in _gammas(spec):
-            for cat in groups([r for r in group if r["mode"] == "baseline" or r["gamma"] == g], ["category"]):
-                if not any(r["mode"] == "speculative" for r in cat):
+            for part in groups([r for r in group if r["mode"] == "baseline" or r["gamma"] == g], [key]):
+                if not any(r["mode"] == "speculative" for r in part):
                     continue
-                s = next(x for x in metrics.summarize(cat) if x["mode"] == "speculative")
-                row = _settings(cat[0])
-                row.update(category=cat[0]["category"], gamma=g, n=s["n"], acceptance_rate=s["acceptance_rate"],
+                s = next(x for x in metrics.summarize(part) if x["mode"] == "speculative")
+                row = settings(part[0])
+                row.update({key: part[0][key]}, gamma=g, n=s["n"], acceptance_rate=s["acceptance_rate"],
                            alpha_hat=s["alpha_hat"], mean_accepted_len=s["mean_accepted_len"], speedup=s["speedup"])
                 out.append(row)
     return out
+
+
+def turn(row: dict) -> int:
+    """A row's turn of a multi-turn conversation (1-based); rows written before the field existed,
+    and single-turn prompts, are turn 1."""
+    return row.get("turn") or 1
 
 
 def positions(rows: list[dict]) -> list[dict]:
@@ -173,7 +187,7 @@ def positions(rows: list[dict]) -> list[dict]:
     for group, g, rounds in _spec_rounds(rows):
         both = zip(metrics.per_position_acceptance(rounds, g), metrics.per_position_marginal(rounds, g))
         for i, (rate, marginal) in enumerate(both, start=1):
-            out.append({**_settings(group[0]), "gamma": g, "position": i, "acceptance": rate, "marginal": marginal})
+            out.append({**settings(group[0]), "gamma": g, "position": i, "acceptance": rate, "marginal": marginal})
     return out
 
 
@@ -182,7 +196,7 @@ def histogram(rows: list[dict]) -> list[dict]:
     out = []
     for group, g, rounds in _spec_rounds(rows):
         for k, n in enumerate(metrics.accept_histogram(rounds, g)):
-            out.append({**_settings(group[0]), "gamma": g, "accepted": k, "rounds": n})
+            out.append({**settings(group[0]), "gamma": g, "accepted": k, "rounds": n})
     return out
 
 
@@ -191,13 +205,18 @@ def drafted(rows: list[dict]) -> list[dict]:
     out = []
     for group, g, rounds in _spec_rounds(rows):
         for k, n in enumerate(metrics.drafted_histogram(rounds, metrics.positions(rounds, g))):
-            out.append({**_settings(group[0]), "gamma": g, "drafted": k, "rounds": n})
+            out.append({**settings(group[0]), "gamma": g, "drafted": k, "rounds": n})
     return out
 
 
+def spec_cells(rows: list[dict]) -> list[list[dict]]:
+    """The measured speculative rows of each speculative cell (runtime as reports.runs.by_drafting
+    names it, settings and gamma: the Acceptance table's cells), in table order."""
+    return groups([r for r in _ok(rows) if r["mode"] == "speculative"], SETTINGS + ["gamma"])
+
+
 def _spec_rounds(rows: list[dict]):
-    spec = [r for r in _ok(rows) if r["mode"] == "speculative"]
-    for group in groups(spec, SETTINGS + ["gamma"]):
+    for group in spec_cells(rows):
         yield group, group[0]["gamma"], _rounds(group)
 
 

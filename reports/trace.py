@@ -287,7 +287,7 @@ def _span(name: str, cat: str, begin_us: int, end_us: int, pid: int, tid: int, a
 
 
 def _gen_args(r: dict, it: dict) -> dict:
-    keys = ("runtime", "mode", "pair", "prompt_id", "repeat", "gamma", "draft_policy", "drafter", "temperature", "top_p",
+    keys = ("runtime", "mode", "pair", "prompt_id", "turn", "repeat", "gamma", "draft_policy", "drafter", "temperature", "top_p",
             "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward", "wall_s", "prefill_s", "draft_s",
             "verify_s", "sampling_s", "unaccounted_s", "new_tokens", "tokens_per_s", "n_rounds", "n_drafted", "n_accepted",
             "acceptance_rate", "speedup", "greedy_match", "started_at", "synthetic")
@@ -316,7 +316,7 @@ def _events(it: dict, origin: float, pids: dict, tids: dict) -> list[dict]:
         line = str(r.get("error") or "no wall_s")
         return [{"name": line if len(line) <= 120 else line[:117] + "...", "cat": "skipped" if line.startswith("skipped") else "error",
                  "ph": "i", "s": "t", "ts": _us(t0), "pid": pid, "tid": tid,
-                 "args": {"error": line, **{k: r.get(k) for k in ("runtime", "mode", "prompt_id", "repeat", "gamma", "drafter",
+                 "args": {"error": line, **{k: r.get(k) for k in ("runtime", "mode", "prompt_id", "turn", "repeat", "gamma", "drafter",
                                                                  "concurrency", "started_at") if r.get(k) is not None}}}]
     wall = it["wall"]
 

@@ -1,7 +1,8 @@
 """report.html (reports/html.py): the converter on hand-written markdown (escaping, lists, tables,
 images inlined or noted missing), and a real report of the tiny pair opened over file:// in
 Debian's headless Chromium: no console error, every image drawn, every nav link reaching its
-section, a header click sorting its table by number, nothing referenced outside the file."""
+section, a header click sorting its table by number, nothing referenced outside the file; and a
+synthetic report with the output-thirds and per-turn sections (tests/test_report_turns.py) there too."""
 
 from __future__ import annotations
 
@@ -240,3 +241,29 @@ def test_sort_order_of_numbers_suffixes_and_blanks_in_chromium(browser, tmp_path
     assert _column(browser, table, 0) == ["100%", "12.3%", "10.0x", "9.5x", "0.53 / 0.61", "1e-05", "-2.5", "n/a", "-", ""]
     assert _errors(browser) == []
 
+
+
+def test_report_with_thirds_and_turns_in_chromium(browser, tmp_path):
+    """A report whose rows have long outputs and two turns (tests/test_report_turns.py): both sections
+    on the page with no console error, in the sidebar, and their tables sorting by number."""
+    from selenium.webdriver.common.by import By
+
+    from spec_harness.reports import write_report
+    from tests import synthetic
+    from tests.test_report_turns import two_turns
+
+    md = write_report([synthetic.write_run(tmp_path / "run", two_turns())])
+    browser.get((md.parent / "report.html").as_uri())
+    assert _errors(browser) == []
+    nav = browser.execute_script("return Array.from(document.querySelectorAll('nav#sections a'), a => a.getAttribute('href'))")
+    for anchor in ("#acceptance-along-the-output", "#acceptance-and-speedup-per-turn"):
+        assert anchor in nav
+        table = browser.execute_script(
+            "var e = document.getElementById(arguments[0]); while (e && !(e.querySelector && e.querySelector('table'))) "
+            "e = e.nextElementSibling; return e && e.querySelector('table')", anchor[1:])
+        heads = [h.text for h in table.find_elements(By.CSS_SELECTOR, "thead th")]
+        col = heads.index("alpha_hat")
+        values = _column(browser, table, col)
+        table.find_elements(By.CSS_SELECTOR, "thead th button")[col].click()
+        assert _column(browser, table, col) == _sorted_as_numbers(values) and len(set(values)) > 1
+    assert _errors(browser) == []
