@@ -161,6 +161,12 @@ def speedup(base_wall_s: float, base_tokens: int, spec_wall_s: float, spec_token
     return (base_wall_s / base_tokens) / (spec_wall_s / spec_tokens)
 
 
+def decode_speedup(base: dict, spec: dict) -> Optional[float]:
+    """speedup() over the time after prefill of pooled rows (pooled()): what speculation does to
+    decoding alone, which a long input's prefill hides in the end-to-end speedup."""
+    return speedup(decode_s(base), base["new_tokens"], decode_s(spec), spec["new_tokens"])
+
+
 def generation_metrics(phases: dict, rounds: Sequence[dict], new_tokens: int, speculative: bool, gamma: int) -> dict:
     """All per-generation metrics of the results.jsonl contract, from phases and round records."""
     row = {

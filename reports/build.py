@@ -5,14 +5,15 @@ each names its heading, text, table and the CSV its records go to; report.md is 
 the CSVs and report.json's tables are the records of the sections that name a CSV, so a new table
 is one new Section in the list. A section report.md does not show (`when` false) still writes its
 CSV (histogram.csv, drafted.csv; figures.csv with one run folder; output_thirds.csv with no
-generation long enough, turns.csv with one turn).
+generation long enough, turns.csv with one turn, input_lengths.csv without --input-len).
 
 Files written (all overwritten on each call): report.md (the verdict of reports/verdict.py and
 verdict.png first, then the tables, the explain section, plots embedded), report.html (the same,
 one self-contained page: reports/html.py), trace.json (the timeline of reports/trace.py), summary.csv,
 categories.csv, positions.csv, histogram.csv (accepted per round), drafted.csv (drafted per round),
 output_thirds.csv (acceptance in each third of long outputs, thirds.py), turns.csv (acceptance and
-speedup per turn of a conversation, turns.py), acceptance.csv (each cell against what its models
+speedup per turn of a conversation, turns.py), input_lengths.csv (costs, acceptance and speedups
+per --input-len length, and where speculation stops paying: input_tiers.py), acceptance.csv (each cell against what its models
 predict), quantization.csv (per runtime and target variant, where a run has several:
 quantization.py), figures.csv (each run folder's figures), mismatches.csv (greedy mismatches and
 their evidence), agreement.csv (greedy baselines across runtimes), under_load.csv
@@ -33,7 +34,8 @@ from typing import Optional
 
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_run_json
-from spec_harness.reports import concurrency, explain, markdown, mismatch, plots, quantization, tables, thirds, turns, verdict
+from spec_harness.reports import (concurrency, explain, input_tiers, markdown, mismatch, plots, quantization, tables,
+                                  thirds, turns, verdict)
 from spec_harness.reports.ceiling import CFlops
 from spec_harness.reports.figures import run_figures
 from spec_harness.reports.html import write_html
@@ -111,7 +113,7 @@ def _json_safe(records: list[dict]) -> list[dict]:
 @dataclass(frozen=True, kw_only=True)
 class Parts:
     """What the report's sections are made of: the tables by report.json key (cells, categories,
-    positions, histogram, drafted, output_thirds, turns, roofline, figures, mismatches, agreement,
+    positions, histogram, drafted, output_thirds, turns, input_lengths, roofline, figures, mismatches, agreement,
     under_load, acceptance, quantization), the plots drawn, and the text other modules wrote."""
 
     tables: dict
@@ -126,6 +128,7 @@ class Parts:
     under_load_png: Optional[str]
     tune: Optional[list[str]]  # what `harness tune` printed, where the first folder is a tune's
     turns: bool  # whether the rows hold more than one turn of a conversation (reports/turns.py)
+    input_lengths: bool  # whether the rows were built to more than one --input-len (reports/input_tiers.py)
 
 
 def write_report(dirs: list, out: Optional[Path] = None) -> Path:
@@ -154,7 +157,8 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
     cflops = CFlops()
     data = {"cells": tables.cells(rows), "categories": tables.categories(rows),
             "positions": tables.positions(rows), "histogram": tables.histogram(rows), "drafted": tables.drafted(rows),
-            "output_thirds": thirds.records(rows), "turns": turns.records(rows)}
+            "output_thirds": thirds.records(rows), "turns": turns.records(rows),
+            "input_lengths": input_tiers.records(rows)}  # labelled there: its cells span the lengths
     tables.add_theory(data["cells"], cflops)
     vary = tables.varying(data["cells"])
     for name in ("cells", "categories", "positions", "output_thirds", "turns"):
@@ -179,7 +183,8 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
         (out / markdown.VERDICT_PNG).unlink(missing_ok=True)
     return Parts(tables=data, plots=written, notes=notes, sources=[str(s) for s in loaded.sources], verdict=v,
                  explanations=expls, comparisons=comparisons, explain_lines=lines, roofline=roof,
-                 under_load_png=png and CONCURRENCY_PNG, tune=tune, turns=turns.several(rows))
+                 under_load_png=png and CONCURRENCY_PNG, tune=tune, turns=turns.several(rows),
+                 input_lengths=input_tiers.present(rows))
 
 
 def sections(p: Parts) -> list[Section]:
@@ -227,6 +232,9 @@ def _other_sections(p: Parts) -> list[Section]:
                 csv="output_thirds.csv", when=bool(t["output_thirds"])),
         Section("Acceptance and speedup per turn", text=[turns.TEXT], rows=t["turns"], columns=turns.COLS, csv="turns.csv",
                 when=p.turns and bool(t["turns"])),
+        Section("Input length", text=[input_tiers.TEXT], rows=t["input_lengths"], columns=input_tiers.COLS,
+                after=input_tiers.lines(t["input_lengths"]), csv="input_lengths.csv",
+                when=p.input_lengths and bool(t["input_lengths"])),
         Section("Each run folder", rows=figures, columns=markdown.FIGURE_COLS, csv="figures.csv",
                 when=bool(figures) and len(p.sources) > 1),
         Section("Greedy mismatches", text=[markdown.MISMATCH_TEXT], rows=mismatches, columns=markdown.MISMATCH_COLS,

@@ -21,7 +21,8 @@ from spec_harness.core.acceptance import pooled, pooled_outputs
 from spec_harness.core.drafters import DrafterSpec
 from spec_harness.core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
-SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency"]
+SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency",
+            "input_len"]  # input_len: the length --input-len built the prompts to (None: as given)
 
 
 def settings(row: dict) -> dict:
@@ -244,7 +245,8 @@ def clean(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-_SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok", "concurrency": "N={}"}
+_SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok", "concurrency": "N={}",
+         "input_len": "input {}"}
 
 
 def _base_pair(rec: dict) -> str:
