@@ -9,7 +9,7 @@ speculation stops paying (the decode speedup falls under 1):
 - predicted: Leviathan's tokens per round over the round's cost, (1 + o_base) tau(alpha, gamma) /
   (gamma c + v + o) (reports/explain.py's waterfall without prefill and residual), with v, c, o,
   o_base and alpha each a least-squares line in the input length through every measured length,
-  solved for 1 on a grid up to PREDICT_UP_TO times the longest length.
+  solved for 1 (a grid up to PREDICT_UP_TO times the longest length, then bisection).
 
 What it does not do: build the prompts (harness/input_len.py), define a cost or a rate
 (core/metrics.py, core/theory.py) or lay out the report (sections.py).
@@ -99,13 +99,17 @@ def predicted_breakeven(tiers: Sequence[dict]) -> Optional[float]:
         return None
     lengths = np.array([r["input_len"] for r in fits], dtype=float)
     lines = {k: np.polyfit(lengths, [r[k] for r in fits], 1) for k in FIT_KEYS}
-    grid = np.linspace(lengths.min(), PREDICT_UP_TO * lengths.max(), 400)
     gamma = fits[0]["gamma"]
-    for n in grid:
-        at = {k: float(np.polyval(lines[k], n)) for k in FIT_KEYS}
-        if predicted_speedup(at, gamma) < 1:
-            return float(n)
-    return None
+    pays = lambda n: predicted_speedup({k: float(np.polyval(lines[k], n)) for k in FIT_KEYS}, gamma) >= 1  # noqa: E731
+    grid = np.linspace(lengths.min(), PREDICT_UP_TO * lengths.max(), 400)
+    first = next((i for i, n in enumerate(grid) if not pays(n)), None)
+    if first is None or first == 0:
+        return None if first is None else float(grid[0])
+    lo, hi = grid[first - 1], grid[first]
+    for _ in range(40):  # bisection between the grid's last paying point and its first losing one
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if pays(mid) else (lo, mid)
+    return float(hi)
 
 
 def predicted_speedup(at: dict, gamma: int) -> float:

@@ -84,3 +84,7 @@ def test_rows_carry_the_length_and_run_json_the_rule(tmp_path):
     assert all(r["prompt_tokens"] == r["input_len"] for r in rows)  # torch reads the pair's own tokenizer
     config = json.loads((tmp_path / "o" / "run.json").read_text())["config"]
     assert config["input_lens"] == [128, 256] and config["input_len_rule"] == input_len.RULE
+    report = (tmp_path / "o" / "report" / "report.md").read_text()
+    assert "## Input length" in report and "(measured); predicted from v, c and alpha_hat" in report
+    table = (tmp_path / "o" / "report" / "input_lengths.csv").read_text().splitlines()
+    assert len(table) == 3 and table[0].startswith("pair,runtime")  # a header and one row per length
