@@ -145,8 +145,8 @@ def test_a_settings_console_line_wraps_at_the_console_width_and_keeps_every_numb
     lines = line.splitlines()
     assert len(lines) == 2 and all(len(x) <= WIDTH for x in lines) and lines[1].startswith("  ")
     assert " ".join(x.strip() for x in lines) == (
-        "[llama-server [eagle3:some/head]] confidence:0.5 g6 eagle3:/x/some/head T0: 5 generations, 16.8 -> 35.6 "
-        "tok/s, 2.00x, alpha_hat 0.67; 5 greedy mismatch(es)")
+        "[llama-server [eagle3:some/head]] confidence:0.5 g6 eagle3:/x/some/head T0: 5 generations, decode 16.8 -> "
+        "35.6 tok/s, 2.00x end to end (2.11x decode), alpha_hat 0.67; 5 greedy mismatch(es)")
 
 
 def test_a_generation_that_fails_is_an_error_row(tmp_path, monkeypatch):
