@@ -13,7 +13,8 @@ one self-contained page: reports/html.py), trace.json (the timeline of reports/t
 categories.csv, positions.csv, histogram.csv (accepted per round), drafted.csv (drafted per round),
 output_thirds.csv (acceptance in each third of long outputs, thirds.py), turns.csv (acceptance and
 speedup per turn of a conversation, turns.py), input_lengths.csv (costs, acceptance and speedups
-per --input-len length, and where speculation stops paying: input_tiers.py), acceptance.csv (each cell against what its models
+per --input-len length, and where speculation stops paying: input_tiers.py), routing.csv (the best
+setting per category, turn or input length beside the one best: routing.py), acceptance.csv (each cell against what its models
 predict), quantization.csv (per runtime and target variant, where a run has several:
 quantization.py), figures.csv (each run folder's figures), mismatches.csv (greedy mismatches and
 their evidence), agreement.csv (greedy baselines across runtimes), under_load.csv
@@ -34,8 +35,8 @@ from typing import Optional
 
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_run_json
-from spec_harness.reports import (concurrency, explain, input_tiers, markdown, mismatch, plots, quantization, tables,
-                                  thirds, turns, verdict)
+from spec_harness.reports import (concurrency, explain, input_tiers, markdown, mismatch, plots, quantization, routing,
+                                  tables, thirds, turns, verdict)
 from spec_harness.reports.ceiling import CFlops
 from spec_harness.reports.figures import run_figures
 from spec_harness.reports.html import write_html
@@ -129,6 +130,7 @@ class Parts:
     tune: Optional[list[str]]  # what `harness tune` printed, where the first folder is a tune's
     turns: bool  # whether the rows hold more than one turn of a conversation (reports/turns.py)
     input_lengths: bool  # whether the rows were built to more than one --input-len (reports/input_tiers.py)
+    routing: list[str]  # a sentence per runtime and grouping whose best setting differs (reports/routing.py)
 
 
 def write_report(dirs: list, out: Optional[Path] = None) -> Path:
@@ -159,6 +161,8 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
             "positions": tables.positions(rows), "histogram": tables.histogram(rows), "drafted": tables.drafted(rows),
             "output_thirds": thirds.records(rows), "turns": turns.records(rows),
             "input_lengths": input_tiers.records(rows)}  # labelled there: its cells span the lengths
+    routes = routing.routings(rows)
+    data["routing"] = routing.records(routes)
     tables.add_theory(data["cells"], cflops)
     vary = tables.varying(data["cells"])
     for name in ("cells", "categories", "positions", "output_thirds", "turns"):
@@ -184,7 +188,7 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
     return Parts(tables=data, plots=written, notes=notes, sources=[str(s) for s in loaded.sources], verdict=v,
                  explanations=expls, comparisons=comparisons, explain_lines=lines, roofline=roof,
                  under_load_png=png and CONCURRENCY_PNG, tune=tune, turns=turns.several(rows),
-                 input_lengths=input_tiers.present(rows))
+                 input_lengths=input_tiers.present(rows), routing=[routing.sentence(r) for r in routes if r.differs])
 
 
 def sections(p: Parts) -> list[Section]:
@@ -232,6 +236,8 @@ def _other_sections(p: Parts) -> list[Section]:
                 csv="output_thirds.csv", when=bool(t["output_thirds"])),
         Section("Acceptance and speedup per turn", text=[turns.TEXT], rows=t["turns"], columns=turns.COLS, csv="turns.csv",
                 when=p.turns and bool(t["turns"])),
+        Section("An answer per task", text=[routing.TEXT, *markdown.bullets(p.routing)], rows=t["routing"],
+                columns=routing.COLS, csv="routing.csv", when=bool(p.routing)),
         Section("Input length", text=[input_tiers.TEXT], rows=t["input_lengths"], columns=input_tiers.COLS,
                 after=input_tiers.lines(t["input_lengths"]), csv="input_lengths.csv",
                 when=p.input_lengths and bool(t["input_lengths"])),
