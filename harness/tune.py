@@ -392,8 +392,8 @@ def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
 
 def unsteady(rows: list[dict]) -> list[dict]:
     """Each runtime (and pair) whose baseline decoded UNSTEADY times faster in one row than in
-    another of the same input at N = 1, over the probe and confirm runs: the same prompt (the
-    probe's and the confirm run's, or repeats) or prompts of about the same input length
+    another of the same input at N = 1, over the probe and confirm runs: the same prompt, turn and
+    --input-len (the probe's and the confirm run's, or repeats) or prompts of about the same length
     (SIMILAR_INPUT). The machine's speed changed during tune, so a prediction made at one speed
     misses a measurement made at the other. Prompts of different lengths are not compared: a longer
     input decodes slower on a steady machine. -> [{"runtime", "pair", "low", "high", "prompts",
@@ -422,19 +422,24 @@ def _furthest_alike(rows: list[dict]) -> Optional[tuple[dict, dict]]:
     return tuple(max(pairs, key=lambda ab: ab[1]["tokens_per_s"] / ab[0]["tokens_per_s"])) if pairs else None
 
 
+def _input(row: dict) -> tuple:
+    """The input a row answers: its prompt, turn (1 where not given) and --input-len (None: as given)."""
+    return row.get("prompt_id"), row.get("turn") or 1, row.get("input_len")
+
+
 def _alike(a: dict, b: dict) -> bool:
-    """Two rows of the same prompt (and turn), or of inputs within SIMILAR_INPUT of each other in
-    tokens (rows written before `prompt_tokens` existed compare by prompt alone)."""
-    if (a.get("prompt_id"), a.get("turn") or 1) == (b.get("prompt_id"), b.get("turn") or 1):
+    """Two rows of the same input (_input), or of inputs within SIMILAR_INPUT of each other in
+    tokens (rows written before `prompt_tokens` existed compare by input alone)."""
+    if _input(a) == _input(b):
         return True
     na, nb = a.get("prompt_tokens"), b.get("prompt_tokens")
     return bool(na and nb) and max(na, nb) <= SIMILAR_INPUT * min(na, nb)
 
 
 def _prompt_name(row: dict) -> str:
-    """A row's prompt in words: its id, and its turn past the first ("f1 turn 2")."""
-    turn = row.get("turn") or 1
-    return f"{row.get('prompt_id')}" + (f" turn {turn}" if turn > 1 else "")
+    """A row's input in words: its prompt id, its turn past the first, its --input-len ("f1 turn 2 at 1024")."""
+    prompt, turn, length = _input(row)
+    return f"{prompt}" + (f" turn {turn}" if turn > 1 else "") + (f" at {length}" if length else "")
 
 
 def recommend(cands: list[Candidate], picks: dict[str, list[Candidate]], confirmed: list[Cell], probe: list[Cell],

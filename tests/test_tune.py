@@ -238,6 +238,9 @@ def test_the_same_prompt_or_one_of_about_its_length_decoding_at_another_speed_is
     assert tune.unsteady(steady + [row(25.0, prompt="longer", tokens=1100)]) == []  # 1.4x the input: its own rate
     # rows written before `prompt_tokens` existed compare by prompt alone
     assert tune.unsteady([dict(r, prompt_tokens=None) for r in steady + [row(25.0, prompt="long2", tokens=900)]]) == []
+    # one prompt built to two lengths (--input-len) is two inputs
+    tiers = [dict(row(rate, prompt="f1", tokens=n), input_len=n) for rate, n in ((92.0, 64), (40.0, 1024), (20.0, 1024))]
+    assert tune.unsteady(tiers[:2]) == [] and tune.unsteady(tiers)[0]["prompts"] == ["f1 at 1024", "f1 at 1024"]
     old = {"runtime": "torch", "low": 60.0, "high": 97.0}  # an older tune.json's entry
     assert "97.0 tok/s (1.62x) from prompt to prompt" in tune_lines.unsteady_line(old)
 
