@@ -128,19 +128,21 @@ def costed_speedup(alpha: float, gamma: int, costs: RoundCosts, share: float = 1
     return tokens * (1 + costs.o_base) / (share * costs.per_round(gamma) + (1 - share) * (1 + costs.o_base))
 
 
-def piecewise_linear(points: dict[float, float], anchor: Optional[float] = None) -> Callable[[float], float]:
+def piecewise_linear(points: dict[float, float], anchor: Optional[float] = None,
+                     floor: Optional[float] = None) -> Callable[[float], float]:
     """gamma -> value through measured (gamma, value) points, linear in between.
 
     anchor is the value at gamma = 0 (a verify pass of one token is one target step: anchor 1).
     Beyond the last point the last segment's slope continues, never below 0 (a batch does not get
     cheaper as it grows); before the first point without an anchor the first value holds.
-    With one point and no anchor the value is constant.
+    With one point and no anchor the value is constant. floor: the least value it returns (a
+    cost a measured point may fall under by timing noise, but the work it prices cannot).
     """
     pts = sorted(points.items())
     if anchor is not None and pts[0][0] > 0:
         pts = [(0, anchor)] + pts
 
-    def f(gamma: int) -> float:
+    def line(gamma: int) -> float:
         if len(pts) == 1 or gamma <= pts[0][0]:
             return pts[0][1]
         for (g0, y0), (g1, y1) in zip(pts, pts[1:]):
@@ -149,7 +151,7 @@ def piecewise_linear(points: dict[float, float], anchor: Optional[float] = None)
         (g0, y0), (g1, y1) = pts[-2], pts[-1]
         return y1 + max(0.0, (y1 - y0) / (g1 - g0)) * (gamma - g1)
 
-    return f
+    return line if floor is None else lambda gamma: max(floor, line(gamma))
 
 
 def expected_operations(alpha: float, gamma: int, c_hat: float = 0.0) -> float:

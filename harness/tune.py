@@ -61,11 +61,16 @@ RULED_OUT = 0.9
 # gamma 1 to G alone prices it too cheap, where the EAGLE-3 head's and prompt lookup's rounds keep
 # to the line (docs/findings.md)
 MODEL_MID_GAMMA = 2
-# a runtime whose baseline decoded this much faster on one prompt than on another during tune ran on
-# a machine whose speed changed under it: a steady runtime's rate varies less than this from prompt
-# to prompt, servers' timing included, and a prediction made at one speed misses a measurement made
-# at the other (docs/findings.md)
+# a runtime whose baseline decoded the same prompt this much faster in one run than in another
+# during tune (or one of two prompts of about the same input length: SIMILAR_INPUT) ran on a machine
+# whose speed changed under it: a steady runtime's rate on one input varies less than this, servers'
+# timing included, and a prediction made at one speed misses a measurement made at the other
+# (docs/findings.md)
 UNSTEADY = 1.4
+# prompts whose inputs are within this ratio of each other in tokens decode at about one rate on a
+# steady machine; further apart they need not (a step attends over the whole input, so a prompt of
+# 800 tokens decodes 2-2.5x slower than one of 35 with nothing changed): they are not compared
+SIMILAR_INPUT = 1.25
 
 
 @dataclass
@@ -386,17 +391,55 @@ def _measure(picks: dict[str, list[Candidate]], confirmed: list[Cell]) -> None:
 
 
 def unsteady(rows: list[dict]) -> list[dict]:
-    """Each runtime (and pair) whose baseline decoded UNSTEADY times faster on one prompt than on
-    another in the probe and confirm runs at N = 1: the machine's speed changed during tune, so a
-    prediction made at one speed misses a measurement made at the other."""
+    """Each runtime (and pair) whose baseline decoded UNSTEADY times faster in one row than in
+    another of the same input at N = 1, over the probe and confirm runs: the same prompt, turn and
+    --input-len (the probe's and the confirm run's, or repeats) or prompts of about the same length
+    (SIMILAR_INPUT). The machine's speed changed during tune, so a prediction made at one speed
+    misses a measurement made at the other. Prompts of different lengths are not compared: a longer
+    input decodes slower on a steady machine. -> [{"runtime", "pair", "low", "high", "prompts",
+    "prompt_tokens"}], the two rows furthest apart (slower first)."""
     from spec_harness.reports.runs import by_drafting
 
-    rates: dict[tuple[str, str], list[float]] = {}
+    by: dict[tuple[str, str], list[dict]] = {}
     for r in by_drafting([r for r in rows if r["mode"] == "baseline" and not r.get("error") and r.get("tokens_per_s")
                           and (r.get("concurrency") or 1) == 1]):  # named as the reports name it (torch [kernels])
-        rates.setdefault((r["runtime"], r["pair"]), []).append(r["tokens_per_s"])
-    return [{"runtime": rt, "pair": pair, "low": min(v), "high": max(v)} for (rt, pair), v in sorted(rates.items())
-            if max(v) >= UNSTEADY * min(v)]
+        by.setdefault((r["runtime"], r["pair"]), []).append(r)
+    out = []
+    for (rt, pair), rs in sorted(by.items()):
+        apart = _furthest_alike(rs)
+        if apart and apart[1]["tokens_per_s"] >= UNSTEADY * apart[0]["tokens_per_s"]:
+            slow, fast = apart
+            out.append({"runtime": rt, "pair": pair, "low": slow["tokens_per_s"], "high": fast["tokens_per_s"],
+                        "prompts": [_prompt_name(slow), _prompt_name(fast)],
+                        "prompt_tokens": [slow.get("prompt_tokens"), fast.get("prompt_tokens")]})
+    return out
+
+
+def _furthest_alike(rows: list[dict]) -> Optional[tuple[dict, dict]]:
+    """(slower, faster): the two baseline rows of one input (_alike) whose rates differ the most;
+    None where no two rows are alike."""
+    pairs = [sorted(ab, key=lambda r: r["tokens_per_s"]) for ab in itertools.combinations(rows, 2) if _alike(*ab)]
+    return tuple(max(pairs, key=lambda ab: ab[1]["tokens_per_s"] / ab[0]["tokens_per_s"])) if pairs else None
+
+
+def _input(row: dict) -> tuple:
+    """The input a row answers: its prompt, turn (1 where not given) and --input-len (None: as given)."""
+    return row.get("prompt_id"), row.get("turn") or 1, row.get("input_len")
+
+
+def _alike(a: dict, b: dict) -> bool:
+    """Two rows of the same input (_input), or of inputs within SIMILAR_INPUT of each other in
+    tokens (rows written before `prompt_tokens` existed compare by input alone)."""
+    if _input(a) == _input(b):
+        return True
+    na, nb = a.get("prompt_tokens"), b.get("prompt_tokens")
+    return bool(na and nb) and max(na, nb) <= SIMILAR_INPUT * min(na, nb)
+
+
+def _prompt_name(row: dict) -> str:
+    """A row's input in words: its prompt id, its turn past the first, its --input-len ("f1 turn 2 at 1024")."""
+    prompt, turn, length = _input(row)
+    return f"{prompt}" + (f" turn {turn}" if turn > 1 else "") + (f" at {length}" if length else "")
 
 
 def recommend(cands: list[Candidate], picks: dict[str, list[Candidate]], confirmed: list[Cell], probe: list[Cell],

@@ -77,6 +77,19 @@ def _t(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
+def unsteady_line(u: dict) -> str:
+    """A runtime whose baseline decoded one input at two speeds during tune (tune.unsteady), in words."""
+    rates = f"at {u['low']:.1f} and {u['high']:.1f} tok/s ({u['high'] / u['low']:.2f}x)"
+    slow, fast = u.get("prompts") or [None, None]
+    if slow is None:  # an entry without its prompts (an older tune.json): its rates may span inputs of any length
+        return (f"{u['runtime']}: its baseline decoded {rates} from prompt to prompt: this machine's speed changed "
+                "during tune, or the prompts' inputs differ in length")
+    n = u.get("prompt_tokens") or [None, None]
+    what = f"prompt {slow}" if slow == fast else f"prompts {slow} and {fast} ({n[0]} and {n[1]} input tokens)"
+    return (f"{u['runtime']}: its baseline decoded {what} {rates}: this machine's speed changed during tune, "
+            "and a prediction made at one speed misses a measurement made at the other")
+
+
 def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) -> list[str]:
     """Predicted against measured for every confirmed candidate, then one recommendation per
     runtime and N with the lines to paste; every line but those commands within `width` columns."""
@@ -89,9 +102,7 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
                    f"{_t(c['tokens_per_s']):>7} {_t(base.get((c['runtime'], c['pair'], c['n']))):>8}")
     out.append("tok/s and speedups end to end: prompt processing included; under load, all streams' tokens")
     for u in result.get("unsteady", []):
-        out += textwrap.wrap(f"{u['runtime']}: its baseline decoded at {u['low']:.1f} to {u['high']:.1f} tok/s from prompt to "
-                             f"prompt ({u['high'] / u['low']:.2f}x): this machine's speed changed during tune, and a prediction "
-                             "made at one speed misses a measurement made at the other", width, subsequent_indent="  ")
+        out += textwrap.wrap(unsteady_line(u), width, subsequent_indent="  ")
     out.append("")
     for rec in result["recommendations"]:
         at = f" at N={rec['n']}" if rec["n"] > 1 else ""

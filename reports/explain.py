@@ -30,8 +30,11 @@ What-if, from the same measured costs (core.theory.RoundCosts): the breakeven al
 gamma and at any gamma, the best gamma, and the speedup the run would have had there. The
 assumptions: c and o_base do not depend on gamma; v grows linearly with the batch from 1 at
 gamma 0 through the v measured at each gamma run under the same settings (extrapolated with the
-last slope); o is held at the measured value per round (linear between measured gammas when
-several were run); prefill and residual are held as measured.
+last slope), never below 1; o is held at the measured value per round (linear between measured
+gammas when several were run), never below o_base; so a round costs at least a baseline step and
+the model's speedup at a gamma is at most tau there. The run at another gamma keeps its prefill
+time and its residual: its decode time per token scales by the model's cost per token there
+(what_if_run), so a long prompt's prefill, which dilutes a loss toward 1x, dilutes a gain too.
 
 Across runtimes on the same pair and settings (and across pairs or devices for one runtime),
 `compare` says which factors differ: alpha_hat differing points at the models or sampling,
@@ -92,6 +95,11 @@ def _prefill_factor(spec: dict, base: dict) -> float:
     return (base["wall_s"] / metrics.decode_s(base)) / (spec["wall_s"] / metrics.decode_s(spec))
 
 
+def _prefill_share(spec: dict) -> Optional[float]:
+    """The share of the speculative wall before decoding (prefill: 0 when it is not seen)."""
+    return None if not spec["wall_s"] else 1 - metrics.decode_s(spec) / spec["wall_s"]
+
+
 def _residual_parts(tau_model: float, k: dict, residual: float) -> dict:
     """The residual split into known parts; their product with `other` is the residual."""
     acceptance = k["tau"] / tau_model
@@ -110,7 +118,8 @@ def decompose(spec_rows: list[dict], base_rows: list[dict], gamma: int, alpha: O
     k = metrics.step_costs(spec, base)
     measured = metrics.speedup(base["wall_s"], base["new_tokens"], spec["wall_s"], spec["new_tokens"])
     out = {"gamma": gamma, "alpha_hat": alpha, "measured": measured, **k,
-           "target_step_ms": None if k["target_step_s"] is None else 1000 * k["target_step_s"]}
+           "target_step_ms": None if k["target_step_s"] is None else 1000 * k["target_step_s"],
+           "prefill_share": _prefill_share(spec)}
     del out["target_step_s"]
     why = _unavailable(base_rows, alpha, k, measured)
     if why:
@@ -257,18 +266,38 @@ def noise_sentence(expl: dict) -> Optional[str]:
 
 def what_if(expl: dict, costs: theory.RoundCosts, max_gamma: int = theory.MAX_GAMMA) -> dict:
     """Breakeven alpha (this gamma, any gamma), best fixed gamma, and the speedups there: the
-    costed model's, and the run's (measured x model(best) / model(now): prefill and residual
-    held). "now" is the model of the rounds as run (tau_model over their drafted lengths, costs at
-    the mean drafted length), so it also holds for policies whose rounds draft different lengths."""
+    costed model's (`costs`, with their floors), and the run's (what_if_run). "now" is the model of
+    the rounds as run: tau_model over their drafted lengths and the costs they were measured to
+    have at the mean drafted length (no floors: what they cost is what the run's time holds), so
+    it also holds for policies whose rounds draft different lengths."""
     a, g = expl["alpha_hat"], expl["gamma"]
     best = theory.optimal_gamma(a, costs, max_gamma)
-    now = expl["tau_model"] * (1 + costs.o_base) / costs.per_round(expl["gamma_eff"])
+    now = expl["tau_model"] * (1 + expl["o_base"]) / (expl["gamma_eff"] * expl["c"] + expl["v"] + expl["o"])
     there = theory.costed_speedup(a, best, costs)
     anywhere = [b for b in (theory.breakeven_alpha(x, costs) for x in range(1, max_gamma + 1)) if b is not None]
     return {"breakeven_alpha": theory.breakeven_alpha(g, costs),
             "breakeven_alpha_any_gamma": min(anywhere) if anywhere else None,
             "best_gamma": best, "model_speedup": now, "model_speedup_best": there,
-            "run_speedup_best": expl["measured"] * there / now}
+            "run_speedup_best": what_if_run(expl, now, there, best)}
+
+
+def what_if_run(expl: dict, now: float, there: float, gamma: int) -> float:
+    """The speedup the run would have had at `gamma`, where the model gives `there` against `now`
+    as run: the baseline's wall per token as measured, and the speculative one's prefill time per
+    token held (the prompt costs what it cost, whatever gamma follows) and its decode time per
+    token times now / there (the model's cost per token there; the residual held with it).
+    Prefill is held as time, not as the factor it was: a factor above 1 comes from a prefill that
+    dilutes a slow decode toward 1x, and multiplied into a faster decode it would claim a gain no
+    round can give (above tau at low acceptance).
+
+    The result is at most tau(alpha_hat, gamma): a round costs at least a baseline step (the
+    floors of _round_costs) and prefill only moves the speedup toward 1x. Only the residual can
+    lift it past tau, where the rounds as run yielded more than Eq. 1 at alpha_hat (acceptance
+    falling along the draft): held at another gamma that excess is not the model's to promise, so
+    the ceiling is applied as a guard."""
+    p = expl["prefill_share"] or 0.0
+    run = expl["measured"] / (p + (1 - p) * now / there)
+    return min(run, theory.expected_tokens(expl["alpha_hat"], gamma))
 
 
 def what_if_sentence(expl: dict) -> Optional[str]:
@@ -289,12 +318,18 @@ def what_if_sentence(expl: dict) -> Optional[str]:
 
 def _round_costs(expl: dict, same: list[dict]) -> Optional[theory.RoundCosts]:
     """RoundCosts of a cell: its c and o_base; v and o through the cells measured in `same`, each
-    at its mean drafted length per round (a verify pass checks that many drafts plus one)."""
-    if expl["unavailable"] or None in (expl["c"], expl["v"], expl["o"]):
+    at its mean drafted length per round (a verify pass checks that many drafts plus one).
+
+    Each has the floor of the work it prices, which a pooled split can fall under by timing noise
+    (one slow baseline step inflates o_base; a quiet spell shrinks v): a verify pass costs at least
+    the one-token step it is measured in (v >= 1), and a round's sampling and orchestration at
+    least a baseline step's (o >= o_base: it chooses at least one token in the same loop). So a
+    round costs at least a baseline step, 1 + o_base, and the model's speedup stays at most tau."""
+    if expl["unavailable"] or None in (expl["c"], expl["v"], expl["o"], expl["o_base"]):
         return None
     pts = [e for e in same if not e["unavailable"] and None not in (e["v"], e["o"]) and e["gamma_eff"]]
-    v = theory.piecewise_linear({e["gamma_eff"]: e["v"] for e in pts}, anchor=1.0)
-    o = theory.piecewise_linear({e["gamma_eff"]: e["o"] for e in pts})
+    v = theory.piecewise_linear({e["gamma_eff"]: e["v"] for e in pts}, anchor=1.0, floor=1.0)
+    o = theory.piecewise_linear({e["gamma_eff"]: e["o"] for e in pts}, floor=max(0.0, expl["o_base"]))
     return theory.RoundCosts(expl["c"], v, o, expl["o_base"])
 
 

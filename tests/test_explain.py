@@ -14,7 +14,8 @@ from spec_harness.core import theory
 from spec_harness.harness.cli import main
 from spec_harness.core.config import GenerationSettings, SamplingParams
 from spec_harness.harness.rows import generation_row
-from spec_harness.reports import explain
+from spec_harness.reports import explain, verdict
+from spec_harness.reports.runs import by_drafting
 from spec_harness.core.config import PairSpec
 from spec_harness.core.records import Generation, Phases, RoundRecord
 from tests import synthetic
@@ -52,10 +53,14 @@ def base_rounds(n: int, sampling=0.1, unacc=0.1):
     return [RoundRecord(0, 0, 1, *times, sum(times)) for _ in range(n)]
 
 
-def rows(runtime="fast", accepted=GEOMETRIC, gamma=4, base_prefill=0.0, spec_prefill=0.0, n_base=31, **kw):
+def rows(runtime="fast", accepted=GEOMETRIC, gamma=4, base_prefill=0.0, spec_prefill=0.0, n_base=31, base_o=(0.1, 0.1),
+         **kw):
+    """A baseline of n_base steps (base_o: its sampling and unaccounted time in steps) and a
+    speculative generation of spec_rounds(accepted, gamma, **kw)."""
     g = GenerationSettings(SamplingParams(0.0), gamma, 64, 0)
     pair = PairSpec("p")
-    b = generation_row(pair, synthetic.FakeRuntime(), runtime, "baseline", synthetic.FACTUAL, 0, g, gen(base_rounds(n_base), base_prefill))
+    b = generation_row(pair, synthetic.FakeRuntime(), runtime, "baseline", synthetic.FACTUAL, 0, g,
+                       gen(base_rounds(n_base, *base_o), base_prefill))
     s = generation_row(pair, synthetic.FakeRuntime(), runtime, "speculative", synthetic.FACTUAL, 0, g,
                  gen(spec_rounds(accepted, gamma, **kw), spec_prefill), baseline=b)
     return [b, s]
@@ -175,6 +180,65 @@ def test_what_if_breakeven_and_best_gamma_by_hand():
     assert w["breakeven_alpha_any_gamma"] <= w["breakeven_alpha"]
     assert e["what_if_text"] == (f"What-if: breaking even at gamma 4 needs alpha_hat {w['breakeven_alpha']:.2f} (now 0.50); "
                                  f"gamma 1 is best at these costs: the run would have had about {w['run_speedup_best']:.2f}x.")
+
+
+def test_the_run_at_the_best_gamma_is_what_a_run_there_measures_with_its_prefill():
+    """A long prompt's prefill dilutes a slow decode toward 1x; the what-if holds that prefill as
+    time, not as the factor it was at gamma 4, so it predicts exactly what rows at gamma 1 with the
+    same costs (v on the model's line: 1 + 1/4) and the same prompt measure."""
+    at4 = rows(accepted=GEOMETRIC * 30, n_base=930, base_prefill=10.0, spec_prefill=10.5)  # 930 tokens
+    at1 = rows(accepted=[1, 0] * 310, gamma=1, v=1.25, n_base=930, base_prefill=10.0, spec_prefill=10.5)
+    (e,), (there,) = explain.explain(at4), explain.explain(at1)
+    assert factors(e)["prefill"] > 1.1 and e["residual"] == pytest.approx(1.0)
+    assert there["alpha_hat"] == pytest.approx(0.5) and there["residual"] == pytest.approx(1.0)
+    w = e["what_if"]
+    assert w["best_gamma"] == 1
+    assert w["model_speedup_best"] == pytest.approx(there["product"] / factors(there)["prefill"])
+    assert w["run_speedup_best"] == pytest.approx(there["measured"])
+    assert w["run_speedup_best"] < leviathan_tau(0.5, 1) - 0.1  # the ceiling guard plays no part
+
+
+@pytest.mark.parametrize("prefill", [0.0, 0.3])  # seconds before decoding: none, or about as long as the decode
+@pytest.mark.parametrize("accepted", [[0] * 23 + [1] * 2, GEOMETRIC, [4, 4, 3, 4, 2, 4, 4, 4, 1, 4], [2] * 10],
+                         ids=["alpha 0.08", "alpha 0.5", "alpha 0.9", "rounds above Eq. 1"])
+def test_no_what_if_exceeds_the_tokens_a_round_can_yield(accepted, prefill):
+    """Over c, v (one below the one-token step it is measured in, as timing noise leaves it) and a
+    baseline whose own overhead per step exceeds a round's (one slow step in its sum): neither the
+    model's speedup at the best gamma nor the run's, in explain and in the verdict's cost-model
+    line, exceeds tau(alpha_hat, gamma) = (1 - a^(g+1)) / (1 - a) there. Rounds that each accept 2
+    of 4 yield more than Eq. 1 at their alpha_hat: that residual, held, is what the guard caps."""
+    n = sum(k + 1 for k in accepted)
+    for c in (0.02, 0.3, 0.8):
+        for v in (0.7, 1.0, 2.5):
+            for base_o in ((0.1, 0.1), (0.5, 1.5)):
+                rs = rows("r", accepted=accepted, n_base=n, c=c, v=v, sampling=0.05, unacc=0.05, base_o=base_o,
+                          base_prefill=prefill, spec_prefill=prefill * 1.05)
+                (e,) = explain.explain(rs)
+                w, a = e["what_if"], e["alpha_hat"]
+                ceiling = leviathan_tau(a, w["best_gamma"])
+                assert w["model_speedup_best"] <= ceiling + 1e-9, (c, v, base_o)
+                assert w["run_speedup_best"] <= ceiling + 1e-9, (c, v, base_o)
+                t = verdict.build(by_drafting(rs))["try"]
+                if t and "predicted" in t:
+                    assert t["predicted"] <= leviathan_tau(a, t["best_gamma"]) + 1e-9, (c, v, base_o)
+
+
+def test_a_round_costs_at_least_a_baseline_step_in_the_what_if():
+    """A verify pass measured under the one-token step (v 0.7) and a round's overhead under the
+    baseline step's (o 0.1, o_base 2.0): the what-if prices v at 1 and o at o_base, the floors of
+    the work they stand for, so at alpha 0 a round is no cheaper than a baseline step."""
+    (e,) = explain.explain(rows(c=0.1, v=0.7, sampling=0.05, unacc=0.05, base_o=(1.0, 1.0)))
+    assert (e["v"], e["o"], e["o_base"]) == pytest.approx((0.7, 0.1, 2.0))
+
+    def s(g, a=0.5):  # a round of g drafts at 0.1 steps each, v 1 and o 2: never under the step's 1 + 2
+        return leviathan_tau(a, g) * 3.0 / (0.1 * g + 1.0 + 2.0)
+
+    w = e["what_if"]
+    assert w["model_speedup"] == pytest.approx(31 / 16 * 3.0 / (0.4 + 0.7 + 0.1))  # the rounds as they ran
+    assert w["best_gamma"] == max(range(1, 33), key=s)
+    assert w["model_speedup_best"] == pytest.approx(s(w["best_gamma"]))
+    assert w["model_speedup_best"] < leviathan_tau(0.5, w["best_gamma"])
+    assert w["breakeven_alpha_any_gamma"] > 0  # drafts never accepted do not pay at any gamma
 
 
 def test_costed_speedup_reduces_to_leviathan_and_piecewise_linear_costs():

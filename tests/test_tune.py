@@ -182,25 +182,67 @@ def test_recommend_takes_the_fastest_measured_and_never_an_unmeasured_load():
     assert "--drafter" not in tune_lines.harness_line(recs[4], None) and "--concurrency 4" in tune_lines.harness_line(recs[4], None)
 
 
-def test_a_baseline_whose_speed_moved_during_tune_is_said():
-    def row(rate, runtime="torch", fwd="kernels", n=1, error=None, mode="baseline"):
-        return {"runtime": runtime, "torch_forward": fwd, "pair": "p", "mode": mode, "concurrency": n,
-                "tokens_per_s": rate, "error": error}
+def _base_row(rate, runtime="torch", fwd="kernels", n=1, error=None, mode="baseline", *, prompt="a", tokens=35, turn=1):
+    """A baseline row of tune's probe or confirm run: its decode rate on a prompt of `tokens` input tokens."""
+    return {"runtime": runtime, "torch_forward": fwd, "pair": "p", "mode": mode, "concurrency": n, "tokens_per_s": rate,
+            "error": error, "prompt_id": prompt, "turn": turn, "prompt_tokens": tokens}
 
+
+def test_a_baseline_whose_speed_moved_during_tune_is_said():
+    row = _base_row
     rows = [row(97.0), row(60.0), row(61.0), row(80.0, "llama-server", None), row(100.0, "llama-server", None),
             row(10.0, "vllm", None, n=4), row(40.0, "vllm", None), row(5.0, "vllm", None, error="skipped: x"),
             row(10.0, "vllm", None, mode="speculative")]
     got = tune.unsteady(rows)  # llama-server within 1.25x, vLLM's slow rows are under load, failed or speculative
-    assert got == [{"runtime": "torch [kernels]", "pair": "p", "low": 60.0, "high": 97.0}]
+    assert got == [{"runtime": "torch [kernels]", "pair": "p", "low": 60.0, "high": 97.0, "prompts": ["a", "a"],
+                    "prompt_tokens": [35, 35]}]
     result = {"confirmed": [], "baselines": [], "recommendations": [], "unsteady": got}
-    said = " ".join(tune_lines.lines(result, {}, None))
-    assert "torch [kernels]: its baseline decoded at 60.0 to 97.0 tok/s from prompt to prompt (1.62x)" in said
+    said = " ".join(" ".join(tune_lines.lines(result, {}, None)).split())
+    assert "torch [kernels]: its baseline decoded prompt a at 60.0 and 97.0 tok/s (1.62x): this machine's speed" in said
     assert "speed changed" not in " ".join(tune_lines.lines({**result, "unsteady": []}, {}, None))
     # a prediction just under --rule-out never reads as --rule-out itself
     probe = [_cell(None, 1.0, None, drafter=None, tps=15.0, runtime="hf"), _cell(2, 0.9, 1.1, drafter="ngram", tps=13.5, runtime="hf")]
     rec = tune.recommend([replace(_cand("ngram", 2, 1, None, None, "hf"), predicted=0.8996)], {}, [], probe)
     said = " ".join(" ".join(tune_lines.lines({**result, "recommendations": rec}, {}, None)).split())
     assert "ngram g=2, predicted 0.89x). Every candidate is predicted below 0.9x" in said
+
+
+def test_prompts_of_different_input_lengths_decode_at_their_own_rates_on_a_steady_machine():
+    """A 35-token prompt decodes 2.3x faster than an 800-token one (each step attends over the
+    input): on a steady machine each keeps its rate from the probe to the confirm run, and tune says
+    nothing of the machine's speed."""
+    row = _base_row
+    rows = [row(92.0, prompt="short", tokens=35), row(40.0, prompt="long", tokens=800),  # probe
+            row(91.0, prompt="short", tokens=35), row(40.5, prompt="long", tokens=800),  # confirm
+            row(90.0, prompt="chat", tokens=40), row(41.0, prompt="chat", tokens=780, turn=2)]  # turn 2 reads turn 1
+    assert tune.unsteady(rows) == []
+    result = {"confirmed": [], "baselines": [], "recommendations": [], "unsteady": tune.unsteady(rows)}
+    assert "speed changed" not in " ".join(tune_lines.lines(result, {}, None))
+
+
+def test_the_same_prompt_or_one_of_about_its_length_decoding_at_another_speed_is_said():
+    row = _base_row
+    steady = [row(92.0, prompt="short", tokens=35), row(40.0, prompt="long", tokens=800)]
+    moved = steady + [row(91.0, prompt="short", tokens=35), row(20.0, prompt="long", tokens=800)]  # confirm: half
+    (u,) = tune.unsteady(moved)
+    assert (u["low"], u["high"], u["prompts"], u["prompt_tokens"]) == (20.0, 40.0, ["long", "long"], [800, 800])
+    result = {"confirmed": [], "baselines": [], "recommendations": [], "unsteady": [u]}
+    said = " ".join(" ".join(tune_lines.lines(result, {}, None)).split())
+    assert "torch [kernels]: its baseline decoded prompt long at 20.0 and 40.0 tok/s (2.00x): this machine's speed " \
+           "changed during tune" in said
+    # two prompts whose inputs are within a quarter of each other decode at one rate on a steady machine
+    (u,) = tune.unsteady(steady + [row(25.0, prompt="long2", tokens=900)])
+    assert u["prompts"] == ["long2", "long"] and u["prompt_tokens"] == [900, 800]
+    said = tune_lines.unsteady_line(u)
+    assert "prompts long2 and long (900 and 800 input tokens) at 25.0 and 40.0 tok/s (1.60x)" in said
+    assert tune.unsteady(steady + [row(25.0, prompt="longer", tokens=1100)]) == []  # 1.4x the input: its own rate
+    # rows written before `prompt_tokens` existed compare by prompt alone
+    assert tune.unsteady([dict(r, prompt_tokens=None) for r in steady + [row(25.0, prompt="long2", tokens=900)]]) == []
+    # one prompt built to two lengths (--input-len) is two inputs
+    tiers = [dict(row(rate, prompt="f1", tokens=n), input_len=n) for rate, n in ((92.0, 64), (40.0, 1024), (20.0, 1024))]
+    assert tune.unsteady(tiers[:2]) == [] and tune.unsteady(tiers)[0]["prompts"] == ["f1 at 1024", "f1 at 1024"]
+    old = {"runtime": "torch", "low": 60.0, "high": 97.0}  # an older tune.json's entry
+    assert "97.0 tok/s (1.62x) from prompt to prompt" in tune_lines.unsteady_line(old)
 
 
 def test_each_runtime_says_the_setting_in_its_own_terms():

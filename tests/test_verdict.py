@@ -62,6 +62,23 @@ def test_the_cost_model_names_a_better_gamma_with_the_command_that_runs_it():
     assert any(s.startswith("Cost model: verifier at gamma ") for s in verdict.sentences(v))
 
 
+def test_the_cost_model_never_promises_more_tokens_than_a_round_yields():
+    """Acceptance 0.1 at gamma 4 (each prompt: 8 rounds rejecting the first draft, one accepting one)
+    after a long prompt: 0.5 s of prefill on every row, longer than the decode, dilutes the loss
+    toward 1x. At gamma 1 a round yields at most tau = 1 + 0.1 tokens and costs at least a target
+    step, so no line may promise more, however long the prompt."""
+    low = {(p, 4): [(4, 0, 1)] * 8 + [(4, 1, 2)] for p in ("f1", "o1")}
+    for prefill in (0.0, 0.1, 0.5):
+        rows = [dict(r, prefill_s=r["prefill_s"] + prefill, wall_s=r["wall_s"] + prefill)
+                for r in synthetic.rows_for("llamacpp", rounds=low)]
+        v = verdict.build(by_drafting(rows))
+        assert v["lines"][0]["alpha_hat"] == pytest.approx(0.1)
+        t = v["try"]
+        assert t and t["best_gamma"] == 1 and t["predicted"] <= 1.1, (prefill, t)
+        said = next(x for x in verdict.sentences(v) if x.startswith("Cost model:"))
+        assert float(said.split("would give about ")[1].split("x")[0]) <= 1.1
+
+
 def test_baselines_that_part_are_grouped_and_a_suspected_bug_is_said():
     rows = synthetic.rows_for("a") + synthetic.rows_for("b") + synthetic.rows_for("c")
     for r in rows:
