@@ -113,10 +113,13 @@ def predicted_breakeven(tiers: Sequence[dict]) -> Optional[float]:
 
 
 def predicted_speedup(at: dict, gamma: int) -> float:
-    """(1 + o_base) tau(alpha, gamma) / (gamma c + v + o), each input clipped to its physical range."""
+    """(1 + o_base) tau(alpha, gamma) / (gamma c + v + o), each input held to its physical range:
+    alpha in [0, 1], c >= 0, v >= 1 and o >= o_base (a round costs at least a baseline step), so
+    that no prediction passes tau."""
     alpha = min(max(at["alpha_hat"], 0.0), 1.0)
-    cost = gamma * max(at["c"], 0.0) + max(at["v"], 1e-9) + max(at["o"], 0.0)
-    return (1 + max(at["o_base"], 0.0)) * theory.expected_tokens(alpha, gamma) / cost
+    o_base = max(at["o_base"], 0.0)
+    cost = gamma * max(at["c"], 0.0) + max(at["v"], 1.0) + max(at["o"], o_base)
+    return (1 + o_base) * theory.expected_tokens(alpha, gamma) / cost
 
 
 def lines(recs: list[dict]) -> list[str]:

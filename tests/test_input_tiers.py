@@ -38,3 +38,12 @@ def test_predicted_breakeven_extrapolates_the_costs_growth_with_the_input():
 
 def test_no_prediction_without_two_lengths_to_fit():
     assert input_tiers.predicted_breakeven([_tier(512, 1.1, v=1.2, c=0.1, o=0.0, o_base=0.0, alpha_hat=0.5)]) is None
+
+
+def test_no_predicted_speedup_passes_tau():
+    from itertools import product
+
+    for alpha, c, v, o, o_base in product((0.05, 0.5, 0.95), (0.0, 0.2), (0.5, 1.0, 2.0), (0.0, 0.3), (0.0, 0.5)):
+        at = {"alpha_hat": alpha, "c": c, "v": v, "o": o, "o_base": o_base}
+        for gamma in (1, 3, 6):
+            assert input_tiers.predicted_speedup(at, gamma) <= theory.expected_tokens(alpha, gamma) + 1e-12
