@@ -11,7 +11,8 @@ length), is what speculation could gain if drafting and verifying were free, and
 so acceptance bounds the gain but cannot by itself make speculation lose; the costs (a draft
 token c, a verify pass v, the loop's o per round, prefill; explain's factors) take the speedup
 from tau down to what was measured, and the largest of them is the one to act on. Acceptance is
-the reason only where tau is about 1 (drafts almost never accepted).
+the reason only where tau stays near 1 (under NO_GAIN: too few drafts accepted for any cost to
+matter).
 
 `harness run`, `sweep` and `report` print it last (harness/summary.py); report.md opens with it,
 as a table and the same sentences (reports/markdown.py), beside verdict.png (plots.verdict).
@@ -27,14 +28,17 @@ import textwrap
 from typing import Optional
 
 from spec_harness.core import drafters
-from spec_harness.reports import explain, mismatch, tables
+from spec_harness.reports import explain, mismatch, routing, tables
 
 WIDTH = 100  # the console's columns
 NAME_WIDTH = 24  # a line's runtime label; a longer one has a line of its own, its numbers under it
 PAYS = 1.0  # a speedup above this pays
 NOTICEABLE = 1.05  # the cost model's setting is named when it predicts at least this factor over the run
 COSTS = ("draft", "verify", "overhead", "costs", "prefill")  # explain's factors that take speed from tau
-NO_GAIN = 1.1  # tau below this: drafts are almost never accepted, acceptance is the reason
+# tau below this: even free drafting and verifying would gain at most 25 %, less than a verify pass
+# alone costs beyond a step on these machines (v 1.3-3 target steps): acceptance is the reason
+NO_GAIN = 1.25
+SAME_SPEEDUP = 0.02  # decode and end-to-end speedups this close are one number
 
 
 def _short_device(device: Optional[str]) -> str:
@@ -92,8 +96,9 @@ def _range(xs: list, spec: str) -> str:
 
 
 REASONS = {  # the one reason of the cells that lose, from their explanations
-    "acceptance": lambda es: (f"drafts are almost never accepted (alpha_hat {_range([e['alpha_hat'] for e in es], '.2f')}, "
-                              f"{_range([e['tau_model'] for e in es], '.2f')} tokens a round)"),
+    "acceptance": lambda es: (f"too few drafts are accepted (alpha_hat {_range([e['alpha_hat'] for e in es], '.2f')}, "
+                              f"{_range([e['tau_model'] for e in es], '.2f')} tokens a round: at most that gain even "
+                              "with free drafting and verifying)"),
     "draft": lambda es: f"a draft token costs {_range([e['c'] for e in es], '.2f')} target steps",
     "verify": lambda es: (f"a verify pass of {_range([e['gamma'] + 1 for e in es], 'd')} tokens costs "
                           f"{_range([e['v'] for e in es], '.1f')} target steps (the paper assumes 1)"),
@@ -157,7 +162,9 @@ def _lines(cells: list[dict], expls: dict) -> list[dict]:
                           "loss": "no speculative rows"})
         for i, x in enumerate(mine):
             e = expls.get((_key(x), x["gamma"]))
-            lines.append({**x, "base_tokens_per_s": b["tokens_per_s"] if i == 0 else None, "expl": e, "loss": loss_words(e)})
+            decode = x["tokens_per_s"] / b["tokens_per_s"] if x["tokens_per_s"] and b["tokens_per_s"] else None
+            lines.append({**x, "base_tokens_per_s": b["tokens_per_s"] if i == 0 else None, "expl": e, "loss": loss_words(e),
+                          "decode_speedup": decode})
     return lines + [{**x, "base_tokens_per_s": None, "expl": None, "loss": "no baseline"} for x in best.values()
                     if not any(x["runtime"] == y["runtime"] and _same_settings(x, y) for y in lines)]
 
@@ -186,7 +193,8 @@ def build(rows: list[dict]) -> dict:
                                            default=None),
             "pays": sorted((x for x in spec if x["speedup"] > PAYS), key=lambda x: -x["speedup"]), "loses": loses,
             "reason": _reason(loses), "try": _try(lines), "off_models": off, "unlikely_outputs": unlikely,
-            "agreement": agreement_groups(one), "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one)}
+            "agreement": agreement_groups(one), "mismatches": _mismatches(one), "skipped": _skipped(rows), "rules": _rules(one),
+            "routing": [routing.sentence(r) for r in routing.routings(one) if r.differs]}
 
 
 def _rules(rows: list[dict]) -> list[str]:
@@ -295,9 +303,9 @@ def _names(xs: list[str], most: int = 4) -> str:
 
 def _fastest(f: dict) -> str:
     if f["mode"] == "baseline":
-        return f"Fastest here: {f['name']} without speculation, {f['tokens_per_s']:.1f} tok/s."
-    return (f"Fastest here: {f['name']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s "
-            f"({f['speedup']:.2f}x its own baseline)." if f.get("speedup") is not None
+        return f"Fastest here: {f['name']} without speculation, {f['tokens_per_s']:.1f} tok/s decoding."
+    return (f"Fastest here: {f['name']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s decoding "
+            f"({f['speedup']:.2f}x its own baseline end to end)." if f.get("speedup") is not None
             else f"Fastest here: {f['name']} at gamma {f['gamma']}, {f['tokens_per_s']:.1f} tok/s.")
 
 
@@ -310,15 +318,15 @@ def sentences(v: dict) -> list[str]:
     pays = v["pays"]
     head = _fastest(v["fastest"])
     if pays:
-        head += " Speculation pays in " + _names([f"{x['name']} ({x['speedup']:.2f}x)" for x in pays], 3) + "."
+        head += " Speculation pays in " + _names([f"{x['name']} ({_speedups(x)})" for x in pays], 3) + "."
     elif v["loses"]:
         best = max(v["loses"], key=lambda x: x["speedup"])
-        head += f" Speculation pays nowhere here (best {best['name']}, {best['speedup']:.2f}x)."
+        head += f" Speculation pays nowhere here (best {best['name']}, {_speedups(best)})."
     out.append(head)
     if v["loses"]:
         r = v["reason"]
         mine = r["lines"] if r else v["loses"]
-        text = f"It loses in {_names([x['name'] for x in mine], 4)} ({_range([x['speedup'] for x in mine], '.2f')}x)"
+        text = f"It loses in {_names([x['name'] for x in mine], 4)} ({_range([x['speedup'] for x in mine], '.2f')}x{_e2e(mine)})"
         text += f": {r['text']}" if r else ""
         for o in (r["others"] if r else [])[:2]:
             text += f"; {_names([x['name'] for x in o['lines']], 2)} ({_range([x['speedup'] for x in o['lines']], '.2f')}x): {o['text']}"
@@ -333,10 +341,25 @@ def sentences(v: dict) -> list[str]:
     return out
 
 
+def _differs(x: dict) -> bool:
+    """Whether a line's decode speedup is another number than its end-to-end one (prefill)."""
+    d, e = x.get("decode_speedup"), x.get("speedup")
+    return d is not None and e is not None and abs(d / e - 1) > SAME_SPEEDUP
+
+
+def _speedups(x: dict) -> str:
+    """`1.22x`, or `0.57x end to end, 1.30x decode` where a long prefill makes them differ."""
+    return f"{x['speedup']:.2f}x end to end, {x['decode_speedup']:.2f}x decode" if _differs(x) else f"{x['speedup']:.2f}x"
+
+
+def _e2e(lines: list[dict]) -> str:
+    return " end to end" if any(_differs(x) for x in lines) else ""
+
+
 def notes(v: dict) -> list[str]:
     """The lines between the table and the sentences: baselines that agree, greedy mismatches,
-    what did not run, different acceptance rules."""
-    out = []
+    what did not run, different acceptance rules, the best setting per task where it differs."""
+    out = list(v.get("routing") or [])
     groups = v["agreement"]
     for g in groups:
         n = len(g["runtimes"])
@@ -400,6 +423,14 @@ def cut(s: str, width: int) -> str:
 COLUMNS = [("device", "", "device", 6, ""), ("gamma", "", "g", 2, "d"), ("base", "base", "tok/s", 7, ".1f"),
            ("spec", "spec", "tok/s", 7, ".1f"), ("speedup", "", "speedup", 7, ".2fx"), ("alpha_hat", "", "alpha", 5, ".2f"),
            ("tau", "", "tau", 5, ".2f")]
+# where some line's decode and end-to-end speedups differ (long inputs): both, each named
+BOTH = [*COLUMNS[:4], ("speedup", "speedup", "e2e", 7, ".2fx"), ("decode_speedup", "speedup", "decode", 7, ".2fx"),
+        *COLUMNS[5:]]
+
+
+def columns(v: dict) -> list[tuple]:
+    """The console's columns: the decode speedup beside the end-to-end one where they differ."""
+    return BOTH if any(_differs(x) for x in v["lines"]) else COLUMNS
 
 
 def table_rows(v: dict) -> list[dict]:
@@ -408,7 +439,7 @@ def table_rows(v: dict) -> list[dict]:
     for x in v["lines"]:
         out.append({"runtime": x["name"], "device": _short_device(x.get("device")),
                     "gamma": x.get("gamma"), "base": x.get("base_tokens_per_s"), "spec": x.get("tokens_per_s"),
-                    "speedup": x.get("speedup"), "alpha_hat": x.get("alpha_hat"),
+                    "speedup": x.get("speedup"), "decode_speedup": x.get("decode_speedup"), "alpha_hat": x.get("alpha_hat"),
                     "tau": (x["expl"] or {}).get("tau_model"), "loss": x["loss"]})
     return out
 
@@ -423,17 +454,17 @@ def _fmt(x, spec: str) -> str:
 def text(v: dict, width: int = WIDTH) -> list[str]:
     """The console's verdict, every line at most `width` columns: the table, the notes, then the
     sentences (last, where a person looks first)."""
-    rows = table_rows(v)
+    rows, cols = table_rows(v), columns(v)
     name_w = min(NAME_WIDTH, max([len("runtime")] + [len(r["runtime"]) for r in rows]))
-    above = " " * name_w + "".join(f" {a:>{w}}" for _, a, _, w, _ in COLUMNS)
-    head = f"{'runtime':<{name_w}}" + "".join(f" {h:>{w}}" for _, _, h, w, _ in COLUMNS) + "  largest cost"
+    above = " " * name_w + "".join(f" {a:>{w}}" for _, a, _, w, _ in cols)
+    head = f"{'runtime':<{name_w}}" + "".join(f" {h:>{w}}" for _, _, h, w, _ in cols) + "  largest cost"
     out = [cut(above.rstrip(), width), cut(head, width)]
     for r in rows:
         name = r["runtime"]
         if len(name) > name_w:  # a long name on a line of its own, the numbers under it
             out.append(cut(name, width))
             name = ""
-        cells = f"{name:<{name_w}}" + "".join(f" {_fmt(r[k], spec):>{w}}" for k, _, _, w, spec in COLUMNS)
+        cells = f"{name:<{name_w}}" + "".join(f" {_fmt(r[k], spec):>{w}}" for k, _, _, w, spec in cols)
         out.append(cut(f"{cells}  {r['loss']}", width))
     wrap = textwrap.TextWrapper(width=width, subsequent_indent="  ", break_on_hyphens=False)
     for s in notes(v) + sentences(v):
@@ -441,18 +472,20 @@ def text(v: dict, width: int = WIDTH) -> list[str]:
     return out
 
 
-MD_COLUMNS = [("runtime", "runtime"), ("device", "device"), ("gamma", "gamma"), ("base", "base tok/s"),
-              ("spec", "spec tok/s"), ("speedup", "speedup"), ("alpha_hat", "alpha_hat"), ("tau", "tau"),
-              ("loss", "largest cost")]
+MD_COLUMNS = [("runtime", "runtime"), ("device", "device"), ("gamma", "gamma"), ("base", "base decode tok/s"),
+              ("spec", "spec decode tok/s"), ("speedup", "speedup end to end"), ("decode_speedup", "decode speedup"),
+              ("alpha_hat", "alpha_hat"), ("tau", "tau"), ("loss", "largest cost")]
 
 
 def markdown(v: dict) -> list[str]:
     """The report's opening: the sentences, the same lines as a table, and the notes."""
     out = [f"- {s}" for s in sentences(v)] + [""]
-    out += ["| " + " | ".join(h for _, h in MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
+    both = any(_differs(x) for x in v["lines"])
+    cols = [(k, h) for k, h in MD_COLUMNS if both or k != "decode_speedup"]
+    out += ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
     for r in table_rows(v):
-        vals = {**r, **{k: _fmt(r[k], spec) for k, _, _, _, spec in COLUMNS if spec}}
-        out.append("| " + " | ".join(str(vals[k]) or "-" for k, _ in MD_COLUMNS) + " |")
+        vals = {**r, **{k: _fmt(r[k], spec) for k, _, _, _, spec in BOTH if spec}}
+        out.append("| " + " | ".join(str(vals[k]) or "-" for k, _ in cols) + " |")
     return out + [""] + [f"- {n}" for n in notes(v)]
 
 
