@@ -13,12 +13,8 @@ speculative settings) or the chat template (the runtime's encode, models/chat.py
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from spec_harness.models.chat import Message
-
-if TYPE_CHECKING:
-    from spec_harness.harness.run_config import Cell
 
 
 class CannotAsk(Exception):
@@ -26,9 +22,9 @@ class CannotAsk(Exception):
     outgrows the context. Its row is an error row; the run goes on."""
 
 
-def messages(cell: Cell, bases: dict) -> list[Message]:
-    """Turn k of `cell`'s conversation as chat messages: each earlier user turn and the runtime's
-    answer to it (`bases`: each cell's baseline row), then turn k."""
+def messages(cell, bases: dict) -> list[Message]:
+    """Turn k of `cell`'s conversation (a run_config.Cell) as chat messages: each earlier user turn
+    and the runtime's answer to it (`bases`: each cell's baseline row), then turn k."""
     out: list[Message] = []
     for k in range(1, cell.prompt.turn):
         earlier = replace(cell, prompt=cell.prompt.earlier(k))

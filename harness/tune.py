@@ -48,6 +48,7 @@ from spec_harness.core.results import read_results
 from spec_harness.harness.run_config import RunConfig, Setting
 from spec_harness.harness.runner import run as run_grid
 from spec_harness.harness.tune_model import STOPPING_P, Cell, fits
+from spec_harness.reports import routing
 
 DEFAULT_MAX_GAMMA = 6
 DEFAULT_CONFIRM = 2  # candidates per runtime (and N) measured again beside the baseline
@@ -363,7 +364,8 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
               "recommendations": recommend(cands, picks, confirmed, probe, tc.rule_out),
-              "unsteady": unsteady(probe_rows + confirm_rows)}
+              "unsteady": unsteady(probe_rows + confirm_rows),
+              "per_task": [routing.sentence(r) for r in routing.routings(confirm_rows) if r.differs]}
     save(tc.out, result)
     return result
 

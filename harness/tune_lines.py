@@ -127,4 +127,6 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
         lib = library_line(rec, pairs)
         # the commands whole, one line each, ready to paste (the only lines that may pass `width`)
         out += [f"    {cmd}" for cmd in ([lib] if lib else []) + [harness_line(rec, pair_arg)]]
+    for said in result.get("per_task", []):  # where categories, turns or input lengths want other settings
+        out += textwrap.wrap(said, width, subsequent_indent="  ")
     return out

@@ -282,6 +282,8 @@ def test_tune_on_the_tiny_pair_predicts_confirms_and_recommends(tmp_path):
     result = json.loads((out / "tune.json").read_text())
     runtimes = {c["runtime"] for c in result["candidates"]}
     assert runtimes == {"torch [kernels]", "llamacpp"}
+    assert all(s.startswith("Per category in ") for s in result["per_task"])  # one category: none expected
+    assert result["per_task"] == []
     for rt in runtimes:  # every drafter x gamma 1..3, and the draft model's confidence stopping, predicted
         got = sorted((c["drafter"], c["policy"], c["gamma"]) for c in result["candidates"] if c["runtime"] == rt)
         assert got == sorted((d, p, g) for g in (1, 2, 3) for d, p in [("ngram", "fixed"), ("model", "fixed")]
@@ -344,3 +346,22 @@ def test_tune_under_load_chooses_per_n_from_cells_measured_there(tmp_path):
             assert (rec["n"], rec["best"]["gamma"]) in confirmed  # measured at that N
     assert "at N=2" in r.stdout
     assert r.stderr.count("[llama-server] servers started: ") == 1  # by the probe, which lent them to the confirm
+
+
+def test_tune_names_a_setting_per_task_from_its_confirm_rows():
+    """The confirm run measures each candidate beside the baseline on every prompt: where the
+    categories' best settings differ, tune says which for which, and the routed speedup."""
+    from spec_harness.reports import routing
+
+    rows = []
+    for prompt, category, walls in (("s1", "summarization", (1.0, 0.5, 0.8)), ("q1", "qa", (1.0, 1.2, 0.7))):
+        cell = {"runtime": "torch", "torch_forward": "kernels", "pair": "p", "prompt_id": prompt, "category": category,
+                "repeat": 0, "temperature": 0.0, "max_new_tokens": 32, "new_tokens": 10, "error": None}
+        rows += [{**cell, "mode": "baseline", "wall_s": walls[0]},
+                 {**cell, "mode": "speculative", "drafter": "ngram", "gamma": 4, "wall_s": walls[1]},
+                 {**cell, "mode": "speculative", "drafter": "eagle3", "gamma": 2, "wall_s": walls[2]}]
+    per_task = [routing.sentence(r) for r in routing.routings(rows) if r.differs]
+    result = {"confirmed": [], "baselines": [], "recommendations": [], "unsteady": [], "per_task": per_task}
+    said = " ".join(" ".join(tune_lines.lines(result, {}, None)).split())
+    assert "Per category in torch [kernels]: ngram g4 for summarization; eagle3 g2 for qa" in said
+    assert "routed 1.67x over every prompt against 1.33x for eagle3 g2 alone" in said
