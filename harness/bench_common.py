@@ -17,6 +17,8 @@ HEAD_GOALS = {"alpha_hat": 0.60, "tau": 2.3, "torch_speedup": 1.3, "alpha_spread
 LOAD_NS = (1, 2, 4)  # figure 11: concurrent streams
 LOAD_GOAL = 0.10  # figure 11: our aggregate tokens/s within this of vllm bench serve's
 ROOFLINE_GOAL = 0.8  # figure 9: torch's baseline step at this fraction of the memory bound or more
+CONTEXTS = (64, 512, 1024, 2048, 4096)  # figure 14: the cache lengths torch's step and verify pass are timed at
+CONTEXT_GOAL = 1.2  # figure 14: their growth at most this over what the bytes they read predict
 
 
 

@@ -15,6 +15,8 @@ from spec_harness.core import timing
 from spec_harness.core.config import RuntimeSettings
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.harness.bench_common import (
+    CONTEXT_GOAL,
+    CONTEXTS,
     ROOFLINE_GOAL,
     ROOFLINE_LEAVES_OUT,
     Figure,
@@ -64,6 +66,52 @@ class SpeedFigures:
                    tokens=n, eager_step_over_hf=med["torch_eager_step"] / med["hf_generate"])
         return Figure(1, "torch baseline / HF generate (tokens/s, end to end)", med["torch"] / med["hf_generate"],
                       ">= 1.2", med)
+
+    def fig14_context_growth(self) -> Figure:
+        """torch's one-token step and its verify pass (gamma + 1 tokens) at each cache length of
+        CONTEXTS against the shortest, over what they read (the weights and the KV cache up to
+        there): measured growth / the bytes' growth, the largest over lengths and both passes. One
+        prefill of the longest; each length is that cache cropped to it, taken in turn (A B C ...)."""
+        import torch
+
+        rt = self.runtime("torch")
+        if rt is None:
+            return Figure(14, "torch step growth with context / bytes read", None, f"<= {CONTEXT_GOAL}",
+                          note="torch unavailable")
+        kv, sizes, top = rt.target, rt.describe()["model_sizes"]["target"], max(CONTEXTS)
+        prompt = self._ids(rt)
+        ids = (prompt * (top // len(prompt) + 2))[: top + self.gamma + 1]  # real tokens, repeated
+        with torch.inference_mode():
+            kv.reset()
+            kv.forward(ids[:top], 1)
+
+        def timed(length: int, n: int) -> Callable[[], float]:
+            def f() -> float:  # the median of five calls after the cache cropped to `length`
+                times = []
+                with torch.inference_mode():
+                    for _ in range(5):
+                        kv.crop(length)
+                        t = time.perf_counter()
+                        kv.forward(ids[length:length + n], n)
+                        times.append(time.perf_counter() - t)
+                return statistics.median(times)
+            return f
+
+        passes = {"step": 1, "verify": self.gamma + 1}
+        got = alternate({f"{p} {n}": timed(n, k) for n in CONTEXTS for p, k in passes.items()}, self.repeats)
+        detail, worst = {}, 0.0
+        for p, k in passes.items():
+            nbytes = {n: sizes["weight_bytes"] + sizes["kv_bytes_per_position"] * (n + k) for n in CONTEXTS}
+            first = CONTEXTS[0]
+            for n in CONTEXTS[1:]:
+                growth, predicted = got[f"{p} {n}"] / got[f"{p} {first}"], nbytes[n] / nbytes[first]
+                detail[f"{p} {n}"] = {"ms": 1000 * got[f"{p} {n}"], "growth": growth, "bytes_growth": predicted,
+                                      "over_bytes": growth / predicted}
+                worst = max(worst, growth / predicted)
+            detail[f"{p} {first}"] = {"ms": 1000 * got[f"{p} {first}"]}
+        detail.update(forward=rt.target.describe(), threads=torch.get_num_threads())
+        return Figure(14, "torch step growth with context / bytes read (worst of step and verify)", worst,
+                      f"<= {CONTEXT_GOAL}", detail)
 
     def fig3_llamacpp_paths(self) -> Figure:
         rt = self.runtime("llamacpp")

@@ -13,8 +13,9 @@ streaming: at every synchronisation, and wherever one thread works while the oth
         h = rmsnorm(x) * w_in                           #   its own copy, no barrier
         qkv = W_qkv h                                   #   rows split between threads     | barrier
         K[L], V[L] = rope(k), v                         #   kv heads split                 | barrier
-        per query head (split between threads):
-            att = softmax(rope(q) hd^-0.5 . K[:L+1]) V[:L+1]                               | barrier
+        per kv head and part of the positions (split between threads): its query heads'
+            exp(rope(q) hd^-0.5 . K[part] - max) and their sums over V[part], K and V read once | barrier
+        per query head: att = its parts combined (softmax over every position)              | barrier
         x += W_o att                                    #   rows split                     | barrier
         h = rmsnorm(x) * w_post                         #   its own copy
         gu = W_gu h                                     #   rows split                     | barrier
@@ -22,7 +23,7 @@ streaming: at every synchronisation, and wherever one thread works while the oth
         x += W_down a                                   #   rows split                     | barrier
     logits = W_head (rmsnorm(x) * norm)                 #   rows split
 
-Six barriers a layer; every matrix-vector product is a static split of its rows, each row a dot
+Seven barriers a layer; every matrix-vector product is a static split of its rows, each row a dot
 product with four vector accumulators (the loads stay independent of the adds' latency). The
 small vectors (the norms, SiLU) are computed by every thread for itself rather than by one while
 the others wait. The cache layout is the runtime's: [capacity, layers, kv_heads, hd], positions
@@ -31,7 +32,7 @@ before L already rotated.
 `forward_tokens` is the same forward for S tokens, each matrix product through packed_matmul's
 outer-product tile over the packed copy of the matrices (each matrix read once per pass however
 many tokens it carries), the norms, RoPE, causal attention (token s sees positions 0 .. L + s) and
-SiLU split by token or by (token, head), through the same helpers as the step: one parallel region instead of ~1000 eager operations.
+SiLU split by token or by (token, kv head), through the same helpers as the step: one parallel region instead of ~1000 eager operations.
 It needs every matrix's rows, and the attention's width, in whole 16-row blocks. (Its time
 against the eager pass, and the one-token step's: docs/findings.md.)
 
@@ -117,19 +118,63 @@ static inline void store_kv(const float* qkv, const float* cos, const float* sin
   for (int64_t d = 0; d < hd; ++d) vd[d] = qkv[(nh + nkv + kv) * hd + d];
 }
 
-// o [hd] = softmax_j(q . K_j) V_j over cache positions j < n (K_j at K + j * pos_stride); p [n] scratch
-static inline void attend(const float* q, const float* K, const float* Vc, int64_t pos_stride, int64_t n,
-                          int64_t hd, float* p, float* o) {
-  float m = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] = dot(q, K + j * pos_stride, hd));
-  float sum = 0.f;
-  for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - m));
-  for (int64_t d = 0; d < hd; ++d) o[d] = 0.f;
-  for (int64_t j = 0; j < n; ++j) {
-    const float pj = p[j] / sum;
-    const float* vj = Vc + j * pos_stride;
-    for (int64_t d = 0; d < hd; ++d) o[d] += pj * vj[d];
+// Where the next cache rows are read: the positions of one head lie pos_stride floats apart, farther
+// than the hardware prefetcher follows, so the row PREFETCH positions ahead is asked for by hand.
+constexpr int64_t PREFETCH = 4;
+static inline void prefetch_row(const float* row, int64_t hd) {
+  for (int64_t d = 0; d < hd; d += 16) __builtin_prefetch(row + d, 0, 3);
+}
+
+// The g query heads of one kv head (q [g, hd], rotated and scaled) against cache positions j0 .. j1 - 1
+// (K_j at K + j * pos_stride): each K_j and V_j is read once for all g heads. out [g, hd + 2]: per
+// head the unnormalised sum_j e^(s_j - m) V_j, then m = max_j s_j and sum_j e^(s_j - m) (-inf and 0
+// for no position); p [g, j1 - j0] scratch.
+static inline void attend_part(const float* q, const float* K, const float* Vc, int64_t pos_stride, int64_t j0,
+                               int64_t j1, int64_t hd, int64_t g, float* p, float* out) {
+  const int64_t n = j1 - j0, w = hd + 2;
+  for (int64_t h = 0; h < g; ++h) out[h * w + hd] = -INFINITY;
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* kj = K + j * pos_stride;
+    if (j + PREFETCH < j1) prefetch_row(kj + PREFETCH * pos_stride, hd);
+    for (int64_t h = 0; h < g; ++h) {
+      const float sc = p[h * n + j - j0] = dot(q + h * hd, kj, hd);
+      out[h * w + hd] = std::max(out[h * w + hd], sc);
+    }
   }
+  for (int64_t h = 0; h < g; ++h) {
+    float sum = 0.f, m = out[h * w + hd];
+    for (int64_t i = 0; i < n; ++i) sum += (p[h * n + i] = std::exp(p[h * n + i] - m));
+    out[h * w + hd + 1] = sum;
+    for (int64_t d = 0; d < hd; ++d) out[h * w + d] = 0.f;
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* vj = Vc + j * pos_stride;
+    if (j + PREFETCH < j1) prefetch_row(vj + PREFETCH * pos_stride, hd);
+    for (int64_t h = 0; h < g; ++h) {
+      const V pj(p[h * n + j - j0]);
+      float* o = out + h * w;
+      int64_t d = 0;
+      for (; d + V::size() <= hd; d += V::size()) at::vec::fmadd(pj, V::loadu(vj + d), V::loadu(o + d)).store(o + d);
+      for (; d < hd; ++d) o[d] += p[h * n + j - j0] * vj[d];
+    }
+  }
+}
+
+// o [hd] = softmax_j(q . K_j) V_j of one query head from its n_parts parts (attend_part's rows for
+// this head, `stride` floats apart), each part's sums rescaled to the largest score of all
+static inline void combine(const float* parts, int64_t n_parts, int64_t stride, int64_t hd, float* o) {
+  float m = -INFINITY, sum = 0.f;
+  for (int64_t c = 0; c < n_parts; ++c)
+    if (parts[c * stride + hd + 1] > 0.f) m = std::max(m, parts[c * stride + hd]);
+  for (int64_t d = 0; d < hd; ++d) o[d] = 0.f;
+  for (int64_t c = 0; c < n_parts; ++c) {
+    const float* pc = parts + c * stride;
+    if (pc[hd + 1] <= 0.f) continue;  // a part without positions
+    const float f = std::exp(pc[hd] - m);
+    sum += f * pc[hd + 1];
+    for (int64_t d = 0; d < hd; ++d) o[d] += f * pc[d];
+  }
+  for (int64_t d = 0; d < hd; ++d) o[d] /= sum;
 }
 
 """
@@ -149,11 +194,15 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
   float* att = qkv + nq;      // [nh hd]
   float* gu = att + nh * hd;  // [2I]
   for (int64_t i = 0; i < H; ++i) x[i] = emb[i];
+  // the attention in nkv x C parts (a kv head's query heads over a C-th of the positions each), so
+  // that every thread reads its share of the cache once; each part's [g, hd + 2] sums, then combined
+  const int64_t C = threads, w = hd + 2;
+  std::vector<float> part(nkv * C * g * w);
   #pragma omp parallel num_threads(threads)
   {
     #pragma omp atomic
     team[0] += 1;  // the threads that did work (llama_step.threads_used)
-    std::vector<float> h(H > I ? H : I), q(hd), p(L + 1);  // this thread's own
+    std::vector<float> h(H > I ? H : I), q(g * hd), p(g * (L + 1));  // this thread's own
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
         if (aux_ids[a] == l) {  // x is next written after two barriers
@@ -168,11 +217,16 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
       for (int64_t kv = 0; kv < nkv; ++kv)  // the token's k, v into the cache at L
         store_kv(qkv, cos, sin, kl + L * pos_stride + kv * hd, vl + L * pos_stride + kv * hd, nh, nkv, kv, hd);
       #pragma omp for schedule(static)
-      for (int64_t head_i = 0; head_i < nh; ++head_i) {  // positions 0 .. L
-        const int64_t kv = head_i / g;
-        rope(qkv + head_i * hd, cos, sin, q.data(), hd, 1.0f / std::sqrt(float(hd)));
-        attend(q.data(), kl + kv * hd, vl + kv * hd, pos_stride, L + 1, hd, p.data(), att + head_i * hd);
+      for (int64_t kc = 0; kc < nkv * C; ++kc) {  // kv head kc / C over its part kc % C of positions 0 .. L
+        const int64_t kv = kc / C, c = kc % C;
+        for (int64_t i = 0; i < g; ++i)
+          rope(qkv + (kv * g + i) * hd, cos, sin, q.data() + i * hd, hd, 1.0f / std::sqrt(float(hd)));
+        attend_part(q.data(), kl + kv * hd, vl + kv * hd, pos_stride, (L + 1) * c / C, (L + 1) * (c + 1) / C, hd, g,
+                    p.data(), part.data() + kc * g * w);
       }
+      #pragma omp for schedule(static)
+      for (int64_t head_i = 0; head_i < nh; ++head_i)
+        combine(part.data() + ((head_i / g) * C * g + head_i % g) * w, C, g * w, hd, att + head_i * hd);
       gemv<true>(w_o + l * H * nh * hd, att, x, H, nh * hd);
       rms_norm(x, w_post + l * H, h.data(), H, eps);
       gemv<false>(w_gu + l * 2 * I * H, h.data(), gu, 2 * I, H);
@@ -208,7 +262,7 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
   {
     #pragma omp atomic
     team[0] += 1;  // the threads that did work (llama_step.threads_used)
-    std::vector<float> q(hd), p(L + S);
+    std::vector<float> q(g * hd), p(g * (L + S)), part((hd + 2) * g);
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
         if (aux_ids[a] == l) {  // x is next written after two barriers
@@ -228,10 +282,14 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
                  vl + (L + s) * pos_stride + kv * hd, nh, nkv, kv, hd);
       }
       #pragma omp for schedule(static)
-      for (int64_t sh = 0; sh < S * nh; ++sh) {  // token s, query head: positions 0 .. L + s
-        const int64_t s = sh / nh, head_i = sh % nh, kv = head_i / g;
-        rope(qkv + s * nq + head_i * hd, cos + s * hd, sin + s * hd, q.data(), hd, 1.0f / std::sqrt(float(hd)));
-        attend(q.data(), kl + kv * hd, vl + kv * hd, pos_stride, L + s + 1, hd, p.data(), att + s * na + head_i * hd);
+      for (int64_t sk = 0; sk < S * nkv; ++sk) {  // token s, kv head: its g query heads over positions 0 .. L + s
+        const int64_t s = sk / nkv, kv = sk % nkv;
+        for (int64_t i = 0; i < g; ++i)
+          rope(qkv + s * nq + (kv * g + i) * hd, cos + s * hd, sin + s * hd, q.data() + i * hd, hd,
+               1.0f / std::sqrt(float(hd)));
+        attend_part(q.data(), kl + kv * hd, vl + kv * hd, pos_stride, 0, L + s + 1, hd, g, p.data(), part.data());
+        for (int64_t i = 0; i < g; ++i)
+          combine(part.data() + i * (hd + 2), 1, 0, hd, att + s * na + (kv * g + i) * hd);
       }
       packed_matmul<true>(att, p_o + l * H * na, x, S, H, na);
       #pragma omp for schedule(static)

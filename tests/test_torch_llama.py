@@ -245,7 +245,7 @@ def test_the_kernels_at_smollm2s_real_shape_on_two_threads_compute_what_pytorch_
         eager = TorchKV(copy.deepcopy(smollm2_shape), 49152, kernels=False, packed=False)  # weights are laid out once per model
         fast = TorchKV(smollm2_shape, 49152)
         assert fast.lean.kernels and fast.lean.kernel_passes and eager.lean.weights.why_not_packed == "turned off (the eager forward)"
-        prompt = list(range(100, 140))  # a prefill longer than a kernel pass, then steps and verify passes
+        prompt = list(range(100, 400))  # a prefill longer than a kernel pass, then steps and verify passes over it
         for ids, n in ((prompt, 1), ([7], 1), ([8, 9, 10, 11, 12], 5), ([13], 1)):
             want, got = eager.forward(ids, n), fast.forward(ids, n)
             assert not apart(got, want, smollm2_shape.config, len(fast)), len(ids)
