@@ -216,6 +216,9 @@ def _at_input_lengths(prompts, lengths, pairs, max_new_tokens, settings):
     for p in pairs:
         input_len.check_context(lengths, max_new_tokens, model_context(p.target_gguf or p.target), p.name)
     need = lengths[-1] + max_new_tokens
+    if settings.n_ctx is not None and need > settings.n_ctx:
+        raise HarnessError(f"--input-len {input_len.label(lengths[-1])}: {lengths[-1]} tokens + --max-new-tokens "
+                           f"{max_new_tokens} do not fit --n-ctx {settings.n_ctx}; raise it to {need} or leave it out")
     if settings.n_ctx is None and need > RuntimeSettings.N_CTX_CAP:
         settings = replace(settings, n_ctx=need)
         click.echo(f"--input-len {input_len.label(lengths[-1])}: llama.cpp's context set to {need} tokens "

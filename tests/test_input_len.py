@@ -76,6 +76,12 @@ def test_a_length_the_pair_cannot_hold_is_one_line_before_anything_loads(tmp_pat
     assert "loading" not in r.stderr and not (tmp_path / "o" / "results.jsonl").exists()
 
 
+def test_a_length_past_n_ctx_is_refused_before_loading(tmp_path):
+    r = _run(tmp_path, "--input-len", "256", "--max-new-tokens", "8", "--n-ctx", "200")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "loading" not in r.stderr
+    assert "error: --input-len 256: 256 tokens + --max-new-tokens 8 do not fit --n-ctx 200; raise it to 264" in r.stderr
+
+
 def test_rows_carry_the_length_and_run_json_the_rule(tmp_path):
     r = _run(tmp_path, "--input-len", "128,256", "--max-new-tokens", "8", "--prompts", "summarization", "--gamma", "2")
     assert r.returncode == 0, r.stderr[-2000:]
