@@ -71,13 +71,15 @@ class SpeedFigures:
         """torch's one-token step and its verify pass (gamma + 1 tokens) at each cache length of
         CONTEXTS against the shortest, over what they read (the weights and the KV cache up to
         there): measured growth / the bytes' growth, the largest over lengths and both passes. One
-        prefill of the longest; each length is that cache cropped to it, taken in turn (A B C ...)."""
+        prefill of the longest; each length is that cache's length set to it, taken in turn (A B C
+        ...): the rows beyond stay as the prefill wrote them, and each timed pass rewrites its own
+        rows with the same tokens, so the cache always holds the prefill's text up to the longest."""
         import torch
 
         rt = self.runtime("torch")
-        if rt is None:
+        if rt is None or rt.target.lean is None:
             return Figure(14, "torch step growth with context / bytes read", None, f"<= {CONTEXT_GOAL}",
-                          note="torch unavailable")
+                          note="torch unavailable" if rt is None else f"no lean forward: {rt.target.describe()}")
         kv, sizes, top = rt.target, rt.describe()["model_sizes"]["target"], max(CONTEXTS)
         prompt = self._ids(rt)
         ids = (prompt * (top // len(prompt) + 2))[: top + self.gamma + 1]  # real tokens, repeated
@@ -90,7 +92,7 @@ class SpeedFigures:
                 times = []
                 with torch.inference_mode():
                     for _ in range(5):
-                        kv.crop(length)
+                        kv.lean.length = length  # not crop(): a longer length than the last must be reached too
                         t = time.perf_counter()
                         kv.forward(ids[length:length + n], n)
                         times.append(time.perf_counter() - t)

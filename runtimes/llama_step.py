@@ -26,13 +26,16 @@ streaming: at every synchronisation, and wherever one thread works while the oth
 Seven barriers a layer; every matrix-vector product is a static split of its rows, each row a dot
 product with four vector accumulators (the loads stay independent of the adds' latency). The
 small vectors (the norms, SiLU) are computed by every thread for itself rather than by one while
-the others wait. The cache layout is the runtime's: [capacity, layers, kv_heads, hd], positions
-before L already rotated.
+the others wait. The cache layout is the runtime's: [layers, kv_heads, capacity, hd], positions
+before L already rotated, so that attention reads each kv head's positions as one contiguous run
+(with positions outermost, one head's rows lie layers x kv_heads x hd floats apart, a page and a
+demand miss per row, and a step's attention cost grew several times faster than its bytes).
 
 `forward_tokens` is the same forward for S tokens, each matrix product through packed_matmul's
 outer-product tile over the packed copy of the matrices (each matrix read once per pass however
-many tokens it carries), the norms, RoPE, causal attention (token s sees positions 0 .. L + s) and
-SiLU split by token or by (token, kv head), through the same helpers as the step: one parallel region instead of ~1000 eager operations.
+many tokens it carries), the norms, RoPE and SiLU split by token, causal attention (token s sees
+positions 0 .. L + s) split as in the step, by kv head and part of the positions, each cache row read
+once for every token's query heads: one parallel region instead of ~1000 eager operations.
 It needs every matrix's rows, and the attention's width, in whole 16-row blocks. (Its time
 against the eager pass, and the one-token step's: docs/findings.md.)
 
@@ -118,39 +121,41 @@ static inline void store_kv(const float* qkv, const float* cos, const float* sin
   for (int64_t d = 0; d < hd; ++d) vd[d] = qkv[(nh + nkv + kv) * hd + d];
 }
 
-// Where the next cache rows are read: the positions of one head lie pos_stride floats apart, farther
-// than the hardware prefetcher follows, so the row PREFETCH positions ahead is asked for by hand.
-constexpr int64_t PREFETCH = 4;
-static inline void prefetch_row(const float* row, int64_t hd) {
-  for (int64_t d = 0; d < hd; d += 16) __builtin_prefetch(row + d, 0, 3);
-}
-
-// The g query heads of one kv head (q [g, hd], rotated and scaled) against cache positions j0 .. j1 - 1
-// (K_j at K + j * pos_stride): each K_j and V_j is read once for all g heads. out [g, hd + 2]: per
-// head the unnormalised sum_j e^(s_j - m) V_j, then m = max_j s_j and sum_j e^(s_j - m) (-inf and 0
-// for no position); p [g, j1 - j0] scratch.
-static inline void attend_part(const float* q, const float* K, const float* Vc, int64_t pos_stride, int64_t j0,
-                               int64_t j1, int64_t hd, int64_t g, float* p, float* out) {
+// The r query rows of one kv head (q [r, hd], rotated and scaled; row h is the g-th part of a
+// token's query heads, token h / g) against its cache rows K, Vc [capacity, hd] at positions
+// j0 .. j1 - 1, row h seeing those before end0 + h / g (causal): each K_j and V_j is read once for
+// all rows, in order (one stream the hardware prefetcher follows). out [r, hd + 2]: per row the
+// unnormalised sum_j e^(s_j - m) V_j, then m = max_j s_j and sum_j e^(s_j - m) (-inf and 0 for no
+// position); p [r, j1 - j0] scratch.
+static inline void attend_part(const float* q, const float* K, const float* Vc, int64_t j0, int64_t j1,
+                               int64_t end0, int64_t hd, int64_t r, int64_t g, float* p, float* out) {
   const int64_t n = j1 - j0, w = hd + 2;
-  for (int64_t h = 0; h < g; ++h) out[h * w + hd] = -INFINITY;
+  for (int64_t h = 0; h < r; ++h) out[h * w + hd] = -INFINITY;
   for (int64_t j = j0; j < j1; ++j) {
-    const float* kj = K + j * pos_stride;
-    if (j + PREFETCH < j1) prefetch_row(kj + PREFETCH * pos_stride, hd);
-    for (int64_t h = 0; h < g; ++h) {
+    const float* kj = K + j * hd;
+    for (int64_t h = std::max<int64_t>(0, (j - end0 + 1) * g); h < r; ++h) {  // the rows that see j
       const float sc = p[h * n + j - j0] = dot(q + h * hd, kj, hd);
       out[h * w + hd] = std::max(out[h * w + hd], sc);
     }
   }
-  for (int64_t h = 0; h < g; ++h) {
+  for (int64_t h = 0; h < r; ++h) {
+    const int64_t seen = std::max<int64_t>(0, std::min(j1, end0 + h / g) - j0);
     float sum = 0.f, m = out[h * w + hd];
-    for (int64_t i = 0; i < n; ++i) sum += (p[h * n + i] = std::exp(p[h * n + i] - m));
+    float* ph = p + h * n;
+    V acc(0.f);
+    for (int64_t i = 0; i < seen; i += V::size()) {  // at::vec's exp, a vector at a time (the scores' main cost)
+      const int64_t k = seen - i < V::size() ? seen - i : V::size();
+      const V e = (V::loadu(ph + i, k) - V(m)).exp();
+      e.store(ph + i, k);
+      acc = acc + V::set(V(0.f), e, k);  // the lanes past the last position add nothing
+    }
+    sum = at::vec::vec_reduce_all<float>([](V& a, V& b) { return a + b; }, acc);
     out[h * w + hd + 1] = sum;
     for (int64_t d = 0; d < hd; ++d) out[h * w + d] = 0.f;
   }
   for (int64_t j = j0; j < j1; ++j) {
-    const float* vj = Vc + j * pos_stride;
-    if (j + PREFETCH < j1) prefetch_row(vj + PREFETCH * pos_stride, hd);
-    for (int64_t h = 0; h < g; ++h) {
+    const float* vj = Vc + j * hd;
+    for (int64_t h = std::max<int64_t>(0, (j - end0 + 1) * g); h < r; ++h) {
       const V pj(p[h * n + j - j0]);
       float* o = out + h * w;
       int64_t d = 0;
@@ -184,11 +189,11 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
                        const float* w_in, const float* w_qkv, const float* w_o, const float* w_post,
                        const float* w_gu, const float* w_down, const float* head, const float* norm,
                        float* logits, float* scratch, float* aux, const int64_t* aux_ids, int64_t n_aux,
-                       int64_t L, int64_t layers, int64_t H, int64_t nh,
+                       int64_t L, int64_t cap, int64_t layers, int64_t H, int64_t nh,
                        int64_t nkv, int64_t hd, int64_t I, int64_t vocab, float eps, int64_t* team, int64_t threads) {
   // aux [n_aux, H]: the residual stream entering layer aux_ids[a] (an EAGLE-3 head's features)
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv;
-  const int64_t pos_stride = layers * nkv * hd;  // the cache's [capacity, layers, nkv, hd]
+  const int64_t rows = cap * hd;  // the cache's [layers, nkv, capacity, hd]: one kv head's rows
   float* x = scratch;         // [H] the residual stream
   float* qkv = x + H;         // [nq]
   float* att = qkv + nq;      // [nh hd]
@@ -211,17 +216,17 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
         }
       rms_norm(x, w_in + l * H, h.data(), H, eps);
       gemv<false>(w_qkv + l * nq * H, h.data(), qkv, nq, H);
-      float* kl = kc + l * nkv * hd;  // layer l's cache at position 0, kv head 0
-      float* vl = vc + l * nkv * hd;
+      float* kl = kc + l * nkv * rows;  // layer l's cache, kv head 0
+      float* vl = vc + l * nkv * rows;
       #pragma omp for schedule(static)
       for (int64_t kv = 0; kv < nkv; ++kv)  // the token's k, v into the cache at L
-        store_kv(qkv, cos, sin, kl + L * pos_stride + kv * hd, vl + L * pos_stride + kv * hd, nh, nkv, kv, hd);
+        store_kv(qkv, cos, sin, kl + kv * rows + L * hd, vl + kv * rows + L * hd, nh, nkv, kv, hd);
       #pragma omp for schedule(static)
       for (int64_t kc = 0; kc < nkv * C; ++kc) {  // kv head kc / C over its part kc % C of positions 0 .. L
         const int64_t kv = kc / C, c = kc % C;
         for (int64_t i = 0; i < g; ++i)
           rope(qkv + (kv * g + i) * hd, cos, sin, q.data() + i * hd, hd, 1.0f / std::sqrt(float(hd)));
-        attend_part(q.data(), kl + kv * hd, vl + kv * hd, pos_stride, (L + 1) * c / C, (L + 1) * (c + 1) / C, hd, g,
+        attend_part(q.data(), kl + kv * rows, vl + kv * rows, (L + 1) * c / C, (L + 1) * (c + 1) / C, L + 1, hd, g, g,
                     p.data(), part.data() + kc * g * w);
       }
       #pragma omp for schedule(static)
@@ -246,23 +251,27 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
                        const float* w_in, const float* p_qkv, const float* p_o, const float* w_post,
                        const float* p_gu, const float* p_down, const float* p_head, const float* norm,
                        float* logits, float* scratch, float* aux, const int64_t* aux_ids, int64_t n_aux,
-                       int64_t S, int64_t L, int64_t layers, int64_t H,
+                       int64_t S, int64_t L, int64_t cap, int64_t layers, int64_t H,
                        int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t vocab_r, int64_t n_logits,
                        float eps, int64_t* team, int64_t threads) {
   // x [S, H] the tokens' embeddings, then the residual stream; cos, sin [S, hd]; logits [n_logits, vocab_r]
   // aux [S, n_aux, H]: each token's residual stream entering layer aux_ids[a]
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv, na = nh * hd;
-  const int64_t pos_stride = layers * nkv * hd;
+  const int64_t rows = cap * hd;  // the cache's [layers, nkv, capacity, hd]: one kv head's rows
   float* hn = scratch;        // [S, H]
   float* qkv = hn + S * H;    // [S, nq]
   float* att = qkv + S * nq;  // [S, nh hd]
   float* gu = att + S * na;   // [S, 2I]
   float* act = gu + S * 2 * I;  // [S, I]
+  // the attention as in the step: per kv head and C-th of the positions 0 .. L + S - 1, every
+  // token's query heads at once (each cache row read once per pass, not once per token), then combined
+  const int64_t C = threads, w = hd + 2;
+  std::vector<float> part(nkv * C * S * g * w);
   #pragma omp parallel num_threads(threads)
   {
     #pragma omp atomic
     team[0] += 1;  // the threads that did work (llama_step.threads_used)
-    std::vector<float> q(g * hd), p(g * (L + S)), part((hd + 2) * g);
+    std::vector<float> q(S * g * hd), p(S * g * (L + S));  // this thread's own
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
         if (aux_ids[a] == l) {  // x is next written after two barriers
@@ -273,23 +282,28 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
       #pragma omp for schedule(static)
       for (int64_t s = 0; s < S; ++s) rms_norm(x + s * H, w_in + l * H, hn + s * H, H, eps);
       packed_matmul<false>(hn, p_qkv + l * nq * H, qkv, S, nq, H);
-      float* kl = kc + l * nkv * hd;  // layer l's cache at position 0, kv head 0
-      float* vl = vc + l * nkv * hd;
+      float* kl = kc + l * nkv * rows;  // layer l's cache, kv head 0
+      float* vl = vc + l * nkv * rows;
       #pragma omp for schedule(static)
       for (int64_t sk = 0; sk < S * nkv; ++sk) {  // the tokens' k, v into the cache at L + s
         const int64_t s = sk / nkv, kv = sk % nkv;
-        store_kv(qkv + s * nq, cos + s * hd, sin + s * hd, kl + (L + s) * pos_stride + kv * hd,
-                 vl + (L + s) * pos_stride + kv * hd, nh, nkv, kv, hd);
+        store_kv(qkv + s * nq, cos + s * hd, sin + s * hd, kl + kv * rows + (L + s) * hd,
+                 vl + kv * rows + (L + s) * hd, nh, nkv, kv, hd);
       }
       #pragma omp for schedule(static)
-      for (int64_t sk = 0; sk < S * nkv; ++sk) {  // token s, kv head: its g query heads over positions 0 .. L + s
-        const int64_t s = sk / nkv, kv = sk % nkv;
-        for (int64_t i = 0; i < g; ++i)
-          rope(qkv + s * nq + (kv * g + i) * hd, cos + s * hd, sin + s * hd, q.data() + i * hd, hd,
-               1.0f / std::sqrt(float(hd)));
-        attend_part(q.data(), kl + kv * hd, vl + kv * hd, pos_stride, 0, L + s + 1, hd, g, p.data(), part.data());
-        for (int64_t i = 0; i < g; ++i)
-          combine(part.data() + i * (hd + 2), 1, 0, hd, att + s * na + (kv * g + i) * hd);
+      for (int64_t kc = 0; kc < nkv * C; ++kc) {  // kv head kc / C: every token's query heads over part kc % C
+        const int64_t kv = kc / C, c = kc % C;
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t i = 0; i < g; ++i)
+            rope(qkv + s * nq + (kv * g + i) * hd, cos + s * hd, sin + s * hd, q.data() + (s * g + i) * hd, hd,
+                 1.0f / std::sqrt(float(hd)));
+        attend_part(q.data(), kl + kv * rows, vl + kv * rows, (L + S) * c / C, (L + S) * (c + 1) / C, L + 1, hd,
+                    S * g, g, p.data(), part.data() + kc * S * g * w);
+      }
+      #pragma omp for schedule(static)
+      for (int64_t sh = 0; sh < S * nh; ++sh) {  // token s, query head: its parts combined
+        const int64_t s = sh / nh, head_i = sh % nh, kv = head_i / g;
+        combine(part.data() + (kv * C * S * g + s * g + head_i % g) * w, C, S * g * w, hd, att + s * na + head_i * hd);
       }
       packed_matmul<true>(att, p_o + l * H * na, x, S, H, na);
       #pragma omp for schedule(static)
@@ -310,13 +324,13 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
 @functools.cache
 def _kernel():
     return packed_matmul.build(["const float*"] * 3 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 3
-                               + ["const int64_t*"] + ["int64_t"] * 9 + ["float", "int64_t*", "int64_t"], STEP)
+                               + ["const int64_t*"] + ["int64_t"] * 10 + ["float", "int64_t*", "int64_t"], STEP)
 
 
 @functools.cache
 def _pass_kernel():
     return packed_matmul.build(["float*"] + ["const float*"] * 2 + ["float*"] * 2 + ["const float*"] * 8 + ["float*"] * 3
-                               + ["const int64_t*"] + ["int64_t"] * 11 + ["float", "int64_t*", "int64_t"], PASS)
+                               + ["const int64_t*"] + ["int64_t"] * 12 + ["float", "int64_t*", "int64_t"], PASS)
 
 
 def build_failure() -> Optional[str]:
@@ -377,11 +391,13 @@ def _check_aux(aux, aux_ids, rows: int, H: int, layers: int) -> tuple:
     return aux, aux_ids
 
 
-def _check_cache(k, v, layers: int, nkv: int, hd: int, end: int) -> None:
-    cap = k.shape[0] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0
-    _check(k=(k, (cap, layers, nkv, hd), torch.float32), v=(v, (cap, layers, nkv, hd), torch.float32))
+def _check_cache(k, v, layers: int, nkv: int, hd: int, end: int) -> int:
+    """-> the caches' capacity, each [layers, nkv, capacity, hd] holding positions up to `end`."""
+    cap = k.shape[2] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0
+    _check(k=(k, (layers, nkv, cap, hd), torch.float32), v=(v, (layers, nkv, cap, hd), torch.float32))
     if end > cap:
         raise ValueError(f"llama_step: positions up to {end} do not fit the {cap}-position cache")
+    return cap
 
 
 def _check_attention(nh: int, nkv: int, hd: int, length: int, what: str, more: str = "") -> None:
@@ -394,7 +410,7 @@ def _check_attention(nh: int, nkv: int, hd: int, length: int, what: str, more: s
 def step(emb_row, cos, sin, k, v, length: int, *, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
          eps: float, nh: int, nkv: int, hd: int, aux=None, aux_ids=None) -> torch.Tensor:
     """One token through every layer -> logits [V]; its k, v written into the caches k, v
-    [capacity, layers, nkv, hd] at position `length`. Arguments as torch_llama.Weights holds them:
+    [layers, nkv, capacity, hd] at position `length`. Arguments as torch_llama.Weights holds them:
     w_in, w_post [layers, H]; w_qkv [layers, (nh+2nkv) hd, H]; w_o [layers, H, nh hd];
     w_gu [layers, 2I, H]; w_down [layers, H, I]; head [V, H]; norm [H]; cos, sin [hd].
     aux [1, n_aux, H] (contiguous) gets the residual stream entering each layer of aux_ids [n_aux].
@@ -409,13 +425,13 @@ def step(emb_row, cos, sin, k, v, length: int, *, w_in, w_qkv, w_o, w_post, w_gu
            w_qkv=(w_qkv, (layers, (nh + 2 * nkv) * hd, H), f32), w_o=(w_o, (layers, H, nh * hd), f32),
            w_post=(w_post, (layers, H), f32), w_gu=(w_gu, (layers, 2 * inter, H), f32),
            w_down=(w_down, (layers, H, inter), f32), head=(head, (vocab, H), f32), norm=(norm, (H,), f32))
-    _check_cache(k, v, layers, nkv, hd, length + 1)
+    cap = _check_cache(k, v, layers, nkv, hd, length + 1)
     aux, aux_ids = _check_aux(aux, aux_ids, 1, H, layers)
     logits = torch.empty(vocab, dtype=f32)
     scratch = torch.empty(H + (nh + 2 * nkv) * hd + nh * hd + 2 * inter, dtype=f32)
     _call(_kernel(), emb_row, cos, sin, k, v, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm, logits, scratch,
           aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
-          length, layers, H, nh, nkv, hd, inter, vocab, eps)
+          length, cap, layers, H, nh, nkv, hd, inter, vocab, eps)
     return logits
 
 
@@ -441,12 +457,12 @@ def forward_tokens(emb_rows, cos, sin, k, v, length: int, *, w_in, p_qkv, p_o, w
            p_qkv=(p_qkv, layers * pn(nq, H), f32), p_o=(p_o, layers * pn(H, na), f32),
            w_post=(w_post, (layers, H), f32), p_gu=(p_gu, layers * pn(2 * inter, H), f32),
            p_down=(p_down, layers * pn(H, inter), f32), p_head=(p_head, pn(vocab, H), f32), norm=(norm, (H,), f32))
-    _check_cache(k, v, layers, nkv, hd, length + S)
+    cap = _check_cache(k, v, layers, nkv, hd, length + S)
     aux, aux_ids = _check_aux(aux, aux_ids, S, H, layers)
     vocab_r = -(-vocab // B) * B
     logits = torch.empty(n_logits, vocab_r, dtype=f32)
     scratch = torch.empty(S * (H + nq + na + 3 * inter), dtype=f32)
     _call(_pass_kernel(), emb_rows, cos, sin, k, v, w_in, p_qkv, p_o, w_post, p_gu, p_down, p_head, norm, logits, scratch,
           aux, aux_ids, aux_ids.numel() if aux_ids is not NO_AUX[1] else 0,
-          S, length, layers, H, nh, nkv, hd, inter, vocab_r, n_logits, eps)
+          S, length, cap, layers, H, nh, nkv, hd, inter, vocab_r, n_logits, eps)
     return logits[:, :vocab]

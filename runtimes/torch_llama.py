@@ -8,13 +8,13 @@ module runs the model's own weights through:
     x = embed(ids)                                   # [1, S, H]
     for each layer:
         q, k, v = split(rmsnorm(x) W_qkv^T)           # [S, heads, hd], RoPE from the model's own module
-        K[L:L+S, layer], V[...] = k, v                # static cache [capacity, layers, kv_heads, hd]
-        x += sdpa(q, K[:L+S], V[:L+S], causal) W_o^T
+        K[layer, :, L:L+S], V[...] = k, v             # static cache [layers, kv_heads, capacity, hd]
+        x += sdpa(q, K[layer, :, :L+S], V[...], causal) W_o^T
         x += (silu(g) * u) W_down^T, (g, u) = split(rmsnorm(x) W_gu^T)
     logits = rmsnorm(x[-n_logits:]) W_head^T         # [n_logits, V]
 
-Cropping the cache moves its length back; nothing is copied. The cache doubles when full; its
-positions are the outer dimension ([capacity, layers, kv_heads, hd]).
+Cropping the cache moves its length back; nothing is copied. The cache doubles when full; each kv
+head's positions are one contiguous run ([layers, kv_heads, capacity, hd]), read in order.
 
 Three paths, chosen per call:
 - one token (the baseline's step, each draft token): runtimes/llama_step.py's `step`, the whole
@@ -217,7 +217,7 @@ class LlamaFast:
         rows = [s.shape[1] for s in self.weights.stacks] + [self.hd * self.nh]  # whole 16-row blocks for the pass kernel
         self.kernel_passes = (self.why_no_kernels is None and self.weights.why_not_packed is None
                               and all(r % packed_matmul.BLOCK == 0 for r in rows))
-        self.k: Optional[torch.Tensor] = None  # [capacity, layers, kv_heads, hd]
+        self.k: Optional[torch.Tensor] = None  # [layers, kv_heads, capacity, hd]
         self.v: Optional[torch.Tensor] = None
         self.rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None
         self.length = 0
@@ -230,7 +230,7 @@ class LlamaFast:
         self.aux_ids = torch.tensor(sorted(layer_ids), dtype=torch.long) if layer_ids else None
         self.feats = None
         if self.k is not None:
-            self._reserve_feats(self.k.shape[0])
+            self._reserve_feats(self.capacity)
 
     def _reserve_feats(self, cap: int) -> None:
         if self.aux_ids is None or (self.feats is not None and self.feats.shape[0] >= cap):
@@ -247,22 +247,27 @@ class LlamaFast:
         return self.feats[start:end].flatten(1)
 
     @property
+    def capacity(self) -> int:
+        """Positions the cache holds before it doubles."""
+        return 0 if self.k is None else self.k.shape[2]
+
+    @property
     def kernels(self) -> bool:
         return self.why_no_kernels is None
 
     def _reserve(self, need: int) -> None:
-        cap = 0 if self.k is None else self.k.shape[0]
+        cap = self.capacity
         if need <= cap:
             return
         new_cap = max(256, cap)
         while new_cap < need:
             new_cap *= 2
-        shape = (new_cap, len(self.layers), self.nkv, self.hd)
+        shape = (len(self.layers), self.nkv, new_cap, self.hd)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         v = torch.zeros(shape, dtype=self.dtype, device=self.device)
         if self.k is not None:
-            k[: self.length] = self.k[: self.length]
-            v[: self.length] = self.v[: self.length]
+            k[:, :, : self.length] = self.k[:, :, : self.length]
+            v[:, :, : self.length] = self.v[:, :, : self.length]
         self.k, self.v = k, v
         self.rope = None  # cos, sin [capacity, hd], made by the first step through the kernel
         self._reserve_feats(new_cap)
@@ -293,11 +298,11 @@ class LlamaFast:
                 self.feats[l0:end, aux.index(i)] = x[0]
             h = w_qkv(_rms_norm(x, w_in, self.eps))  # [1, S, (nh + 2 nkv) hd]
             q, k, v = h.view(s, -1, self.hd).split([self.nh, self.nkv, self.nkv], 1)  # [S, heads, hd]
-            self.k[l0:end, i] = _rope(k, cos, sin)
-            self.v[l0:end, i] = v
+            self.k[i, :, l0:end] = _rope(k, cos, sin).transpose(0, 1)
+            self.v[i, :, l0:end] = v.transpose(0, 1)
             att = F.scaled_dot_product_attention(_rope(q, cos, sin).transpose(0, 1)[None],  # [1, nh, S, hd]
-                                                 self.k[:end, i].transpose(0, 1)[None],  # [1, nkv, L+S, hd]
-                                                 self.v[:end, i].transpose(0, 1)[None],
+                                                 self.k[i, :, :end][None],  # [1, nkv, L+S, hd]
+                                                 self.v[i, :, :end][None],
                                                  attn_mask=mask, enable_gqa=True)  # [1, nh, S, hd]
             x = x + w_o(att.transpose(1, 2).reshape(1, s, -1))
             g, u = w_gu(_rms_norm(x, w_post, self.eps)).chunk(2, -1)  # [1, S, I] each
@@ -330,7 +335,7 @@ class LlamaFast:
         inner = self.model.model
         if self.rope is None:  # elementwise: the same numbers as the model's forward
             w = inner.embed_tokens.weight
-            cos, sin = inner.rotary_emb(w[:1][None], torch.arange(self.k.shape[0], device=self.device)[None])
+            cos, sin = inner.rotary_emb(w[:1][None], torch.arange(self.capacity, device=self.device)[None])
             self.rope = cos[0].contiguous(), sin[0].contiguous()  # [capacity, hd]
         return self.rope[0][l0:end], self.rope[1][l0:end]
 

@@ -48,7 +48,7 @@ def test_lean_logits_equal_transformers_through_steps_crops_and_growth(model, co
             kv.crop(keep)
             del seq[keep:]
         assert len(kv) == len(seq)
-    assert kv.lean.k.shape[0] >= len(seq) > 256
+    assert kv.lean.capacity >= len(seq) > 256
     assert kv.lean.kernels == compiled
 
 
@@ -195,7 +195,8 @@ def test_the_step_kernel_writes_the_cache_the_eager_step_writes(model):
     for kv in (eager, fast):
         kv.forward([5, 17, 42, 9], 1)
         kv.forward([60], 1)
-    assert not apart(fast.k[:5], eager.k[:5], model.config, 5) and not apart(fast.v[:5], eager.v[:5], model.config, 5)
+    assert not apart(fast.k[:, :, :5], eager.k[:, :, :5], model.config, 5)
+    assert not apart(fast.v[:, :, :5], eager.v[:, :, :5], model.config, 5)
     eager.reset()
     fast.reset()
     assert not apart(fast.forward([7], 1), eager.forward([7], 1), model.config, 1) and fast.length == 1
@@ -286,7 +287,7 @@ def test_the_kernels_refuse_arguments_that_do_not_fit_with_one_line(model):
     for bad, why in ((dict(emb_row=torch.ones(H, dtype=torch.float64)), "emb_row must be a contiguous CPU torch.float32 tensor of shape"),
                      (dict(w_qkv=w.stacks[0][:, :-16]), "w_qkv must be"),
                      (dict(head=fast.head.weight.t().contiguous().t()), "head must be"),
-                     (dict(length=fast.k.shape[0]), f"do not fit the {fast.k.shape[0]}-position cache"),
+                     (dict(length=fast.capacity), f"do not fit the {fast.capacity}-position cache"),
                      (dict(nkv=fast.nkv + 1), "not a Llama step")):
         with pytest.raises(ValueError, match="llama_step: .*" + re.escape(why)):
             llama_step.step(**{**args, **bad})
