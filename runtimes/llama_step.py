@@ -130,17 +130,18 @@ static inline void store_kv(const float* qkv, const float* cos, const float* sin
 static inline void attend_part(const float* q, const float* K, const float* Vc, int64_t j0, int64_t j1,
                                int64_t end0, int64_t hd, int64_t r, int64_t g, float* p, float* out) {
   const int64_t n = j1 - j0, w = hd + 2;
+  auto first_row = [&](int64_t j) { return std::max<int64_t>(0, (j - end0 + 1) * g); };  // rows from it on see j
   for (int64_t h = 0; h < r; ++h) out[h * w + hd] = -INFINITY;
   for (int64_t j = j0; j < j1; ++j) {
     const float* kj = K + j * hd;
-    for (int64_t h = std::max<int64_t>(0, (j - end0 + 1) * g); h < r; ++h) {  // the rows that see j
+    for (int64_t h = first_row(j); h < r; ++h) {
       const float sc = p[h * n + j - j0] = dot(q + h * hd, kj, hd);
       out[h * w + hd] = std::max(out[h * w + hd], sc);
     }
   }
   for (int64_t h = 0; h < r; ++h) {
     const int64_t seen = std::max<int64_t>(0, std::min(j1, end0 + h / g) - j0);
-    float sum = 0.f, m = out[h * w + hd];
+    const float m = out[h * w + hd];
     float* ph = p + h * n;
     V acc(0.f);
     for (int64_t i = 0; i < seen; i += V::size()) {  // at::vec's exp, a vector at a time (the scores' main cost)
@@ -149,13 +150,12 @@ static inline void attend_part(const float* q, const float* K, const float* Vc, 
       e.store(ph + i, k);
       acc = acc + V::set(V(0.f), e, k);  // the lanes past the last position add nothing
     }
-    sum = at::vec::vec_reduce_all<float>([](V& a, V& b) { return a + b; }, acc);
-    out[h * w + hd + 1] = sum;
+    out[h * w + hd + 1] = at::vec::vec_reduce_all<float>([](V& a, V& b) { return a + b; }, acc);
     for (int64_t d = 0; d < hd; ++d) out[h * w + d] = 0.f;
   }
   for (int64_t j = j0; j < j1; ++j) {
     const float* vj = Vc + j * hd;
-    for (int64_t h = std::max<int64_t>(0, (j - end0 + 1) * g); h < r; ++h) {
+    for (int64_t h = first_row(j); h < r; ++h) {
       const V pj(p[h * n + j - j0]);
       float* o = out + h * w;
       int64_t d = 0;

@@ -182,11 +182,9 @@ def test_help_shows_the_defaults_the_dataclasses_define():
     """One definition of each default: run and sweep show GenerationSettings' and RunConfig's."""
     from click.testing import CliRunner
 
-    from spec_harness.core.config import GenerationSettings, default_of
+    from spec_harness.core.config import PROMPT_FILE_MAX_NEW_TOKENS, GenerationSettings, default_of
     from spec_harness.harness.cli import main
     from spec_harness.harness.run_config import RunConfig
-
-    from spec_harness.core.config import PROMPT_FILE_MAX_NEW_TOKENS
 
     n, g = default_of(GenerationSettings, "max_new_tokens"), default_of(GenerationSettings, "gamma")
     for cmd in ("run", "sweep"):
