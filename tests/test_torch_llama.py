@@ -257,6 +257,25 @@ def test_the_kernels_at_smollm2s_real_shape_on_two_threads_compute_what_pytorch_
 
 
 @torch.inference_mode()
+def test_the_kernels_attention_off_the_vector_grid_computes_what_pytorch_does():
+    """Heads of 24 (a dot product of a whole vector and a part, on AVX-512 and AVX2 alike), lengths
+    off every multiple of 16, and a verify pass's 15 query rows per kv head, its positions split
+    between the threads: the kernels against the eager forward."""
+    from spec_harness.models.synthetic import build_model, llama_config
+
+    cfg = {"model_type": "llama", "hidden_size": 144, "intermediate_size": 192, "num_hidden_layers": 2,
+           "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 300,
+           "max_position_embeddings": 256}
+    model = build_model(llama_config(cfg, "target"), seed=5).float()
+    eager = TorchKV(copy.deepcopy(model), 300, kernels=False, packed=False)
+    fast = TorchKV(model, 300)
+    assert fast.lean.kernels and fast.lean.kernel_passes
+    for ids, n in ((list(range(3, 74)), 1), ([7], 1), ([8, 9, 10, 11, 12], 5), ([13], 1), ([14, 15, 16], 3)):
+        want, got = eager.forward(ids, n), fast.forward(ids, n)
+        assert not apart(got, want, model.config, len(fast)), len(ids)
+
+
+@torch.inference_mode()
 def test_n_threads_1_runs_the_kernels_on_one_thread(tiny_pair):
     """The kernels' team is the thread count --threads sets (torch_common), counted by the kernels."""
     from spec_harness.core.config import GenerationSettings, PairSpec, RuntimeSettings
