@@ -14,7 +14,10 @@ one: its verify pass sees a rejected draft where the correction belongs).
 
 Each logits vector is computed once per model object and inputs: the same mismatch met again by
 another drafter of the same runtime (the same prompt and prefix), or a one-token pass a server's
-baseline already ran for its entropy (step_logits), is read from a small memo on the model.
+baseline already ran for its entropy (step_logits), is read from a small memo on the model. The
+prompt's prefill is not repeated either: where the cache still starts with the prompt as the last
+feed_prompt prefilled it (the generation just measured, or this module's last look), it is
+cropped back to it (on a long input the prefill was most of the evidence's time).
 
 What it does not do: decide when to look (the runner asks for greedy rows that do not match) or
 print (harness/summary.py, reports/).
@@ -57,6 +60,15 @@ def top2(logits: torch.Tensor) -> tuple[int, float]:
     return int(i[0]), float(v[0] - v[1])
 
 
+def _hold_prompt(model: Model, prompt: list[int]) -> None:
+    """The cache holding prompt[:-1] from one pass, as the loop prefills it: cropped back to it
+    where the model's last feed_prompt prefilled it and nothing below it changed since, else fed."""
+    if getattr(model, "prefilled", None) == tuple(prompt[:-1]) and len(model) >= len(prompt) - 1:
+        model.crop(len(prompt) - 1)
+    else:
+        feed_prompt(model, prompt)
+
+
 @torch.inference_mode()
 def one_token_logits(model: Model, prompt: list[int], out: list[int], j: int) -> torch.Tensor:
     """The target's logits for output position j as a baseline computes them: the prompt (less its
@@ -65,7 +77,7 @@ def one_token_logits(model: Model, prompt: list[int], out: list[int], j: int) ->
     known = _recall(model, key)
     if known is not None:
         return known
-    feed_prompt(model, prompt)
+    _hold_prompt(model, prompt)
     logits = None
     for t in [prompt[-1]] + out[:j]:
         logits = model.forward([t], 1)
@@ -76,7 +88,7 @@ def one_token_logits(model: Model, prompt: list[int], out: list[int], j: int) ->
 def step_logits(model: Model, prompt: list[int], out: list[int]) -> torch.Tensor:
     """The target's logits at every output position, one token per pass as a baseline computes
     them (for a runtime whose own logits cannot be read, e.g. a server). -> [len(out), V]"""
-    feed_prompt(model, prompt)
+    _hold_prompt(model, prompt)
     rows = [_remember(model, ("one", tuple(prompt), tuple(out[:i])), model.forward([t], 1)[-1].float().clone())
             for i, t in enumerate([prompt[-1]] + out[:-1])]
     return torch.stack(rows) if rows else torch.zeros(0, 1)
@@ -85,17 +97,18 @@ def step_logits(model: Model, prompt: list[int], out: list[int]) -> torch.Tensor
 @torch.inference_mode()
 def batched_logits(model: Model, prompt: list[int], out: list[int], j: int, start: int, drafted: int) -> torch.Tensor:
     """The logits for position j inside a verify pass over positions start..start+drafted: the cache
-    holds prompt + out[:start-1], the batch is the newest token and `drafted` tokens after it
-    (out's own where it has them). -> [V]"""
+    holds prompt[:-1] (one pass, as the loop prefills it) and then prompt[-1] + out[:start-1] (one
+    pass, where the loop's rounds made several), the batch is the newest token and `drafted` tokens
+    after it (out's own where it has them). -> [V]"""
     key = ("batched", tuple(prompt), tuple(out), j, start, drafted)
     known = _recall(model, key)
     if known is not None:
         return known
     seq = prompt + out
-    model.reset()
+    _hold_prompt(model, prompt)
     held = len(prompt) + start - 1  # what the target caches at the round's start: seq[:-1]
-    if held > 0:
-        model.forward(seq[:held], 1)
+    if held > len(model):
+        model.forward(seq[len(model):held], 1)
     batch = seq[held : held + drafted + 1]
     batch += [batch[-1]] * (drafted + 1 - len(batch))  # past the end of out: filler, causally unseen by row j
     logits = model.forward(batch, drafted + 1)  # [drafted + 1, V]

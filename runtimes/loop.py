@@ -64,6 +64,7 @@ class Model(ABC):
     """A causal LM with its own KV cache, batch 1."""
 
     vocab: int = 0  # logits are compared over the tokenizer's ids: forward returns [n, vocab]
+    prefilled: tuple = ()  # what the last feed_prompt prefilled in one pass, the cache's first positions
     sync: Optional[Callable[[], None]] = None  # called before each clock read (CUDA, MPS)
 
     @abstractmethod
@@ -103,10 +104,12 @@ class Model(ABC):
 
 
 def feed_prompt(model: Model, prompt: list[int]) -> None:
-    """A fresh cache holding prompt[:-1]: the last prompt token is fed with the first step."""
+    """A fresh cache holding prompt[:-1]: the last prompt token is fed with the first step. The
+    model keeps what it prefilled (`prefilled`), so that runtimes/evidence.py can crop back to it."""
     model.reset()
     if len(prompt) > 1:
         model.forward(prompt[:-1], 1)
+    model.prefilled = tuple(prompt[:-1])
 
 
 @dataclass

@@ -66,6 +66,48 @@ def test_a_near_tie_flipped_by_batched_numerics_is_a_near_tie_flip(monkeypatch, 
     assert base["step_margins"][0] == pytest.approx(1e-3, abs=1e-5)
 
 
+class Recording(Bigram):
+    """A bigram that records each pass: its tokens and what the cache held before it."""
+
+    def __init__(self, table):
+        super().__init__(table)
+        self.passes = []
+
+    def forward(self, ids, n_logits):
+        self.passes.append((tuple(self.seen), tuple(ids)))
+        return super().forward(ids, n_logits)
+
+
+def test_the_evidence_prefills_a_prompt_once_and_not_again_after_the_generation_that_did():
+    import torch
+
+    from spec_harness.core.records import RoundRecord
+    from spec_harness.runtimes.loop import feed_prompt
+
+    model = Recording(torch.randn(20, 20, generator=torch.Generator().manual_seed(1)))
+    prompt, base = [1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]
+    rounds = [RoundRecord(3, 2, 3, *[None] * 5), RoundRecord(3, 3, 4, *[None] * 5)]  # the second emits 3 .. 6
+
+    def look(j: int) -> dict:  # a speculative output that leaves base at j
+        model.passes.clear()
+        return evidence.greedy_mismatch(model, prompt, base, base[:j] + [0, 13, 14, 15], rounds, str)
+
+    def prefills() -> int:  # passes from an empty cache
+        return sum(1 for before, _ in model.passes if not before)
+
+    first = look(4)
+    assert prefills() == 1  # one prefill serves the one-token and the batched pass
+    batch_before, batch = model.passes[-1]
+    assert batch_before == tuple(prompt + base[:2]) and batch == (base[2], base[3], 0, 13)  # round 2: start 3, 3 drafts
+    assert (tuple(prompt[:-1]), (prompt[-1],) + tuple(base[:2])) in model.passes  # its cache: the prompt's pass, then the rest
+    feed_prompt(model, prompt)  # a generation of the same prompt
+    model.forward([6, 7, 8], 1)
+    assert look(5)["position"] == 5 and prefills() == 0  # cropped back to the generation's prefill
+    feed_prompt(model, [2, 3])  # another prompt
+    assert look(3)["position"] == 3 and prefills() == 1
+    assert first["position"] == 4 and first["verify_round"] == {"start": 3, "drafted": 3}
+
+
 class LateCrop(Model):
     """The seed's defect as a test double around a target: after a rejection its cache is cropped one
     position too late, so the rejected draft's KV stays where the correction belongs and every later
