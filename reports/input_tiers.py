@@ -9,7 +9,9 @@ speculation stops paying (the decode speedup falls under 1):
 - predicted: Leviathan's tokens per round over the round's cost, (1 + o_base) tau(alpha, gamma) /
   (gamma c + v + o) (reports/explain.py's waterfall without prefill and residual), with v, c, o,
   o_base and alpha each a least-squares line in the input length through every measured length,
-  solved for 1 (a grid up to PREDICT_UP_TO times the longest length, then bisection).
+  solved for 1 (a grid up to PREDICT_UP_TO times the longest length, then bisection). Where
+  drafting and verifying are one phase (vLLM's rounds), the round's whole cost in target steps is
+  the line instead of gamma c + v + o; where neither is measured at two lengths, no prediction.
 
 What it does not do: build the prompts (harness/input_len.py), define a cost or a rate
 (core/metrics.py, core/theory.py) or lay out the report (sections.py).
@@ -32,6 +34,7 @@ TEXT = ("Each input length the prompts were built to (--input-len): the baseline
         "target's one-token step, v and c in target steps, alpha_hat, and two speedups: decode (the time after "
         "prefill) and end to end (the whole wall, prefill included, which long inputs pull towards 1).")
 FIT_KEYS = ("v", "c", "o", "o_base", "alpha_hat")  # fitted as lines in the input length for the prediction
+ROUND_KEYS = ("cost_per_round", "o_base", "alpha_hat")  # the same where a round's draft and verify are one phase
 
 
 def present(rows: list[dict]) -> bool:
@@ -51,7 +54,7 @@ def records(rows: list[dict]) -> list[dict]:
                "n": len(spec), "prompt_tokens": _mean(r.get("prompt_tokens") for r in spec),
                "prefill_ms": _mean(1000 * r["prefill_s"] for r in base if r.get("prefill_s") is not None),
                "step_ms": None if k["target_step_s"] is None else 1000 * k["target_step_s"],
-               "v": k["v"], "c": k["c"], "o": k["o"], "o_base": k["o_base"],
+               "v": k["v"], "c": k["c"], "o": k["o"], "o_base": k["o_base"], "cost_per_round": k["cost_per_round"],
                "alpha_hat": metrics.alpha_hat([rd for r in spec for rd in r.get("rounds") or []]),
                "decode_speedup": metrics.decode_speedup(b, s),
                "speedup": metrics.speedup(b["wall_s"], b["new_tokens"], s["wall_s"], s["new_tokens"])}
@@ -71,7 +74,7 @@ def breakevens(recs: list[dict]) -> list[dict]:
     for label in dict.fromkeys(r["label"] for r in recs):
         tiers = [r for r in recs if r["label"] == label]
         out.append({"label": label, "measured": measured_breakeven(tiers), "predicted": predicted_breakeven(tiers),
-                    "lengths": [r["input_len"] for r in tiers]})
+                    "fitted": _fit(tiers)[0], "lengths": [r["input_len"] for r in tiers]})
     return out
 
 
@@ -90,17 +93,27 @@ def measured_breakeven(tiers: Sequence[dict]) -> Optional[float]:
     return None
 
 
+def _fit(tiers: Sequence[dict]) -> tuple[Optional[tuple], list[dict]]:
+    """(the inputs to fit, the tiers that have them): FIT_KEYS, else ROUND_KEYS, measured at two
+    lengths or more; (None, []) where neither is."""
+    for keys in (FIT_KEYS, ROUND_KEYS):
+        fits = [r for r in tiers if all(r.get(k) is not None for k in keys) and r.get("gamma")]
+        if len({r["input_len"] for r in fits}) >= 2:
+            return keys, fits
+    return None, []
+
+
 def predicted_breakeven(tiers: Sequence[dict]) -> Optional[float]:
     """Where the cost model with its inputs fitted as lines in the input length gives a decode
     speedup under 1, searched from the shortest length to PREDICT_UP_TO x the longest; None where
-    it stays at 1 or above, or two lengths with every input are not there to fit."""
-    fits = [r for r in tiers if all(r.get(k) is not None for k in FIT_KEYS) and r.get("gamma")]
-    if len({r["input_len"] for r in fits}) < 2:
+    it stays at 1 or above, or two lengths with the inputs are not there to fit (_fit)."""
+    keys, fits = _fit(tiers)
+    if keys is None:
         return None
     lengths = np.array([r["input_len"] for r in fits], dtype=float)
-    lines = {k: np.polyfit(lengths, [r[k] for r in fits], 1) for k in FIT_KEYS}
+    lines = {k: np.polyfit(lengths, [r[k] for r in fits], 1) for k in keys}
     gamma = fits[0]["gamma"]
-    pays = lambda n: predicted_speedup({k: float(np.polyval(lines[k], n)) for k in FIT_KEYS}, gamma) >= 1  # noqa: E731
+    pays = lambda n: predicted_speedup({k: float(np.polyval(lines[k], n)) for k in keys}, gamma) >= 1  # noqa: E731
     grid = np.linspace(lengths.min(), PREDICT_UP_TO * lengths.max(), 400)
     first = next((i for i, n in enumerate(grid) if not pays(n)), None)
     if first is None or first == 0:
@@ -113,12 +126,15 @@ def predicted_breakeven(tiers: Sequence[dict]) -> Optional[float]:
 
 
 def predicted_speedup(at: dict, gamma: int) -> float:
-    """(1 + o_base) tau(alpha, gamma) / (gamma c + v + o), each input held to its physical range:
-    alpha in [0, 1], c >= 0, v >= 1 and o >= o_base (a round costs at least a baseline step), so
-    that no prediction passes tau."""
+    """(1 + o_base) tau(alpha, gamma) / (gamma c + v + o), or over `cost_per_round` where `at` has
+    it instead, each input held to its physical range: alpha in [0, 1], c >= 0, v >= 1 and
+    o >= o_base (a round costs at least a baseline step, 1 + o_base), so that no prediction passes tau."""
     alpha = min(max(at["alpha_hat"], 0.0), 1.0)
     o_base = max(at["o_base"], 0.0)
-    cost = gamma * max(at["c"], 0.0) + max(at["v"], 1.0) + max(at["o"], o_base)
+    if "cost_per_round" in at:
+        cost = max(at["cost_per_round"], 1 + o_base)
+    else:
+        cost = gamma * max(at["c"], 0.0) + max(at["v"], 1.0) + max(at["o"], o_base)
     return (1 + o_base) * theory.expected_tokens(alpha, gamma) / cost
 
 
@@ -130,10 +146,15 @@ def lines(recs: list[dict]) -> list[str]:
         measured = ("pays at every measured length" if b["measured"] is None
                     else f"does not pay from the shortest length ({low}) on" if b["measured"] <= low
                     else f"stops paying at about {b['measured']:.0f} input tokens")
+        if b["fitted"] is None:
+            out.append(f"- {b['label']}: decoding {measured} (measured); not predicted: the round's costs and "
+                       "alpha_hat are not measured at two lengths.")
+            continue
         predicted = (f"pays up to {PREDICT_UP_TO * top} tokens" if b["predicted"] is None
                      else f"not from {low} tokens on" if b["predicted"] <= low
                      else f"about {b['predicted']:.0f} tokens")
-        out.append(f"- {b['label']}: decoding {measured} (measured); predicted from v, c and alpha_hat as lines "
+        inputs = "v, c" if b["fitted"] == FIT_KEYS else "the round's whole cost"
+        out.append(f"- {b['label']}: decoding {measured} (measured); predicted from {inputs} and alpha_hat as lines "
                    f"in the input length: {predicted}.")
     return out
 

@@ -47,3 +47,20 @@ def test_no_predicted_speedup_passes_tau():
         at = {"alpha_hat": alpha, "c": c, "v": v, "o": o, "o_base": o_base}
         for gamma in (1, 3, 6):
             assert input_tiers.predicted_speedup(at, gamma) <= theory.expected_tokens(alpha, gamma) + 1e-12
+
+
+def test_where_drafting_and_verifying_are_one_phase_the_rounds_cost_predicts():
+    """vLLM's rounds: no c or o, the round's whole cost in target steps grows by 0.5 per 1000 tokens;
+    (1 - 0.4^4) / 0.6 = 1.624 tokens a round stop paying where the round costs that much, at 1248."""
+    alpha, tau = 0.4, theory.expected_tokens(0.4, 3)
+    tiers = [_tier(n, tau / (1 + n / 2000), v=1 + n / 2000, c=None, o=None, o_base=0.0, alpha_hat=alpha,
+                   cost_per_round=1 + n / 2000) for n in (512, 1024)]
+    assert input_tiers.predicted_breakeven(tiers) == pytest.approx((tau - 1) * 2000, abs=0.5)
+    assert "predicted from the round's whole cost and alpha_hat" in input_tiers.lines(tiers)[0]
+    assert input_tiers.predicted_speedup({"alpha_hat": alpha, "o_base": 0.2, "cost_per_round": 0.5}, 3) <= tau
+
+
+def test_a_cell_without_two_measured_costs_is_said_unpredicted_not_paying():
+    tiers = [_tier(n, 0.8, v=None, c=None, o=None, o_base=None, alpha_hat=0.3) for n in (512, 1024)]
+    assert input_tiers.predicted_breakeven(tiers) is None
+    assert "not predicted" in input_tiers.lines(tiers)[0] and "pays up to" not in input_tiers.lines(tiers)[0]
