@@ -86,6 +86,7 @@ class SpeedFigures:
         with torch.inference_mode():
             kv.reset()
             kv.forward(ids[:top], 1)
+            kv.prefilled = ()  # refilled here, not by feed_prompt (loop.Model.prefilled)
 
         def timed(length: int, n: int) -> Callable[[], float]:
             def f() -> float:  # the median of five calls after the cache cropped to `length`

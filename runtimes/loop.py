@@ -64,7 +64,8 @@ class Model(ABC):
     """A causal LM with its own KV cache, batch 1."""
 
     vocab: int = 0  # logits are compared over the tokenizer's ids: forward returns [n, vocab]
-    prefilled: tuple = ()  # what the last feed_prompt prefilled in one pass, the cache's first positions
+    prefilled: tuple = ()  # what the last feed_prompt prefilled in one pass: the cache's first positions while
+    # only feed_prompt resets it (code that resets and refills a model otherwise sets it back to ())
     sync: Optional[Callable[[], None]] = None  # called before each clock read (CUDA, MPS)
 
     @abstractmethod
