@@ -76,6 +76,8 @@ class SpeedFigures:
         rows with the same tokens, so the cache always holds the prefill's text up to the longest."""
         import torch
 
+        from spec_harness.runtimes.loop import feed_prompt
+
         rt = self.runtime("torch")
         if rt is None or rt.target.lean is None:
             return Figure(14, "torch step growth with context / bytes read", None, f"<= {CONTEXT_GOAL}",
@@ -84,9 +86,7 @@ class SpeedFigures:
         prompt = self._ids(rt)
         ids = (prompt * (top // len(prompt) + 2))[: top + self.gamma + 1]  # real tokens, repeated
         with torch.inference_mode():
-            kv.reset()
-            kv.forward(ids[:top], 1)
-            kv.prefilled = ()  # refilled here, not by feed_prompt (loop.Model.prefilled)
+            feed_prompt(kv, ids[: top + 1])  # the cache holds ids[:top]
 
         def timed(length: int, n: int) -> Callable[[], float]:
             def f() -> float:  # the median of five calls after the cache cropped to `length`
