@@ -26,16 +26,16 @@ streaming: at every synchronisation, and wherever one thread works while the oth
 Seven barriers a layer; every matrix-vector product is a static split of its rows, each row a dot
 product with four vector accumulators (the loads stay independent of the adds' latency). The
 small vectors (the norms, SiLU) are computed by every thread for itself rather than by one while
-the others wait. The cache layout is the runtime's: [layers, kv_heads, capacity, hd], positions
-before L already rotated, so that attention reads each kv head's positions as one contiguous run
-(with positions outermost, one head's rows lie layers x kv_heads x hd floats apart, a page and a
-demand miss per row, and a step's attention cost grew several times faster than its bytes).
+the others wait.
+
+The attention, and the KV cache's layout it reads (K in tiles of 16 positions, V in rows), are
+runtimes/kv_attention.py's: each kv head's part of the positions read once for all its query rows.
 
 `forward_tokens` is the same forward for S tokens, each matrix product through packed_matmul's
 outer-product tile over the packed copy of the matrices (each matrix read once per pass however
 many tokens it carries), the norms, RoPE and SiLU split by token, causal attention (token s sees
-positions 0 .. L + s) split as in the step, by kv head and part of the positions, each cache row read
-once for every token's query heads: one parallel region instead of ~1000 eager operations.
+positions 0 .. L + s) split as in the step, by kv head and part of the K tiles, each tile and V row
+read once for every token's query heads: one parallel region instead of ~1000 eager operations.
 It needs every matrix's rows, and the attention's width, in whole 16-row blocks. (Its time
 against the eager pass, and the one-token step's: docs/findings.md.)
 
@@ -44,7 +44,7 @@ Built once per machine by torchinductor's C++ builder (its flags and vector ISA,
 so only a machine's first load builds it. Each call's team is torch.get_num_threads() threads,
 named in the parallel region (so --threads governs it whichever OpenMP runtime the module links),
 and counts itself into TEAM (`threads_used`); every argument is checked before the call (`_check`).
-It owns the forward's arithmetic; not the weights' layout or the cache
+It owns the forward's arithmetic except the attention's; not the weights' layout or the cache
 (runtimes/torch_llama.py), nor the packing (runtimes/packed_matmul.py).
 """
 
@@ -57,6 +57,7 @@ from typing import Optional
 import torch
 
 from spec_harness.runtimes import packed_matmul
+from spec_harness.runtimes.kv_attention import ATTENTION, K_TILE
 
 HELPERS = r"""
 #include <ATen/cpu/vec/functional.h>
@@ -64,6 +65,7 @@ HELPERS = r"""
 #include <cmath>
 #include <vector>
 using V = at::vec::Vectorized<float>;
+""" + ATTENTION + r"""
 
 // w[0:n] . x[0:n]
 static inline float dot(const float* w, const float* x, int64_t n) {
@@ -98,11 +100,12 @@ static inline void rms_norm(const float* x, const float* weight, float* h, int64
   for (int64_t i = 0; i < n; ++i) h[i] = weight[i] * (x[i] * r);
 }
 
-// out = x * cos + rotate_half(x) * sin, rotate_half(x) = [-x[half:], x[:half]]
-static inline void rope(const float* x, const float* cos, const float* sin, float* out, int64_t hd, float scale) {
+// out[i os] = (x * cos + rotate_half(x) * sin)[i] * scale, rotate_half(x) = [-x[half:], x[:half]]
+static inline void rope(const float* x, const float* cos, const float* sin, float* out, int64_t hd, float scale,
+                        int64_t os = 1) {
   const int64_t half = hd / 2;
-  for (int64_t i = 0; i < half; ++i) out[i] = (x[i] * cos[i] - x[i + half] * sin[i]) * scale;
-  for (int64_t i = half; i < hd; ++i) out[i] = (x[i] * cos[i] + x[i - half] * sin[i]) * scale;
+  for (int64_t i = 0; i < half; ++i) out[i * os] = (x[i] * cos[i] - x[i + half] * sin[i]) * scale;
+  for (int64_t i = half; i < hd; ++i) out[i * os] = (x[i] * cos[i] + x[i - half] * sin[i]) * scale;
 }
 
 // out [I] = silu(gu[:I]) * gu[I:]
@@ -114,72 +117,12 @@ static inline void silu_mul(const float* gu, float* out, int64_t I) {
   }
 }
 
-// A token's k (rotated) and v of kv head `kv` out of its q|k|v row into the cache rows kd, vd [hd]
+// A token's k (rotated) and v of kv head `kv` out of its q|k|v row into the caches: k into its
+// tile's column kd (dimension d at kd[16 d]), v into the row vd [hd]
 static inline void store_kv(const float* qkv, const float* cos, const float* sin, float* kd, float* vd,
                             int64_t nh, int64_t nkv, int64_t kv, int64_t hd) {
-  rope(qkv + (nh + kv) * hd, cos, sin, kd, hd, 1.0f);
+  rope(qkv + (nh + kv) * hd, cos, sin, kd, hd, 1.0f, KT);
   for (int64_t d = 0; d < hd; ++d) vd[d] = qkv[(nh + nkv + kv) * hd + d];
-}
-
-// The r query rows of one kv head (q [r, hd], rotated and scaled; row h is the g-th part of a
-// token's query heads, token h / g) against its cache rows K, Vc [capacity, hd] at positions
-// j0 .. j1 - 1, row h seeing those before end0 + h / g (causal): each K_j and V_j is read once for
-// all rows, in order (one stream the hardware prefetcher follows). out [r, hd + 2]: per row the
-// unnormalised sum_j e^(s_j - m) V_j, then m = max_j s_j and sum_j e^(s_j - m) (-inf and 0 for no
-// position); p [r, j1 - j0] scratch.
-static inline void attend_part(const float* q, const float* K, const float* Vc, int64_t j0, int64_t j1,
-                               int64_t end0, int64_t hd, int64_t r, int64_t g, float* p, float* out) {
-  const int64_t n = j1 - j0, w = hd + 2;
-  auto first_row = [&](int64_t j) { return std::max<int64_t>(0, (j - end0 + 1) * g); };  // rows from it on see j
-  for (int64_t h = 0; h < r; ++h) out[h * w + hd] = -INFINITY;
-  for (int64_t j = j0; j < j1; ++j) {
-    const float* kj = K + j * hd;
-    for (int64_t h = first_row(j); h < r; ++h) {
-      const float sc = p[h * n + j - j0] = dot(q + h * hd, kj, hd);
-      out[h * w + hd] = std::max(out[h * w + hd], sc);
-    }
-  }
-  for (int64_t h = 0; h < r; ++h) {
-    const int64_t seen = std::max<int64_t>(0, std::min(j1, end0 + h / g) - j0);
-    const float m = out[h * w + hd];
-    float* ph = p + h * n;
-    V acc(0.f);
-    for (int64_t i = 0; i < seen; i += V::size()) {  // at::vec's exp, a vector at a time (the scores' main cost)
-      const int64_t k = seen - i < V::size() ? seen - i : V::size();
-      const V e = (V::loadu(ph + i, k) - V(m)).exp();
-      e.store(ph + i, k);
-      acc = acc + V::set(V(0.f), e, k);  // the lanes past the last position add nothing
-    }
-    out[h * w + hd + 1] = at::vec::vec_reduce_all<float>([](V& a, V& b) { return a + b; }, acc);
-    for (int64_t d = 0; d < hd; ++d) out[h * w + d] = 0.f;
-  }
-  for (int64_t j = j0; j < j1; ++j) {
-    const float* vj = Vc + j * hd;
-    for (int64_t h = first_row(j); h < r; ++h) {
-      const V pj(p[h * n + j - j0]);
-      float* o = out + h * w;
-      int64_t d = 0;
-      for (; d + V::size() <= hd; d += V::size()) at::vec::fmadd(pj, V::loadu(vj + d), V::loadu(o + d)).store(o + d);
-      for (; d < hd; ++d) o[d] += p[h * n + j - j0] * vj[d];
-    }
-  }
-}
-
-// o [hd] = softmax_j(q . K_j) V_j of one query head from its n_parts parts (attend_part's rows for
-// this head, `stride` floats apart), each part's sums rescaled to the largest score of all
-static inline void combine(const float* parts, int64_t n_parts, int64_t stride, int64_t hd, float* o) {
-  float m = -INFINITY, sum = 0.f;
-  for (int64_t c = 0; c < n_parts; ++c)
-    if (parts[c * stride + hd + 1] > 0.f) m = std::max(m, parts[c * stride + hd]);
-  for (int64_t d = 0; d < hd; ++d) o[d] = 0.f;
-  for (int64_t c = 0; c < n_parts; ++c) {
-    const float* pc = parts + c * stride;
-    if (pc[hd + 1] <= 0.f) continue;  // a part without positions
-    const float f = std::exp(pc[hd] - m);
-    sum += f * pc[hd + 1];
-    for (int64_t d = 0; d < hd; ++d) o[d] += f * pc[d];
-  }
-  for (int64_t d = 0; d < hd; ++d) o[d] /= sum;
 }
 
 """
@@ -193,13 +136,15 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
                        int64_t nkv, int64_t hd, int64_t I, int64_t vocab, float eps, int64_t* team, int64_t threads) {
   // aux [n_aux, H]: the residual stream entering layer aux_ids[a] (an EAGLE-3 head's features)
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv;
-  const int64_t rows = cap * hd;  // the cache's [layers, nkv, capacity, hd]: one kv head's rows
+  const int64_t rows = cap * hd;  // one kv head's cache: K [capacity / 16, hd, 16], V [capacity, hd]
+  const int64_t nt = (L + 1 + KT - 1) / KT;  // K tiles holding positions 0 .. L
+  auto tile_at = [&](int64_t j) { return j / KT * hd * KT + j % KT; };  // position j's column in K's tiles
   float* x = scratch;         // [H] the residual stream
   float* qkv = x + H;         // [nq]
   float* att = qkv + nq;      // [nh hd]
   float* gu = att + nh * hd;  // [2I]
   for (int64_t i = 0; i < H; ++i) x[i] = emb[i];
-  // the attention in nkv x C parts (a kv head's query heads over a C-th of the positions each), so
+  // the attention in nkv x C parts (a kv head's query heads over a C-th of the K tiles each), so
   // that every thread reads its share of the cache once; each part's [g, hd + 2] sums, then combined
   const int64_t C = threads, w = hd + 2;
   std::vector<float> part(nkv * C * g * w);
@@ -207,7 +152,7 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
   {
     #pragma omp atomic
     team[0] += 1;  // the threads that did work (llama_step.threads_used)
-    std::vector<float> h(H > I ? H : I), q(g * hd), p(g * (L + 1));  // this thread's own
+    std::vector<float> h(H > I ? H : I), q(g * hd), p(g * nt * KT);  // this thread's own
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
         if (aux_ids[a] == l) {  // x is next written after two barriers
@@ -220,13 +165,13 @@ extern "C" void kernel(const float* emb, const float* cos, const float* sin, flo
       float* vl = vc + l * nkv * rows;
       #pragma omp for schedule(static)
       for (int64_t kv = 0; kv < nkv; ++kv)  // the token's k, v into the cache at L
-        store_kv(qkv, cos, sin, kl + kv * rows + L * hd, vl + kv * rows + L * hd, nh, nkv, kv, hd);
+        store_kv(qkv, cos, sin, kl + kv * rows + tile_at(L), vl + kv * rows + L * hd, nh, nkv, kv, hd);
       #pragma omp for schedule(static)
-      for (int64_t kc = 0; kc < nkv * C; ++kc) {  // kv head kc / C over its part kc % C of positions 0 .. L
+      for (int64_t kc = 0; kc < nkv * C; ++kc) {  // kv head kc / C over its part kc % C of the tiles
         const int64_t kv = kc / C, c = kc % C;
         for (int64_t i = 0; i < g; ++i)
           rope(qkv + (kv * g + i) * hd, cos, sin, q.data() + i * hd, hd, 1.0f / std::sqrt(float(hd)));
-        attend_part(q.data(), kl + kv * rows, vl + kv * rows, (L + 1) * c / C, (L + 1) * (c + 1) / C, L + 1, hd, g, g,
+        attend_part(q.data(), kl + kv * rows, vl + kv * rows, nt * c / C, nt * (c + 1) / C, L + 1, L + 1, hd, g, g,
                     p.data(), part.data() + kc * g * w);
       }
       #pragma omp for schedule(static)
@@ -257,13 +202,15 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
   // x [S, H] the tokens' embeddings, then the residual stream; cos, sin [S, hd]; logits [n_logits, vocab_r]
   // aux [S, n_aux, H]: each token's residual stream entering layer aux_ids[a]
   const int64_t nq = (nh + 2 * nkv) * hd, g = nh / nkv, na = nh * hd;
-  const int64_t rows = cap * hd;  // the cache's [layers, nkv, capacity, hd]: one kv head's rows
+  const int64_t rows = cap * hd;  // one kv head's cache: K [capacity / 16, hd, 16], V [capacity, hd]
+  const int64_t nt = (L + S + KT - 1) / KT;  // K tiles holding positions 0 .. L + S - 1
+  auto tile_at = [&](int64_t j) { return j / KT * hd * KT + j % KT; };  // position j's column in K's tiles
   float* hn = scratch;        // [S, H]
   float* qkv = hn + S * H;    // [S, nq]
   float* att = qkv + S * nq;  // [S, nh hd]
   float* gu = att + S * na;   // [S, 2I]
   float* act = gu + S * 2 * I;  // [S, I]
-  // the attention as in the step: per kv head and C-th of the positions 0 .. L + S - 1, every
+  // the attention as in the step: per kv head and C-th of the K tiles, every
   // token's query heads at once (each cache row read once per pass, not once per token), then combined
   const int64_t C = threads, w = hd + 2;
   std::vector<float> part(nkv * C * S * g * w);
@@ -271,7 +218,7 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
   {
     #pragma omp atomic
     team[0] += 1;  // the threads that did work (llama_step.threads_used)
-    std::vector<float> q(S * g * hd), p(S * g * (L + S));  // this thread's own
+    std::vector<float> q(S * g * hd), p(S * g * nt * KT);  // this thread's own
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t a = 0; a < n_aux; ++a)
         if (aux_ids[a] == l) {  // x is next written after two barriers
@@ -287,7 +234,7 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
       #pragma omp for schedule(static)
       for (int64_t sk = 0; sk < S * nkv; ++sk) {  // the tokens' k, v into the cache at L + s
         const int64_t s = sk / nkv, kv = sk % nkv;
-        store_kv(qkv + s * nq, cos + s * hd, sin + s * hd, kl + kv * rows + (L + s) * hd,
+        store_kv(qkv + s * nq, cos + s * hd, sin + s * hd, kl + kv * rows + tile_at(L + s),
                  vl + kv * rows + (L + s) * hd, nh, nkv, kv, hd);
       }
       #pragma omp for schedule(static)
@@ -297,7 +244,7 @@ extern "C" void kernel(float* x, const float* cos, const float* sin, float* kc, 
           for (int64_t i = 0; i < g; ++i)
             rope(qkv + s * nq + (kv * g + i) * hd, cos + s * hd, sin + s * hd, q.data() + (s * g + i) * hd, hd,
                  1.0f / std::sqrt(float(hd)));
-        attend_part(q.data(), kl + kv * rows, vl + kv * rows, (L + S) * c / C, (L + S) * (c + 1) / C, L + 1, hd,
+        attend_part(q.data(), kl + kv * rows, vl + kv * rows, nt * c / C, nt * (c + 1) / C, L + S, L + 1, hd,
                     S * g, g, p.data(), part.data() + kc * S * g * w);
       }
       #pragma omp for schedule(static)
@@ -392,9 +339,10 @@ def _check_aux(aux, aux_ids, rows: int, H: int, layers: int) -> tuple:
 
 
 def _check_cache(k, v, layers: int, nkv: int, hd: int, end: int) -> int:
-    """-> the caches' capacity, each [layers, nkv, capacity, hd] holding positions up to `end`."""
-    cap = k.shape[2] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0
-    _check(k=(k, (layers, nkv, cap, hd), torch.float32), v=(v, (layers, nkv, cap, hd), torch.float32))
+    """-> the caches' capacity: k [layers, nkv, capacity / 16, hd, 16] (K_TILE positions a tile),
+    v [layers, nkv, capacity, hd], holding positions up to `end`."""
+    cap = k.shape[2] * K_TILE if isinstance(k, torch.Tensor) and k.dim() == 5 else 0
+    _check(k=(k, (layers, nkv, cap // K_TILE, hd, K_TILE), torch.float32), v=(v, (layers, nkv, cap, hd), torch.float32))
     if end > cap:
         raise ValueError(f"llama_step: positions up to {end} do not fit the {cap}-position cache")
     return cap
@@ -409,8 +357,8 @@ def _check_attention(nh: int, nkv: int, hd: int, length: int, what: str, more: s
 
 def step(emb_row, cos, sin, k, v, length: int, *, w_in, w_qkv, w_o, w_post, w_gu, w_down, head, norm,
          eps: float, nh: int, nkv: int, hd: int, aux=None, aux_ids=None) -> torch.Tensor:
-    """One token through every layer -> logits [V]; its k, v written into the caches k, v
-    [layers, nkv, capacity, hd] at position `length`. Arguments as torch_llama.Weights holds them:
+    """One token through every layer -> logits [V]; its k, v written into the caches at position
+    `length`: k [layers, nkv, capacity / K_TILE, hd, K_TILE], v [layers, nkv, capacity, hd]. Arguments as torch_llama.Weights holds them:
     w_in, w_post [layers, H]; w_qkv [layers, (nh+2nkv) hd, H]; w_o [layers, H, nh hd];
     w_gu [layers, 2I, H]; w_down [layers, H, I]; head [V, H]; norm [H]; cos, sin [hd].
     aux [1, n_aux, H] (contiguous) gets the residual stream entering each layer of aux_ids [n_aux].

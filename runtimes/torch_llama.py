@@ -14,7 +14,10 @@ module runs the model's own weights through:
     logits = rmsnorm(x[-n_logits:]) W_head^T         # [n_logits, V]
 
 Cropping the cache moves its length back; nothing is copied. The cache doubles when full; each kv
-head's positions are one contiguous run ([layers, kv_heads, capacity, hd]), read in order.
+head's positions are one contiguous run, read in order: V as rows [layers, kv_heads, capacity, hd],
+K the same where every pass is eager, and in tiles of 16 positions transposed ([layers, kv_heads,
+capacity / 16, hd, 16], the kernels' layout: runtimes/kv_attention.py) where the kernels run; then an
+eager pass (a long prefill) writes K through a view of the tiles and reads a copy as rows.
 
 Three paths, chosen per call:
 - one token (the baseline's step, each draft token): runtimes/llama_step.py's `step`, the whole
@@ -54,6 +57,7 @@ import torch.nn.functional as F
 from spec_harness.core.machine import hugepage_empty
 from spec_harness.models.shape import shape_from_config
 from spec_harness.runtimes import llama_step, packed_matmul
+from spec_harness.runtimes.kv_attention import K_TILE
 
 ALIGN = 64  # elements: every matrix in the arena starts on a cache line
 # Passes up to this many tokens run through the pass kernel; longer ones (a long prompt's prefill)
@@ -189,6 +193,23 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + rotated * sin
 
 
+def key_rows(k: torch.Tensor, end: int, tiled: bool) -> torch.Tensor:
+    """K at positions 0 .. end - 1 as rows [..., end, hd], from K in tiles [..., capacity / 16, hd, 16]
+    (a copy) or in rows [..., capacity, hd] (a view)."""
+    if not tiled:
+        return k[..., :end, :]
+    return k[..., : -(-end // K_TILE), :, :].transpose(-1, -2).flatten(-3, -2)[..., :end, :]
+
+
+def _put_keys(k: torch.Tensor, l0: int, end: int, rows: torch.Tensor, tiled: bool) -> None:
+    """rows [..., end - l0, hd] into K (tiles or rows, as key_rows) at positions l0 .. end - 1."""
+    if not tiled:
+        k[..., l0:end, :] = rows
+        return
+    pos = torch.arange(l0, end, device=k.device)
+    k.transpose(-1, -2)[..., pos // K_TILE, pos % K_TILE, :] = rows  # a view of the tiles: writes them
+
+
 def kernel_reason(dtype: torch.dtype, device: torch.device) -> Optional[str]:
     """None when the forward runs through the C++ kernels (runtimes/llama_step.py), else why not."""
     if device.type != "cpu" or dtype != torch.float32:
@@ -217,8 +238,8 @@ class LlamaFast:
         rows = [s.shape[1] for s in self.weights.stacks] + [self.hd * self.nh]  # whole 16-row blocks for the pass kernel
         self.kernel_passes = (self.why_no_kernels is None and self.weights.why_not_packed is None
                               and all(r % packed_matmul.BLOCK == 0 for r in rows))
-        self.k: Optional[torch.Tensor] = None  # [layers, kv_heads, capacity, hd]
-        self.v: Optional[torch.Tensor] = None
+        self.k: Optional[torch.Tensor] = None  # [layers, kv_heads, capacity / 16, hd, 16] with kernels, else as v
+        self.v: Optional[torch.Tensor] = None  # [layers, kv_heads, capacity, hd]
         self.rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None
         self.length = 0
         self.aux_ids: Optional[torch.Tensor] = None  # layers whose input every pass keeps (keep_features)
@@ -249,7 +270,12 @@ class LlamaFast:
     @property
     def capacity(self) -> int:
         """Positions the cache holds before it doubles."""
-        return 0 if self.k is None else self.k.shape[2]
+        return 0 if self.v is None else self.v.shape[2]
+
+    @property
+    def tiled(self) -> bool:
+        """K is held in tiles (the kernels' layout), not rows."""
+        return self.k is not None and self.k.dim() == 5
 
     @property
     def kernels(self) -> bool:
@@ -263,10 +289,12 @@ class LlamaFast:
         while new_cap < need:
             new_cap *= 2
         shape = (len(self.layers), self.nkv, new_cap, self.hd)
-        k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        tiles = (len(self.layers), self.nkv, new_cap // K_TILE, self.hd, K_TILE)
+        tiled = self.tiled if self.k is not None else self.kernels  # a cache keeps its layout as it grows
+        k = torch.zeros(tiles if tiled else shape, dtype=self.dtype, device=self.device)
         v = torch.zeros(shape, dtype=self.dtype, device=self.device)
         if self.k is not None:
-            k[:, :, : self.length] = self.k[:, :, : self.length]
+            k[:, :, : self.k.shape[2]] = self.k  # the whole old capacity, in tiles or rows
             v[:, :, : self.length] = self.v[:, :, : self.length]
         self.k, self.v = k, v
         self.rope = None  # cos, sin [capacity, hd], made by the first step through the kernel
@@ -298,10 +326,10 @@ class LlamaFast:
                 self.feats[l0:end, aux.index(i)] = x[0]
             h = w_qkv(_rms_norm(x, w_in, self.eps))  # [1, S, (nh + 2 nkv) hd]
             q, k, v = h.view(s, -1, self.hd).split([self.nh, self.nkv, self.nkv], 1)  # [S, heads, hd]
-            self.k[i, :, l0:end] = _rope(k, cos, sin).transpose(0, 1)
+            _put_keys(self.k[i], l0, end, _rope(k, cos, sin).transpose(0, 1), self.tiled)
             self.v[i, :, l0:end] = v.transpose(0, 1)
             att = F.scaled_dot_product_attention(_rope(q, cos, sin).transpose(0, 1)[None],  # [1, nh, S, hd]
-                                                 self.k[i, :, :end][None],  # [1, nkv, L+S, hd]
+                                                 key_rows(self.k[i], end, self.tiled)[None],  # [1, nkv, L+S, hd]
                                                  self.v[i, :, :end][None],
                                                  attn_mask=mask, enable_gqa=True)  # [1, nh, S, hd]
             x = x + w_o(att.transpose(1, 2).reshape(1, s, -1))

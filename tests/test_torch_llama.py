@@ -195,7 +195,7 @@ def test_the_step_kernel_writes_the_cache_the_eager_step_writes(model):
     for kv in (eager, fast):
         kv.forward([5, 17, 42, 9], 1)
         kv.forward([60], 1)
-    assert not apart(fast.k[:, :, :5], eager.k[:, :, :5], model.config, 5)
+    assert not apart(torch_llama.key_rows(fast.k, 5, True), torch_llama.key_rows(eager.k, 5, False), model.config, 5)
     assert not apart(fast.v[:, :, :5], eager.v[:, :, :5], model.config, 5)
     eager.reset()
     fast.reset()
@@ -204,6 +204,9 @@ def test_the_step_kernel_writes_the_cache_the_eager_step_writes(model):
     for kv in (eager, fast):
         kv.reset()
         kv.forward(long, 1)
+    assert fast.tiled and not eager.tiled  # the eager prefill wrote K into the kernels' tiles
+    n = len(long)
+    assert not apart(torch_llama.key_rows(fast.k, n, True), torch_llama.key_rows(eager.k, n, False), model.config, n)
     assert not apart(fast.forward([9, 10, 11], 3), eager.forward([9, 10, 11], 3), model.config, len(long) + 3)
 
 
