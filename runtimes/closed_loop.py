@@ -34,6 +34,12 @@ class Request:
     tokens: list = field(default_factory=list)  # the ids the stream carried
     n_tokens: int = 0  # tokens generated (a server may hold some ids back from its stream: llama-server's UTF-8)
     error: Optional[str] = None
+    planned_s: Optional[float] = None  # an open-loop request's planned send time (runtimes/open_loop.py)
+
+    @property
+    def lag_s(self) -> Optional[float]:
+        """How late the client sent it against its plan (open loop only)."""
+        return None if self.planned_s is None else self.start_s - self.planned_s
 
     @property
     def ttft_s(self) -> Optional[float]:

@@ -1,0 +1,96 @@
+"""An open-loop load on a server runtime: requests sent at planned arrival times, whatever the
+answers before them are doing, as `vllm bench serve --request-rate R --burstiness B` sends them.
+
+    gaps ~ Gamma(shape B, scale 1 / (R B))       # B = 1: a Poisson process of rate R; R = inf: all at 0
+    arrival_k = gap_1 + ... + gap_k              # seconds from the cell's start, seeded
+    request k is sent at arrival_k (or, under a cap of M in flight, when one of the M ends)
+
+Each request is timed as runtimes/closed_loop.py times it (TTFT, a chunk of k tokens counted as k
+tokens); beside it, when it was planned, so that a client that cannot keep its schedule is seen
+(`lag_s`: actual - planned send time). `goodput` is vLLM's: the requests per second of the cell's
+wall that meet every latency target.
+
+What it owns: the schedule and the open-loop sending. Not the HTTP stream nor what a chunk means
+(closed_loop's `_one` and the runtime's `chunk`), nor which server or rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from typing import Callable, Optional
+
+from spec_harness.runtimes.closed_loop import Cell, Request, _one
+
+SLO_KEYS = ("ttft", "tpot", "e2el")  # --slo ttft=MS,tpot=MS,e2el=MS: vLLM's names
+
+
+def arrival_times(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -> list[float]:
+    """n send times (seconds from the start) for `rate` requests per second: gaps drawn from a gamma
+    distribution of shape `burstiness` and mean 1 / rate (burstiness 1: exponential gaps, a Poisson
+    process; below 1 burstier, above 1 more regular); rate inf: every request at 0."""
+    if n < 0 or not rate > 0 or not burstiness > 0:
+        raise ValueError(f"arrivals need n >= 0, a rate > 0 and a burstiness > 0 (got {n}, {rate}, {burstiness})")
+    if math.isinf(rate):
+        return [0.0] * n
+    rng, t, out = random.Random(seed), 0.0, []
+    for _ in range(n):
+        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        out.append(t)
+    return out
+
+
+def tpot_s(r: Request) -> Optional[float]:
+    """Time per output token after the first: (E2E - TTFT) / (tokens - 1); None below 2 tokens."""
+    if r.ttft_s is None or r.n_tokens < 2:
+        return None
+    return (r.end_s - r.start_s - r.ttft_s) / (r.n_tokens - 1)
+
+
+def meets(r: Request, slo: dict) -> bool:
+    """Whether a request that ended without error meets every target in `slo` (seconds, keys SLO_KEYS)."""
+    if r.error or r.ttft_s is None:
+        return False
+    got = {"ttft": r.ttft_s, "tpot": tpot_s(r) or 0.0, "e2el": r.end_s - r.start_s}
+    return all(got[k] <= v for k, v in slo.items())
+
+
+def goodput(cell: Cell, slo: dict) -> float:
+    """Requests per second of the cell's wall that meet every target (vLLM's goodput)."""
+    unknown = set(slo) - set(SLO_KEYS)
+    if unknown:
+        raise ValueError(f"unknown latency target(s) {sorted(unknown)}: the targets are {', '.join(SLO_KEYS)}")
+    return sum(meets(r, slo) for r in cell.requests) / cell.wall_s if cell.wall_s > 0 else 0.0
+
+
+def run_open_cell(host: str, port: int, path: str, bodies: list[dict], arrivals: list[float],
+                  chunk: Callable[[dict], tuple], max_in_flight: Optional[int] = None,
+                  timeout_s: float = 600.0) -> Cell:
+    """Send bodies[k] at arrivals[k] seconds from the cell's start (at most `max_in_flight` at once:
+    a request due while the cap is full waits for a place, and its lag says so). Each request's
+    `planned_s` is its arrival time; every request is bounded by `timeout_s`."""
+    if len(arrivals) != len(bodies):
+        raise ValueError(f"{len(bodies)} requests but {len(arrivals)} arrival times")
+    return asyncio.run(_open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, timeout_s))
+
+
+async def _open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, timeout_s) -> Cell:
+    places = asyncio.Semaphore(max_in_flight or len(bodies) or 1)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+
+    async def send(k: int) -> Request:
+        r = Request(k, planned_s=arrivals[k])
+        await asyncio.sleep(max(0.0, arrivals[k] - (time.perf_counter() - t0)))
+        async with places:
+            r.start_s = time.perf_counter() - t0
+            try:
+                await asyncio.wait_for(_one(host, port, path, bodies[k], r, t0, chunk), timeout_s)
+            except (OSError, asyncio.TimeoutError, ValueError, ConnectionError) as e:
+                r.error = f"{type(e).__name__}: {e}"[:300]
+            r.end_s = time.perf_counter() - t0
+        return r
+
+    done = await asyncio.gather(*(send(k) for k in range(len(bodies))))
+    return Cell(list(done), time.perf_counter() - t0, time.process_time() - cpu0)
