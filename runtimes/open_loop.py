@@ -22,6 +22,7 @@ import random
 import time
 from typing import Callable, Optional
 
+from spec_harness.core import metrics
 from spec_harness.runtimes.closed_loop import Cell, Request, _one
 
 SLO_KEYS = ("ttft", "tpot", "e2el")  # --slo ttft=MS,tpot=MS,e2el=MS: vLLM's names
@@ -63,6 +64,27 @@ def goodput(cell: Cell, slo: dict) -> float:
     if unknown:
         raise ValueError(f"unknown latency target(s) {sorted(unknown)}: the targets are {', '.join(SLO_KEYS)}")
     return sum(meets(r, slo) for r in cell.requests) / cell.wall_s if cell.wall_s > 0 else 0.0
+
+
+def summary(cell: Cell, slo: Optional[dict] = None) -> dict:
+    """One cell as `vllm bench serve` reports a rate: completed requests and output tokens per second
+    of the wall, p50/p90/p99 of TTFT, TPOT, ITL (a chunk of k tokens as k gaps) and E2E latency in
+    seconds, goodput under `slo` where given; and the client's own: its CPU share of one core and
+    its scheduling lag's p99 (can it keep the rate it plans?)."""
+    ok = [r for r in cell.requests if not r.error]
+    wall = cell.wall_s if cell.wall_s > 0 else float("nan")
+    out = {"requests": len(cell.requests), "errors": len(cell.requests) - len(ok), "wall_s": cell.wall_s,
+           "request_throughput": len(ok) / wall, "output_throughput": sum(r.n_tokens for r in ok) / wall,
+           "client_cpu_share": cell.client_cpu_share,
+           "lag_p99_s": metrics.quantile((r.lag_s for r in cell.requests), 0.99)}
+    got = {"ttft": [r.ttft_s for r in ok], "tpot": [tpot_s(r) for r in ok],
+           "itl": [g for r in ok for g in r.inter_token_s()], "e2el": [r.end_s - r.start_s for r in ok]}
+    for name, xs in got.items():
+        for q in (50, 90, 99):
+            out[f"{name}_p{q}_s"] = metrics.quantile(xs, q / 100)
+    if slo is not None:
+        out["goodput"] = goodput(cell, slo)
+    return out
 
 
 def run_open_cell(host: str, port: int, path: str, bodies: list[dict], arrivals: list[float],
