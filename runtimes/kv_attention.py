@@ -18,8 +18,9 @@ layers x kv_heads x hd floats apart: a page and a demand miss per row).
         o[rows] += e[rows, j] V_j                  # R rows at a time
     -> per row o, m, sum_j e: the parts are combined by `combine` (softmax over every position)
 
-A dot product per score, with a horizontal sum each, made a 5-token verify pass's attention at
-4k positions compute bound at twice its bytes' growth (docs/findings.md). It owns the attention's
+Outer products rather than a dot product per score: a dot product ends in a horizontal sum, and
+with one per score a 5-token verify pass's attention at 4k positions is compute bound, growing
+twice as fast as its bytes (the times of both: docs/findings.md). It owns the attention's
 arithmetic and the cache's layout (K_TILE); not the cache's memory (runtimes/torch_llama.py)
 nor the rest of the forward.
 """
