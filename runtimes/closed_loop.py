@@ -87,18 +87,23 @@ async def _cell(host, port, path, bodies, concurrency, chunk, timeout_s) -> Cell
     async def stream() -> None:
         while not queue.empty():
             i = queue.get_nowait()
-            r = Request(i)
-            r.start_s = time.perf_counter() - t0
-            try:
-                await asyncio.wait_for(_one(host, port, path, bodies[i], r, t0, chunk), timeout_s)
-            except (OSError, asyncio.TimeoutError, ValueError, ConnectionError) as e:
-                r.error = f"{type(e).__name__}: {e}"[:300]
-            r.end_s = time.perf_counter() - t0
-            done.append(r)
+            done.append(await send_timed(host, port, path, bodies[i], Request(i), t0, chunk, timeout_s))
 
     await asyncio.gather(*(stream() for _ in range(min(concurrency, len(bodies)))))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return Cell(sorted(done, key=lambda r: r.index), wall, cpu)
+
+
+async def send_timed(host, port, path, body, r: Request, t0: float, chunk, timeout_s: float) -> Request:
+    """Send `body` now and time it on the cell's clock (from t0) into `r`: its start, its stream
+    (_one), its end; a failure or a request past `timeout_s` is its error."""
+    r.start_s = time.perf_counter() - t0
+    try:
+        await asyncio.wait_for(_one(host, port, path, body, r, t0, chunk), timeout_s)
+    except (OSError, asyncio.TimeoutError, ValueError, ConnectionError) as e:
+        r.error = f"{type(e).__name__}: {e}"[:300]
+    r.end_s = time.perf_counter() - t0
+    return r
 
 
 async def _one(host, port, path, body, r: Request, t0: float, chunk) -> None:

@@ -11,7 +11,7 @@ tokens); beside it, when it was planned, so that a client that cannot keep its s
 wall that meet every latency target.
 
 What it owns: the schedule and the open-loop sending. Not the HTTP stream nor what a chunk means
-(closed_loop's `_one` and the runtime's `chunk`), nor which server or rows.
+(closed_loop's `send_timed` and the runtime's `chunk`), nor which server or rows.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from typing import Callable, Optional
 
 from spec_harness.core import metrics
-from spec_harness.runtimes.closed_loop import Cell, Request, _one
+from spec_harness.runtimes.closed_loop import Cell, Request, send_timed
 
 SLO_KEYS = ("ttft", "tpot", "e2el")  # --slo ttft=MS,tpot=MS,e2el=MS: vLLM's names
 
@@ -106,13 +106,7 @@ async def _open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, t
         r = Request(k, planned_s=arrivals[k])
         await asyncio.sleep(max(0.0, arrivals[k] - (time.perf_counter() - t0)))
         async with places:
-            r.start_s = time.perf_counter() - t0
-            try:
-                await asyncio.wait_for(_one(host, port, path, bodies[k], r, t0, chunk), timeout_s)
-            except (OSError, asyncio.TimeoutError, ValueError, ConnectionError) as e:
-                r.error = f"{type(e).__name__}: {e}"[:300]
-            r.end_s = time.perf_counter() - t0
-        return r
+            return await send_timed(host, port, path, bodies[k], r, t0, chunk, timeout_s)
 
     done = await asyncio.gather(*(send(k) for k in range(len(bodies))))
     return Cell(list(done), time.perf_counter() - t0, time.process_time() - cpu0)
