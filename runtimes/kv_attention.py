@@ -33,25 +33,33 @@ constexpr int RS = V::size() == 16 ? 8 : 6;  // query rows per score tile: RS NK
 constexpr int RP = V::size() == 16 ? 6 : 2;  // query rows per sum over V: RP x 4 accumulators + 4 loads
 constexpr int64_t JC = 64;                   // positions per sweep over V
 
-// Scores q . K_j for R query rows against one K tile's 16 positions: an outer product, each of the
-// tile's hd rows (16 positions' dimension d) loaded once for all R rows' broadcast q[d], no
-// horizontal sum. s [R, 16] (row stride ld); q [R, hd].
-template <int R>
-static inline void score_tile(const float* q, const float* kt, int64_t hd, float* s, int64_t ld) {
-  V acc[R][NKT];
+// c[i, 0 : N W] (+)= sum_k a[i, k] b[k, 0 : N W] for R rows i: an outer product, each row of b
+// (N vectors) loaded once for all R rows' broadcast a[i, k], the accumulators in registers, no
+// horizontal sum. Row strides lda, ldb, ldc; ADD: onto c's values, else from 0; PREFETCH: b's row
+// k + K (the next block's) is asked for as row k is read, so the stream stays ahead of the arithmetic.
+template <int R, int N, bool ADD, bool PREFETCH>
+static inline void outer(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t K, float* c, int64_t ldc) {
+  V acc[R][N];
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NKT; ++v) acc[i][v] = V(0.f);
-  for (int64_t d = 0; d < hd; ++d) {
-    V k[NKT];
-    __builtin_prefetch(kt + (hd + d) * KT);  // the next tile's row d: its stream stays ahead of the arithmetic
-    for (int v = 0; v < NKT; ++v) k[v] = V::loadu(kt + d * KT + v * V::size());
+    for (int v = 0; v < N; ++v) acc[i][v] = ADD ? V::loadu(c + i * ldc + v * V::size()) : V(0.f);
+  for (int64_t k = 0; k < K; ++k) {
+    if (PREFETCH) __builtin_prefetch(b + (K + k) * ldb);
+    V bk[N];
+    for (int v = 0; v < N; ++v) bk[v] = V::loadu(b + k * ldb + v * V::size());
     for (int i = 0; i < R; ++i) {
-      const V qd(q[i * hd + d]);
-      for (int v = 0; v < NKT; ++v) acc[i][v] = at::vec::fmadd(qd, k[v], acc[i][v]);
+      const V ai(a[i * lda + k]);
+      for (int v = 0; v < N; ++v) acc[i][v] = at::vec::fmadd(ai, bk[v], acc[i][v]);
     }
   }
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NKT; ++v) acc[i][v].store(s + i * ld + v * V::size());
+    for (int v = 0; v < N; ++v) acc[i][v].store(c + i * ldc + v * V::size());
+}
+
+// Scores q . K_j for R query rows against one K tile's 16 positions (its hd rows of 16): s [R, 16]
+// (row stride ld); q [R, hd]
+template <int R>
+static inline void score_tile(const float* q, const float* kt, int64_t hd, float* s, int64_t ld) {
+  outer<R, NKT, false, true>(q, hd, kt, KT, hd, s, ld);
 }
 
 static inline void score_rows(int r, const float* q, const float* kt, int64_t hd, float* s, int64_t ld) {
@@ -67,23 +75,11 @@ static inline void score_rows(int r, const float* q, const float* kt, int64_t hd
   }
 }
 
-// o[i, 0 : NC W] += sum_j p[i, j] V_j[0 : NC W] over n positions for R rows: each V row loaded
-// once for all R rows' broadcast p; p row stride ldp, V rows hd apart, o row stride ldo
+// o[i, 0 : NC W] += sum_j p[i, j] V_j[0 : NC W] over n positions for R rows; p row stride ldp,
+// V rows hd apart, o row stride ldo
 template <int R, int NC>
 static inline void pv_tile(const float* p, int64_t ldp, const float* vr, int64_t n, int64_t hd, float* o, int64_t ldo) {
-  V acc[R][NC];
-  for (int i = 0; i < R; ++i)
-    for (int c = 0; c < NC; ++c) acc[i][c] = V::loadu(o + i * ldo + c * V::size());
-  for (int64_t j = 0; j < n; ++j) {
-    V v[NC];
-    for (int c = 0; c < NC; ++c) v[c] = V::loadu(vr + j * hd + c * V::size());
-    for (int i = 0; i < R; ++i) {
-      const V pj(p[i * ldp + j]);
-      for (int c = 0; c < NC; ++c) acc[i][c] = at::vec::fmadd(pj, v[c], acc[i][c]);
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int c = 0; c < NC; ++c) acc[i][c].store(o + i * ldo + c * V::size());
+  outer<R, NC, true, false>(p, ldp, vr, hd, n, o, ldo);
 }
 
 // pv_tile over all hd columns: 4 vectors at a time, then the whole vectors left, then the rest
