@@ -42,8 +42,10 @@ def test_killed_sweep_resumes_to_the_same_rows(tmp_path):
     p = harness_proc(*GRID, "--out", str(cut))
     results = cut / "results.jsonl"
     deadline = time.time() + 300
-    while time.time() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 4):
-        time.sleep(0.005)  # a row of 256 tokens on the tiny pair takes 30-100 ms: the kill lands mid-way
+    # a row of 256 tokens on the tiny pair takes 30-100 ms: the kill lands mid-way. Count whole lines only
+    # (ended by a newline): a row caught half-written is not yet a row
+    while time.time() < deadline and (not results.exists() or results.read_text().count("\n") < 4):
+        time.sleep(0.005)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     n_before = len(read_results(results))
