@@ -145,6 +145,26 @@ PROMPT_FILE_MAX_NEW_TOKENS = 128
 
 
 @dataclass(frozen=True)
+class Arrivals:
+    """An open-loop load (`--request-rate`): requests arrive at `rate` per second (inf: all at
+    once), gamma-distributed gaps of shape `burstiness` (vLLM's --burstiness: 1 is a Poisson
+    process), at most `max_in_flight` sent and unanswered at once (None: no cap, the server
+    queues what its slots do not hold). runtimes/open_loop.py draws the times."""
+
+    rate: float
+    burstiness: float = 1.0
+    max_in_flight: Optional[int] = None
+
+    def __post_init__(self):
+        if not self.rate > 0:
+            raise HarnessError(f"--request-rate must be > 0 requests per second (or inf: all at once), got {self.rate}")
+        if not (self.burstiness > 0 and self.burstiness != float("inf")):
+            raise HarnessError(f"--burstiness must be a finite number > 0 (1 = Poisson arrivals), got {self.burstiness}")
+        if self.max_in_flight is not None:
+            at_least("--max-concurrency", self.max_in_flight, 1, "requests in flight at once")
+
+
+@dataclass(frozen=True)
 class GenerationSettings:
     """One generation's settings, the same for baseline and speculative.
 
@@ -167,6 +187,9 @@ class GenerationSettings:
     # Client streams a server is loaded with at once (`--concurrency`): 1 is one request at a time,
     # the generation's own; above 1 the generation is one request of a closed-loop cell (runtimes/closed_loop.py).
     concurrency: int = 1
+    # An open-loop load (--request-rate): the generation is one request of a cell whose requests
+    # arrive on a schedule (runtimes/open_loop.py); `concurrency` is then the server's slots. None: closed loop.
+    arrivals: Optional[Arrivals] = None
 
     def __post_init__(self):
         object.__setattr__(self, "draft_policy", DraftPolicy.of(self.draft_policy))

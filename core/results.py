@@ -37,9 +37,19 @@ OUTPUT_FIELDS = ("token_ids", "text", "greedy_match", "rounds")
 MEASURED_FIELDS = metrics.TIME_FIELDS + metrics.FIELDS + OUTPUT_FIELDS  # null in an error row
 # A row's key: with `--resume`, a row already written without error under this key is not redone.
 KEY_FIELDS = ("runtime", "pair", "target_quant", "mode", "prompt_id", "turn", "input_len", "repeat", "gamma", "draft_policy", "drafter",
-              "forced_rates", "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward")
-# one request of a cell under load (--concurrency N > 1): the client's clock; null in other rows
-LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median_s", "itl_p90_s")
+              "forced_rates", "temperature", "top_p", "top_k", "max_new_tokens", "seed", "concurrency", "torch_forward",
+              "request_rate", "burstiness")
+# one request of a cell under load (--concurrency N > 1, --request-rate): the client's clock; null in
+# other rows. An open-loop request's also: planned_s (its arrival on the cell's clock), lag_s (the
+# client woke that late to send it; then a wait for a place under --max-concurrency, until
+# request_start_s), tpot_s ((E2E - TTFT) / (tokens - 1), core/metrics.py)
+LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median_s", "itl_p90_s", "planned_s", "lag_s",
+               "tpot_s")
+
+
+def rate_value(rate: float):
+    """A --request-rate as rows hold it: the number, or "inf" (all at once; JSON has no infinity)."""
+    return "inf" if rate == float("inf") else rate
 KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed
 
 
@@ -81,6 +91,9 @@ def make_row(identity: dict, gen: GenerationSettings, device: str, dtype: str, g
                forced_rates=list(gen.forced) if spec and gen.forced else None, temperature=s.temperature, top_p=s.top_p,
                top_k=s.top_k, seed=gen.seed, max_new_tokens=gen.max_new_tokens, device=device, dtype=dtype,
                concurrency=gen.concurrency)
+    a = gen.arrivals  # an open-loop request's arrivals; null in every other row
+    row.update(request_rate=rate_value(a.rate) if a else None, burstiness=a.burstiness if a else None,
+               max_in_flight=a.max_in_flight if a else None)
     row.update(dict.fromkeys(LOAD_FIELDS))
     row["started_at"] = started_at
     if g is None:  # an error row: every measured field is null

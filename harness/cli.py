@@ -22,7 +22,7 @@ from spec_harness.core import drafters as drafter_kinds
 from spec_harness.core.config import DraftPolicy, GenerationSettings, RuntimeSettings, SamplingParams, TorchForward, default_of
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import check_out_dir
-from spec_harness.harness import input_len
+from spec_harness.harness import input_len, open_load
 from spec_harness.harness.bench import BenchSettings, figures_help
 from spec_harness.harness.options import (
     DEFAULT_DRAFTERS,
@@ -36,6 +36,7 @@ from spec_harness.harness.options import (
     POLICY,
     PROMPTS,
     INPUT_LEN,
+    OPEN_LOAD_OPTIONS,
     REPEAT_OPTIONS,
     RegistryHelp,
     SWEEP_GAMMAS,
@@ -135,7 +136,8 @@ def _common(gammas: str):
                                "do, all its servers kept live where free memory holds them (default: one setting "
                                "after another, each server started once).")]
     return options(axes(gammas), [runtime_option(RUN_RUNTIMES)], MODEL_OPTIONS,
-                   [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS, INPUT_LEN], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS, table)
+                   [TARGET_QUANT, TOP_K, POLICY, drafter, PROMPTS, INPUT_LEN], REPEAT_OPTIONS, OPEN_LOAD_OPTIONS, [EOS], MACHINE_OPTIONS,
+                   OUT_OPTIONS, table)
 
 
 def _split(value: str, cast, flag: str) -> list:
@@ -202,7 +204,7 @@ def _plan(pairs, gammas, temperatures, top_ps, max_new_tokens, o, *, policies: O
                      runtime=settings, repeats=o["repeats"], warmup=o["warmup"], out=out, resume=o["resume"],
                      concurrencies=_split(o["concurrency_list"], int, "--concurrency"), torch_forwards=_torch_forwards(o),
                      verbose=o["verbose"], target_quants=quants, interleave=o.get("interleave", False),
-                     input_lens=lengths)
+                     input_lens=lengths, open_load=open_load.from_options(o))
 
 
 def _at_input_lengths(prompts, lengths, pairs, max_new_tokens, settings):

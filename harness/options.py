@@ -18,6 +18,7 @@ import click
 
 from spec_harness.core.config import (PROMPT_FILE_MAX_NEW_TOKENS, GenerationSettings, RuntimeSettings, SamplingParams,
                                       default_of)
+from spec_harness.harness.open_load import DEFAULT_SLOTS, OpenLoad
 from spec_harness.harness.prompts import DEFAULT_PROMPTS
 from spec_harness.harness.run_config import RunConfig
 
@@ -99,6 +100,25 @@ REPEAT_OPTIONS = [
                  help="Warm-up generations per runtime and pair (not recorded)."),
     click.option("--seed", default=default_of(RunConfig, "seed"), show_default=True, type=int,
                  help="Seed of repeat 0; repeat r uses seed + r."),
+]
+OPEN_LOAD_OPTIONS = [  # harness/open_load.py
+    click.option("--request-rate", "request_rate_list", default=None,
+                 help="Comma list of request rates per second (an axis; inf = every request at once): the server "
+                      "runtimes get an open-loop load, requests sent on a seeded schedule whatever the answers "
+                      "before them are doing (the others are one skipped row)."),
+    click.option("--burstiness", default=default_of(OpenLoad, "burstiness"), show_default=True, type=float,
+                 help="Shape of the gaps between arrivals (gamma distributed, vLLM's meaning): 1 = Poisson, below 1 "
+                      "burstier, above 1 more regular."),
+    click.option("--num-requests", default=default_of(OpenLoad, "requests"), show_default=True, type=int,
+                 help="Requests sent at each --request-rate (the prompts in a seeded order, repeated as needed)."),
+    click.option("--duration", "duration_s", default=None, type=float,
+                 help="Seconds of arrivals at each --request-rate instead of --num-requests (rate x duration requests)."),
+    click.option("--max-concurrency", default=None, type=int,
+                 help=f"At most this many requests in flight from the client, and the servers started with as many "
+                      f"slots (default: no cap; {DEFAULT_SLOTS} slots, the server queues the rest)."),
+    click.option("--slo", "slo_spec", default=None,
+                 help="Latency targets for goodput, in ms: ttft=MS,tpot=MS,e2el=MS (vLLM's --goodput): the requests "
+                      "per second that meet every one."),
 ]
 THREADS = click.option("--threads", "n_threads", default=_rs("n_threads"), type=int,
                        help="CPU threads for torch and llama.cpp (default: torch's own; llama.cpp one per physical core; "

@@ -20,10 +20,11 @@ from typing import Iterator, Optional
 
 from spec_harness import runtimes
 from spec_harness.core import drafters
-from spec_harness.core.config import (DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
+from spec_harness.core.config import (Arrivals, DrafterSpec, DraftPolicy, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams,
                          TorchForward, at_least, default_of)
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.results import row_key
+from spec_harness.harness.open_load import OpenLoad
 from spec_harness.harness.prompts import Prompt
 from spec_harness.harness.rows import log, one_line
 
@@ -137,6 +138,8 @@ class RunConfig:
     interleave: bool = False
     # the input lengths the prompts were built to (--input-len, harness/input_len.py); []: as given
     input_lens: list[int] = field(default_factory=list)
+    # an open-loop load (--request-rate, harness/open_load.py); its rates empty: none
+    open_load: OpenLoad = field(default_factory=OpenLoad)
 
     def __post_init__(self):
         self._parse()
@@ -177,7 +180,7 @@ class RunConfig:
         concurrently could hold before any load (its class's most_sequences, runtimes/server.py):
         N sequences of a prompt (one token at least) and the longest --max-new-tokens. The runner
         checks the prompts themselves against the loaded runtime (load_capacity)."""
-        loads = [n for n in self.concurrencies if n > 1]
+        loads = self.server_loads
         if not loads:
             return
         tokens, longest = 1 + max(self.max_new_tokens), max(self.max_new_tokens)
@@ -194,24 +197,42 @@ class RunConfig:
                     context = f"--n-ctx {self.runtime.n_ctx}" if self.runtime.n_ctx else \
                         f"its default of at most {RuntimeSettings.N_CTX_CAP} tokens"
                     fit = f"at most {most} do with {context}" if most else f"not one does with {context}"
-                    raise HarnessError(f"--concurrency {n}: {n} sequences of at least {tokens} tokens (a prompt and "
+                    raise HarnessError(f"{self.load_flag(n)}: {n} sequences of at least {tokens} tokens (a prompt and "
                                        f"--max-new-tokens {longest}) do not fit {name}'s context ({fit}); lower "
-                                       "--concurrency or raise --n-ctx")
+                                       f"{self.load_flag(n).split()[0]} or raise --n-ctx")
 
-    def generation(self, cell: Cell, setting: Setting = Setting(), concurrency: int = 1) -> GenerationSettings:
+    @property
+    def server_loads(self) -> list[int]:
+        """The sequences at once the servers are started for under load: each --concurrency N above
+        1, and an open-loop load's slots."""
+        slots = [self.open_load.slots] if self.open_load.rates and self.open_load.slots > 1 else []
+        return sorted({*(n for n in self.concurrencies if n > 1), *slots})
+
+    def load_flag(self, n: int) -> str:
+        """The flag that asked for servers of n sequences, as an error names it."""
+        default = "" if self.open_load.max_concurrency else ", its default"
+        return f"--concurrency {n}" if n in self.concurrencies else \
+            f"--max-concurrency {n} (the servers' slots under --request-rate{default})"
+
+    def generation(self, cell: Cell, setting: Setting = Setting(), concurrency: int = 1,
+                   arrivals: Optional[Arrivals] = None) -> GenerationSettings:
         """The settings a runtime is handed for `cell` in `setting`, one of `concurrency` client
-        streams at once (--concurrency: the one place a generation's load level is set). A setting
+        streams at once (--concurrency: the one place a generation's load level is set), or one
+        request of an open-loop cell with `arrivals` on a server of `concurrency` slots. A setting
         without a gamma (the baseline, library-default) carries the run's first one."""
         return GenerationSettings(sampling=cell.sampling, gamma=setting.gamma or self.gammas[0],
                                   max_new_tokens=cell.max_new_tokens, seed=self.seed + cell.repeat,
                                   ignore_eos=self.ignore_eos, draft_policy=setting.policy, drafter=setting.drafter,
-                                  forced=setting.forced, concurrency=concurrency)
+                                  forced=setting.forced, concurrency=concurrency, arrivals=arrivals)
 
     def request(self, name: str, pair: PairSpec, forward: Optional[str], cell: Cell, setting: Setting,
-                concurrency: int = 1) -> Request:
+                concurrency: int = 1, arrivals: Optional[Arrivals] = None) -> Request:
         """The generation of `cell` in `setting` by runtime `name` (its `forward` where it has a
-        choice of them) on `pair`, one of `concurrency` client streams at once."""
-        gen = self.generation(cell, setting, concurrency)
+        choice of them) on `pair`, one of `concurrency` client streams at once (or one request of an
+        open-loop cell with `arrivals`)."""
+        from spec_harness.core.results import rate_value
+
+        gen = self.generation(cell, setting, concurrency, arrivals)
         spec = setting.speculative
         row = {"runtime": name, "pair": pair.name, "mode": setting.mode, "prompt_id": cell.prompt.id, "turn": cell.prompt.turn,
                "input_len": cell.prompt.input_len,
@@ -219,7 +240,9 @@ class RunConfig:
                "draft_policy": str(setting.policy) if spec else None, "drafter": str(setting.drafter) if spec else None,
                "forced_rates": setting.forced, "temperature": cell.sampling.temperature, "top_p": cell.sampling.top_p,
                "top_k": cell.sampling.top_k, "max_new_tokens": cell.max_new_tokens, "seed": gen.seed,
-               "concurrency": gen.concurrency, "torch_forward": forward, "target_quant": pair.target_quant}
+               "concurrency": gen.concurrency, "torch_forward": forward, "target_quant": pair.target_quant,
+               "request_rate": rate_value(arrivals.rate) if arrivals else None,
+               "burstiness": arrivals.burstiness if arrivals else None}
         return Request(cell, setting, gen, row_key(row))
 
     @property
@@ -239,6 +262,13 @@ class RunConfig:
         for s, n in itertools.product(self.samplings, self.max_new_tokens):
             yield [Cell(s, n, p, rep) for rep in range(self.repeats_at(concurrency)) for p in self.prompts]
 
+    def open_cells(self, rate: float) -> Iterator[list[Cell]]:
+        """The open-loop cells at `rate`, one list per sampling and length: its requests' cells in
+        the order they are sent (OpenLoad.order: seeded, the same for every setting)."""
+        order = list(OpenLoad.order(self.prompts, self.open_load.requests_at(rate), self.seed))
+        for s, n in itertools.product(self.samplings, self.max_new_tokens):
+            yield [Cell(s, n, p, rep) for p, rep in order]
+
     def run_info(self, pairs: list[PairSpec], labels: dict[str, str]) -> dict:
         """run.json's first content: these settings with every pair measured (`pairs`, the variants
         too) and its label, the machine's environment and every model file ("runtimes" filled as
@@ -257,6 +287,8 @@ class RunConfig:
             "runtime_settings": asdict(self.runtime), "repeats": self.repeats, "warmup": self.warmup,
             "interleave": self.interleave, "prompts": [asdict(p) for p in self.prompts],
         }
+        if self.open_load.rates:
+            config["open_load"] = self.open_load.config()
         if self.input_lens:
             from spec_harness.harness.input_len import RULE
 
@@ -298,7 +330,9 @@ class RunConfig:
         """Rows of one runtime (one forward) and one pair."""
         per_prompt = sum(self.repeats_at(c) for c in self.concurrencies) * (1 + len(self.speculative_settings(name))) \
             * len(self.samplings) * len(self.max_new_tokens)
-        return len(self.prompts) * per_prompt
+        open_rows = sum(self.open_load.requests_at(r) for r in self.open_load.rates) \
+            * (1 + len(self.speculative_settings(name))) * len(self.samplings) * len(self.max_new_tokens)
+        return len(self.prompts) * per_prompt + open_rows
 
     def n_rows(self) -> int:
         forwards = len(set(self.torch_forwards))
@@ -358,8 +392,8 @@ def check_fits(c: RunConfig, name: str, pair: PairSpec, rt, encoded: dict[str, l
     if not rt.serves_concurrently:  # its --concurrency above 1 is one skipped row
         return
     longest = max(len(v) for v in encoded.values()) + max(c.max_new_tokens)
-    for n in c.concurrencies:
-        if n > 1 and longest > (each := rt.load_capacity(n)):
-            raise HarnessError(f"--concurrency {n}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
+    for n in c.server_loads:
+        if longest > (each := rt.load_capacity(n)):
+            raise HarnessError(f"{c.load_flag(n)}: {n} sequences of up to {longest} tokens (prompt + --max-new-tokens) "
                                f"do not fit {name}'s context ({f'{each} tokens each' if each else 'not a token each'}); "
-                               "raise --n-ctx or lower --concurrency")
+                               f"raise --n-ctx or lower {c.load_flag(n).split()[0]}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Optional
 
 from spec_harness import runtimes
-from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
+from spec_harness.core.config import WARMUP_TOKENS, Arrivals, GenerationSettings, PairSpec, RuntimeSettings, SamplingParams
 from spec_harness.core.errors import HarnessError, RuntimeUnavailable
 from spec_harness.core.records import Generation
 from spec_harness.core.results import ResultsWriter, open_out_dir, read_run_json, row_key, write_run_json
@@ -175,15 +175,19 @@ class Runner:
         if not row.get("error"):
             self.done[row_key(row)] = row
 
-    def _request(self, name: str, pair: PairSpec, cell: Cell, setting: Setting, concurrency: int = 1) -> Request:
+    def _request(self, name: str, pair: PairSpec, cell: Cell, setting: Setting, concurrency: int = 1,
+                 arrivals: Optional[Arrivals] = None) -> Request:
         """One generation of runtime `name` on `pair` (at the forward now measured)."""
-        return self.cfg.request(name, pair, self.forward, cell, setting, concurrency)
+        return self.cfg.request(name, pair, self.forward, cell, setting, concurrency, arrivals)
 
     def _todo(self, name: str, pair: PairSpec) -> list[tuple]:
         """The row keys of this runtime and pair not measured yet."""
-        c = self.cfg
-        return [k for n in c.concurrencies for cell in c.cells(n) for x in c.settings_of(name)
-                if (k := self._request(name, pair, cell, x, n).key) not in self.done]
+        c, o = self.cfg, self.cfg.open_load
+        closed = [self._request(name, pair, cell, x, n) for n in c.concurrencies for cell in c.cells(n)
+                  for x in c.settings_of(name)]
+        opened = [self._request(name, pair, cell, x, o.slots, o.arrivals(r)) for r in o.rates
+                  for cells in c.open_cells(r) for cell in cells for x in c.settings_of(name)]
+        return [q.key for q in closed + opened if q.key not in self.done]
 
     def _runtime_pair(self, name: str, pair: PairSpec) -> None:
         todo = self._todo(name, pair)
@@ -256,6 +260,8 @@ class Runner:
                 self._measure_block(m, b, upcoming, said)
             for n in (n for n in c.concurrencies if n > 1):
                 self._measure_load(m, n)
+            if c.open_load.rates:  # every rate of a setting on one server
+                self._measure_load(m, c.open_load.slots, [c.open_load.arrivals(r) for r in c.open_load.rates])
             if self.then is not None:
                 self.then(self, name, pair, rt)
         finally:
@@ -357,25 +363,31 @@ class Runner:
             for k, _ in runnable:  # the run goes on
                 b.why[k] = one_line(e)
 
-    def _measure_load(self, m: Measuring, n: int) -> None:
-        """Every cell at concurrency n > 1 (harness/under_load.py); a runtime that runs one sequence
-        at a time is one skipped row."""
+    def _measure_load(self, m: Measuring, n: int, rates: Optional[list[Arrivals]] = None) -> None:
+        """Every cell at concurrency n > 1, or of an open-loop load at each of `rates` on servers of
+        n slots (harness/under_load.py); a runtime that runs one sequence at a time is one skipped row."""
         c = self.cfg
         if not m.rt.serves_concurrently:
-            rows = sum(1 for _ in c.cells(n)) * len(c.settings_of(m.name))
-            self.under_load.refuse(m, c.generation(c.first_cell, concurrency=n), rows)
+            rows = sum(len(cells) for cells, _ in self._load_cells(n, rates)) * len(c.settings_of(m.name))
+            self.under_load.refuse(m, c.generation(c.first_cell, concurrency=n, arrivals=(rates or [None])[0]), rows)
             return
-        self.under_load.measure(m, self._load_plan(m, n))
+        self.under_load.measure(m, self._load_plan(m, n, rates))
 
-    def _load_plan(self, m: Measuring, n: int) -> list[LoadSetting]:
-        """Per setting (baseline first) at concurrency n, its cells (per sampling and length: every
-        prompt repeats_at(n) times) with a request not measured yet; a cell measured whole is kept
-        (resume by cell)."""
+    def _load_cells(self, n: int, rates: Optional[list[Arrivals]]) -> list[tuple[list[Cell], Optional[Arrivals]]]:
+        """The cells at concurrency n, or each rate's open-loop cells, with the arrivals of each."""
+        if not rates:
+            return [(cells, None) for cells in self.cfg.load_cells(n)]
+        return [(cells, a) for a in rates for cells in self.cfg.open_cells(a.rate)]
+
+    def _load_plan(self, m: Measuring, n: int, rates: Optional[list[Arrivals]] = None) -> list[LoadSetting]:
+        """Per setting (baseline first) at concurrency n (or each open-loop rate in turn), its cells
+        (per sampling and length: every prompt repeats_at(n) times, or the rate's requests) with a
+        request not measured yet; a cell measured whole is kept (resume by cell)."""
         plan = []
         for x in self.cfg.settings_of(m.name):
             cells = []
-            for load_cell in self.cfg.load_cells(n):
-                reqs = [self._request(m.name, m.pair, cell, x, n) for cell in load_cell]
+            for load_cell, arrivals in self._load_cells(n, rates):
+                reqs = [self._request(m.name, m.pair, cell, x, n, arrivals) for cell in load_cell]
                 if any(q.key not in self.done for q in reqs):
                     cells.append(reqs)
                 else:

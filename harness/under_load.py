@@ -1,10 +1,12 @@
-"""The runner's scenario under load: every cell at a --concurrency N above 1, and the prices of
-the batched cost model (reports/concurrency.py).
+"""The runner's scenario under load: every cell at a --concurrency N above 1 and every open-loop
+cell (--request-rate R: requests sent on a schedule to servers of the load's slots), and the prices
+of the batched cost model (reports/concurrency.py).
 
 For each setting (baseline first, the server started for N sequences): warm-up requests outside
 the cells, the engine's own batch prices where the runtime times them (`Runtime.prices_batches`:
 vLLM), then per sampling and length one cell of every prompt `repeats_at(N)` times through N
-closed-loop streams (the runtime's `generate_load`, runtimes/closed_loop.py), one row per request. A
+closed-loop streams (the runtime's `generate_load`, runtimes/closed_loop.py), or at rate R the
+rate's requests on their arrival times (runtimes/open_loop.py), one row per request. A
 runtime that runs one sequence at a time is one skipped row per N. `batched_costs` is llama.cpp's
 price of the same batches on the pair's GGUF files, measured before any runtime loads.
 What it does not own: which settings and requests there are and which are measured already
@@ -28,6 +30,7 @@ from spec_harness.core.results import write_run_json
 from spec_harness.harness.conversation import CannotAsk
 from spec_harness.harness.rows import Measuring, log, one_line, skipped_line
 from spec_harness.harness.run_config import BASELINE, Cell, Request, RunConfig, Setting
+from spec_harness.runtimes import open_loop
 from spec_harness.runtimes.server import ServerSetting
 
 
@@ -50,8 +53,13 @@ class LoadSetting:
 
     @property
     def n(self) -> int:
-        """Its load level: the client streams at once."""
+        """Its load level: the client streams at once (an open-loop load's: the servers' slots)."""
         return self.first.concurrency
+
+    @property
+    def level(self) -> str:
+        """Its load level as the flag that asked for it."""
+        return load_level(self.first)
 
     def start(self) -> ServerSetting:
         """What start_setting is given for it: its settings' server, or the baseline's for n sequences."""
@@ -72,9 +80,9 @@ class UnderLoad:
     def refuse(self, m: Measuring, gen: GenerationSettings, rows: int) -> None:
         """A runtime that runs one sequence at a time: one skipped row, in settings `gen` at their
         load level, stands for the `rows` of that level."""
-        why = (f"{m.name} runs one sequence at a time (--concurrency above 1 runs on "
+        why = (f"{m.name} runs one sequence at a time (--concurrency above 1 and --request-rate run on "
                f"{runtimes.listed(runtimes.able('serves_concurrently'))})")
-        log(skipped_line(m.tag, f"--concurrency {gen.concurrency}", why))
+        log(skipped_line(m.tag, load_level(gen), why))
         first = self.cfg.first_cell
         self.emit(m.row(BASELINE, first.prompt, first.repeat, gen, None, error=f"skipped: {why}"))
         self.advance(rows)
@@ -82,13 +90,13 @@ class UnderLoad:
     def measure(self, m: Measuring, plan: list[LoadSetting]) -> None:
         """Every cell of `plan` (one load level), setting by setting in its order; a setting the
         runtime cannot run is one skipped row."""
-        bases: dict[Cell, dict] = {}  # each cell's baseline row
+        bases: dict[tuple, dict] = {}  # each (cell, arrivals)'s baseline row
         for i, load in enumerate(plan):
             if not load.cells:
                 continue
             why = m.rt.supports(load.first) if load.speculative else None
             if why:
-                log(skipped_line(m.tag, f"--concurrency {load.n} --drafter {load.setting.drafter}", why))
+                log(skipped_line(m.tag, f"{load.level} --drafter {load.setting.drafter}", why))
                 first = self.cfg.first_cell
                 self.emit(m.row(load.setting.mode, first.prompt, first.repeat, load.first, None, error=f"skipped: {why}"))
                 self.advance(sum(len(cell) for cell in load.cells))
@@ -96,7 +104,8 @@ class UnderLoad:
             self._setting(m, load, [later.start() for later in plan[i + 1:] if later.cells], bases)
         requests = [q for load in plan for cell in load.cells for q in cell]
         if requests:
-            log(f"[{m.tag}] --concurrency {requests[0].gen.concurrency}: {len(requests)} requests measured")
+            level = "open-loop load" if requests[0].gen.arrivals else load_level(requests[0].gen)
+            log(f"[{m.tag}] {level}: {len(requests)} requests measured")
 
     def _setting(self, m: Measuring, load: LoadSetting, upcoming: list, bases: dict) -> None:
         """One setting's server started for its n sequences, warmed up by n requests at once
@@ -105,7 +114,7 @@ class UnderLoad:
         ids = m.encoded[self.cfg.prompts[0].key]
         m.rt.start_setting(load.start(), upcoming)
         if self.cfg.warmup:
-            warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens))
+            warm = replace(first, max_new_tokens=min(WARMUP_TOKENS, first.max_new_tokens), arrivals=None)
             m.rt.generate_load([ids] * n, [warm] * n, spec)
         self.price_batches(m, first, spec)
         for reqs in load.cells:
@@ -123,7 +132,7 @@ class UnderLoad:
         one pass). Prompt lookup runs no model, and an EAGLE-3 head's round is priced from its own
         round at N = 1 (reports/concurrency.py): neither is priced here."""
         c, rt = self.cfg, m.rt
-        if not rt.prices_batches or not any(x > 1 for x in c.concurrencies):
+        if not rt.prices_batches or not any(x > 1 for x in c.concurrencies) or gen.arrivals:
             return
         own = self.info.setdefault("batched_costs", {}).setdefault(m.pair.name, {}).setdefault("by_runtime", {}) \
             .setdefault(m.name, {"how": "the engine's own steps, timed on its servers outside the cells"})
@@ -170,11 +179,14 @@ class UnderLoad:
             with open(self.out / "errors.log", "a") as f:
                 f.write(f"[{m.name} {m.pair.name} {mode} concurrency {n}]\n{traceback.format_exc()}\n")
             cell, gs = None, [one_line(e)] * len(reqs)
+        arrivals = gens[0].arrivals
         cell_id = f"{m.name}|{mode}|{gens[0].draft_policy if spec else '-'}|{gens[0].gamma_max if spec else '-'}|" \
-                  f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}"
+                  f"{gens[0].drafter if spec else '-'}|T{gens[0].sampling.temperature:g}|{gens[0].max_new_tokens}|N{n}" \
+                  + (f"|R{arrivals.rate:g}|B{arrivals.burstiness:g}" if arrivals else "")
+        opened = open_loop.summary(cell, self.cfg.open_load.slo or None) if arrivals and cell is not None else None
         for i, (q, g, r) in enumerate(zip(reqs, gs, cell.requests if cell else [None] * len(reqs))):
             p, rep = q.cell.prompt, q.cell.repeat
-            base = bases.get(q.cell) if spec else None
+            base = bases.get((q.cell, q.gen.arrivals)) if spec else None
             started = t0 + (r.start_s if r is not None else 0.0)
             if isinstance(g, str):
                 row = m.row(mode, p, rep, q.gen, None, error=g, started_at=started)
@@ -182,17 +194,20 @@ class UnderLoad:
                 row = m.row(mode, p, rep, q.gen, g, baseline=base, started_at=started, prompt_tokens=len(inputs[i]))
                 itl = r.inter_token_s()
                 row.update(cell=cell_id, request_start_s=r.start_s, request_end_s=r.end_s, ttft_s=r.ttft_s,
-                           itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9))
+                           itl_median_s=metrics.quantile(itl, 0.5), itl_p90_s=metrics.quantile(itl, 0.9),
+                           planned_s=r.planned_s, lag_s=r.lag_s, tpot_s=open_loop.tpot_s(r) if arrivals else None)
                 row["extra"] = {**(row.get("extra") or {}), "cell": {"wall_s": cell.wall_s, "client_cpu_s": cell.client_cpu_s,
-                                                                      "requests": len(reqs), "concurrency": n}}
+                                                                      "requests": len(reqs), "concurrency": n,
+                                                                      **({"open_loop": opened} if opened else {})}}
                 self.check(m.pair, m.rt, row, inputs[i])
             if not spec:
-                bases[q.cell] = row
+                bases[(q.cell, q.gen.arrivals)] = row
             self.emit(row)
             self.advance(1)
         if cell is not None:
             agg = sum(len(r.tokens) for r in cell.requests) / cell.wall_s if cell.wall_s else 0.0
-            log(f"[{m.tag}] {cell_id.split('|', 1)[1].replace('|', ' ')}: {len(reqs)} requests, {agg:.1f} tok/s in all")
+            log(f"[{m.tag}] {cell_id.split('|', 1)[1].replace('|', ' ')}: {len(reqs)} requests, {agg:.1f} tok/s in all"
+                + (f"; {open_line(opened)}" if opened else ""))
             if cell.client_cpu_share > CLIENT_CPU_WARN:
                 log(f"[{m.tag}] warning: the client took {100 * cell.client_cpu_share:.1f} % of a core over this cell "
                     f"(above {100 * CLIENT_CPU_WARN:.0f} %): it may be part of what was measured")
@@ -220,6 +235,25 @@ def batched_costs(cfg: RunConfig, pairs: list[PairSpec]) -> dict:
         except (RuntimeError, HarnessError, OSError) as e:
             out[pair.name] = {"unavailable": one_line(e)}
     return out
+
+
+def load_level(gen: GenerationSettings) -> str:
+    """A generation's load level as the flags that asked for it: `--concurrency 4`, or
+    `--request-rate 2 (burstiness 1, 4 slots)`."""
+    a = gen.arrivals
+    if a is None:
+        return f"--concurrency {gen.concurrency}"
+    cap = f", at most {a.max_in_flight} in flight" if a.max_in_flight else ""
+    return f"--request-rate {a.rate:g} (burstiness {a.burstiness:g}, {gen.concurrency} slots{cap})"
+
+
+def open_line(s: dict) -> str:
+    """An open-loop cell's summary (runtimes/open_loop.summary) in one progress line."""
+    ms = lambda x: "-" if x is None else f"{1000 * x:.0f} ms"  # noqa: E731
+    kept = "kept" if (s["lag_p99_s"] or 0) <= metrics.LAG_KEPT_S else "NOT kept (the client sent late)"
+    good = f", goodput {s['goodput']:.2f} req/s" if "goodput" in s else ""
+    return (f"{s['request_throughput']:.2f} req/s achieved, TTFT p90 {ms(s['ttft_p90_s'])}, TPOT p90 "
+            f"{ms(s['tpot_p90_s'])}{good}; schedule {kept} (lag p99 {ms(s['lag_p99_s'])})")
 
 
 def _at(x: int) -> str:

@@ -35,8 +35,8 @@ from typing import Optional
 
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_run_json
-from spec_harness.reports import (concurrency, explain, input_tiers, markdown, mismatch, plots, quantization, routing,
-                                  tables, thirds, turns, verdict)
+from spec_harness.reports import (concurrency, explain, input_tiers, markdown, mismatch, open_loop, plots, quantization,
+                                  routing, tables, thirds, turns, verdict)
 from spec_harness.reports.ceiling import CFlops
 from spec_harness.reports.figures import run_figures
 from spec_harness.reports.html import write_html
@@ -47,6 +47,7 @@ from spec_harness.reports.sections import Section, csv_tables, render
 
 WATERFALL = "waterfall.png"
 CONCURRENCY_PNG = "speedup_vs_concurrency.png"
+OPEN_LOOP_PNG = "open_loop_vs_rate.png"
 
 
 def _batched_costs(sources) -> dict:
@@ -115,7 +116,7 @@ def _json_safe(records: list[dict]) -> list[dict]:
 class Parts:
     """What the report's sections are made of: the tables by report.json key (cells, categories,
     positions, histogram, drafted, output_thirds, turns, input_lengths, roofline, figures, mismatches, agreement,
-    under_load, acceptance, quantization), the plots drawn, and the text other modules wrote."""
+    under_load, open_loop, acceptance, quantization), the plots drawn, and the text other modules wrote."""
 
     tables: dict
     plots: list[str]
@@ -127,6 +128,7 @@ class Parts:
     explain_lines: list[str]  # the explain section of report.md
     roofline: Roofline
     under_load_png: Optional[str]
+    open_loop_png: Optional[str]
     tune: Optional[list[str]]  # what `harness tune` printed, where the first folder is a tune's
     turns: bool  # whether the rows hold more than one turn of a conversation (reports/turns.py)
     input_lengths: bool  # whether the rows were built to more than one --input-len (reports/input_tiers.py)
@@ -180,6 +182,10 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
     data["acceptance"] = markdown.acceptance_records(data["cells"])
     data["quantization"] = quantization.records(rows)
     png = concurrency.plot(data["under_load"], out / CONCURRENCY_PNG)
+    data["open_loop"] = open_loop.records(rows)
+    open_png = open_loop.plot(data["open_loop"], out / OPEN_LOOP_PNG)
+    if open_png is None:
+        (out / OPEN_LOOP_PNG).unlink(missing_ok=True)
     v = verdict.build(rows)
     if plots.verdict(v, out / markdown.VERDICT_PNG) is not None:
         written.append(markdown.VERDICT_PNG)
@@ -187,7 +193,7 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
         (out / markdown.VERDICT_PNG).unlink(missing_ok=True)
     return Parts(tables=data, plots=written, notes=notes, sources=[str(s) for s in loaded.sources], verdict=v,
                  explanations=expls, comparisons=comparisons, explain_lines=lines, roofline=roof,
-                 under_load_png=png and CONCURRENCY_PNG, tune=tune, turns=turns.several(rows),
+                 under_load_png=png and CONCURRENCY_PNG, open_loop_png=open_png and OPEN_LOOP_PNG, tune=tune, turns=turns.several(rows),
                  input_lengths=input_tiers.present(rows), routing=[routing.sentence(r) for r in routes if r.differs])
 
 
@@ -230,6 +236,7 @@ def _other_sections(p: Parts) -> list[Section]:
         t[k] for k in ("under_load", "categories", "figures", "mismatches", "agreement"))
     return [
         Section(lines=concurrency.markdown(under_load, p.under_load_png), records=under_load, csv="under_load.csv"),
+        Section(lines=open_loop.markdown(t["open_loop"], p.open_loop_png), records=t["open_loop"], csv="open_loop.csv"),
         Section("Acceptance per prompt category", rows=categories, columns=markdown.CATEGORY_COLS, csv="categories.csv",
                 when=bool(categories)),
         Section("Acceptance along the output", text=[thirds.TEXT], rows=t["output_thirds"], columns=thirds.COLS,

@@ -74,7 +74,8 @@ def cells(rows: list[dict], batched: Optional[dict] = None, every_run: bool = Fa
     """One record per (runtime, settings, mode, gamma, N) of the runs that measured more than one
     concurrency (of every run with `every_run`); speculative records carry their speedups,
     crossover and prediction."""
-    ok = [r for r in rows if not r.get("error") and not r.get("synthetic")]
+    ok = [r for r in rows if not r.get("error") and not r.get("synthetic")
+          and r.get("request_rate") is None]  # closed loops only: an open-loop load is reports/open_loop.py's
     if not every_run and len({_n(r) for r in ok}) < 2 and not any(_n(r) > 1 for r in ok):
         return []
     groups: dict[CellKey, list[dict]] = {}

@@ -22,7 +22,8 @@ from spec_harness.core.drafters import DrafterSpec
 from spec_harness.core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency",
-            "input_len"]  # input_len: the length --input-len built the prompts to (None: as given)
+            "input_len", "request_rate"]  # input_len: the length --input-len built the prompts to (None: as given);
+# request_rate: an open-loop load's offered rate (None: closed loop)
 
 
 def settings(row: dict) -> dict:
@@ -246,7 +247,7 @@ def clean(v):
 
 
 _SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok", "concurrency": "N={}",
-         "input_len": "input {}"}
+         "input_len": "input {}", "request_rate": "{} req/s"}
 
 
 def _base_pair(rec: dict) -> str:
@@ -273,6 +274,8 @@ def settings_label(rec: dict, vary: list[str]) -> str:
 def _show(rec: dict, k: str) -> str:
     if k == "pair":
         return str(rec.get("pair_label") or rec.get(k))
+    if k == "request_rate":
+        return "closed loop" if rec.get(k) is None else f"{float(rec[k]):g} req/s"
     if k == "target_quant":
         return f"@{rec[k]}" if rec.get(k) else "target as given"
     return _SHOW.get(k, "{}").format(rec.get(k))

@@ -149,7 +149,8 @@ def _item(row: dict, index: int) -> Optional[dict]:
     process, label = _labels(row)
     n = row.get("concurrency") or 1
     pair = row.get("pair_label") or row.get("pair")
-    track = f"{label} {row.get('mode')}" + (f" N={n}" if n > 1 else "")
+    rate = row.get("request_rate")
+    track = f"{label} {row.get('mode')}" + (f" {float(rate):g} req/s" if rate is not None else f" N={n}" if n > 1 else "")
     it = {"row": row, "index": index, "process": process, "pair": pair, "track": track, "load": n > 1,
           "start": _num(row.get("started_at"))}
     wall = _num(row.get("wall_s"))

@@ -35,11 +35,17 @@ class Request:
     n_tokens: int = 0  # tokens generated (a server may hold some ids back from its stream: llama-server's UTF-8)
     error: Optional[str] = None
     planned_s: Optional[float] = None  # an open-loop request's planned send time (runtimes/open_loop.py)
+    woken_s: Optional[float] = None  # when the client woke to send it (then it waits for a place under a cap)
 
     @property
     def lag_s(self) -> Optional[float]:
-        """How late the client sent it against its plan (open loop only)."""
-        return None if self.planned_s is None else self.start_s - self.planned_s
+        """How late the client woke to send it against its plan (open loop only): its own lateness."""
+        return None if self.planned_s is None or self.woken_s is None else self.woken_s - self.planned_s
+
+    @property
+    def held_s(self) -> Optional[float]:
+        """How long it then waited for a place under a cap on requests in flight (open loop only)."""
+        return None if self.woken_s is None else self.start_s - self.woken_s
 
     @property
     def ttft_s(self) -> Optional[float]:

@@ -7,7 +7,7 @@ answers before them are doing, as `vllm bench serve --request-rate R --burstines
 
 Each request is timed as runtimes/closed_loop.py times it (TTFT, a chunk of k tokens counted as k
 tokens); beside it, when it was planned, so that a client that cannot keep its schedule is seen
-(`lag_s`: actual - planned send time). `goodput` is vLLM's: the requests per second of the cell's
+(`lag_s`: when it woke to send - planned; `held_s`: then waiting for a place under a cap). `goodput` is vLLM's: the requests per second of the cell's
 wall that meet every latency target.
 
 What it owns: the schedule and the open-loop sending. Not the HTTP stream nor what a chunk means
@@ -44,10 +44,8 @@ def arrival_times(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -
 
 
 def tpot_s(r: Request) -> Optional[float]:
-    """Time per output token after the first: (E2E - TTFT) / (tokens - 1); None below 2 tokens."""
-    if r.ttft_s is None or r.n_tokens < 2:
-        return None
-    return (r.end_s - r.start_s - r.ttft_s) / (r.n_tokens - 1)
+    """A request's time per output token after the first (core/metrics.py's tpot)."""
+    return metrics.tpot(r.end_s - r.start_s, r.ttft_s, r.n_tokens)
 
 
 def meets(r: Request, slo: dict) -> bool:
@@ -91,7 +89,7 @@ def run_open_cell(host: str, port: int, path: str, bodies: list[dict], arrivals:
                   chunk: Callable[[dict], tuple], max_in_flight: Optional[int] = None,
                   timeout_s: float = 600.0) -> Cell:
     """Send bodies[k] at arrivals[k] seconds from the cell's start (at most `max_in_flight` at once:
-    a request due while the cap is full waits for a place, and its lag says so). Each request's
+    a request due while the cap is full waits for a place, and its `held_s` says so). Each request's
     `planned_s` is its arrival time; every request is bounded by `timeout_s`."""
     if len(arrivals) != len(bodies):
         raise ValueError(f"{len(bodies)} requests but {len(arrivals)} arrival times")
@@ -105,6 +103,7 @@ async def _open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, t
     async def send(k: int) -> Request:
         r = Request(k, planned_s=arrivals[k])
         await asyncio.sleep(max(0.0, arrivals[k] - (time.perf_counter() - t0)))
+        r.woken_s = time.perf_counter() - t0
         async with places:
             return await send_timed(host, port, path, bodies[k], r, t0, chunk, timeout_s)
 

@@ -184,15 +184,21 @@ class ServerRuntime:
 
     def generate_load(self, prompts: list[list[int]], gens: list, speculative: bool) -> tuple:
         """One cell under load (runtimes/closed_loop.py): request i sends prompts[i] with gens[i] (all of
-        one setting and concurrency N), N streams at once -> (Cell, [Generation, or an error line,
-        per request]). The server's counters around the cell must add up to the requests' own."""
-        from spec_harness.runtimes import closed_loop
+        one setting and concurrency N), N streams at once, or each at its arrival time when the
+        gens carry `arrivals` (runtimes/open_loop.py; N is then the server's slots) -> (Cell,
+        [Generation, or an error line, per request]). The server's counters around the cell must
+        add up to the requests' own."""
+        from spec_harness.runtimes import closed_loop, open_loop
 
-        n = gens[0].concurrency
+        n, a = gens[0].concurrency, gens[0].arrivals
         srv = self._server(ServerSetting.of(gens[0]) if speculative else ServerSetting.baseline(n))
         mark, before = srv.log_mark(), self.load_counters(srv)
-        cell = closed_loop.run_cell(HOST, srv.port, self.load_path, [self.load_body(ids, g) for ids, g in zip(prompts, gens)], n,
-                             self.load_chunk)
+        bodies = [self.load_body(ids, g) for ids, g in zip(prompts, gens)]
+        if a is None:
+            cell = closed_loop.run_cell(HOST, srv.port, self.load_path, bodies, n, self.load_chunk)
+        else:  # the same schedule for every setting: seeded by the run's seed (the first request's)
+            times = open_loop.arrival_times(len(bodies), a.rate, a.burstiness, gens[0].seed)
+            cell = open_loop.run_open_cell(HOST, srv.port, self.load_path, bodies, times, self.load_chunk, a.max_in_flight)
         if not srv.alive():
             raise ServerError(f"{srv.name} died during a cell under load: {srv.reason()}")
         return cell, self.load_generations(srv, cell, gens, speculative, srv.log_text(since=mark), before,

@@ -407,7 +407,8 @@ def test_a_run_under_load_measures_each_request_of_each_cell(tmp_path):
     assert sum(r["n_drafted"] for r in spec) == sum(r["extra"]["timings"]["draft_n"] for r in spec) > 0
     assert all(r["new_tokens"] == 12 or r["token_ids"][-1:] == [256] for r in load)  # 12 tokens unless it ended
     assert [r["error"] for r in rows if r["runtime"] == "torch" and r["concurrency"] == 2] == [
-        "skipped: torch runs one sequence at a time (--concurrency above 1 runs on llama-server and vllm)"]
+        "skipped: torch runs one sequence at a time (--concurrency above 1 and --request-rate run on llama-server "
+        "and vllm)"]
     starts = json.loads((out / "run.json").read_text())["runtimes"]["llama-server"]["server_starts"]
     assert starts == {"baseline": 1, "fixed-gamma2": 1, "baseline-np2": 1, "fixed-gamma2-np2": 1}
     assert "batched_costs" in json.loads((out / "run.json").read_text())

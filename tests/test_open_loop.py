@@ -60,14 +60,16 @@ def test_requests_go_out_on_schedule_not_after_the_answers_before_them(served):
     assert all(r.lag_s > -1e-3 and r.ttft_s > 0 for r in cell.requests)  # asyncio may wake a hair early
 
 
-def test_a_cap_in_flight_holds_requests_back_and_their_lag_says_so(served):
-    """At most one in flight: each request waits for the one before to end, so its lag (actual -
-    planned send time) is at least that wait."""
+def test_a_cap_in_flight_holds_requests_back_and_says_so_apart_from_the_lag(served):
+    """At most one in flight: each request waits for the one before to end; that wait is its
+    held_s, not its lag (the client woke on time)."""
     rt, srv, bodies = served
     cell = open_loop.run_open_cell(HOST, srv.port, rt.load_path, bodies, [0.0] * 4, rt.load_chunk, max_in_flight=1)
     rs = sorted(cell.requests, key=lambda r: r.start_s)
     assert all(b.start_s >= a.end_s for a, b in zip(rs, rs[1:]))
-    assert all(b.lag_s >= a.end_s for a, b in zip(rs, rs[1:]))
+    assert all(b.held_s >= a.end_s - 1e-3 and b.start_s - b.planned_s == pytest.approx(b.lag_s + b.held_s)
+               for a, b in zip(rs, rs[1:]))
+    assert max(r.lag_s for r in rs) < 0.05
 
 
 def test_goodput_counts_the_requests_that_meet_every_target(served):
@@ -101,3 +103,83 @@ def test_a_cells_summary_is_its_requests_percentiles_throughput_and_goodput(serv
     lags = sorted(r.lag_s for r in cell.requests)
     assert lags[-2] <= got["lag_p99_s"] <= lags[-1]
     assert "goodput" not in open_loop.summary(cell)
+
+
+def test_a_run_at_request_rates_measures_both_settings_on_one_schedule(tmp_path):
+    """`--request-rate 4,inf` through the CLI with the real llama-server (2 slots, a cap of 2): per
+    setting and rate the rate's requests, each a row with its planned send time, lag, TTFT and
+    TPOT; the target alone and speculation get the same prompts in the same order on the same
+    schedule; greedy speculative rows match their own rate's baseline; the in-process runtime is
+    one skipped row; each setting's server starts once for both rates; the report has the section
+    and its decisions; a resumed run measures nothing again; no server is left."""
+    import json
+
+    from click.testing import CliRunner
+
+    from spec_harness.harness.cli import main
+    from tests.test_llama_server import server_pids
+
+    before = server_pids()
+    out = tmp_path / "o"
+    args = ["run", "--runtime", "torch,llama-server", "--pair", "tiny", "--request-rate", "4,inf", "--num-requests", "5",
+            "--max-concurrency", "2", "--slo", "ttft=60000,tpot=60000", "--gamma", "2", "--max-new-tokens", "8",
+            "--prompts", "math", "--threads", "1", "--n-ctx", "1024", "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    opened = [r for r in rows if r["runtime"] == "llama-server" and r["request_rate"] is not None]
+    assert len(opened) == 2 * 2 * 5 and not [r for r in opened if r["error"]]
+    by = lambda mode, rate: [r for r in opened if r["mode"] == mode and r["request_rate"] == rate]  # noqa: E731
+    for rate in (4.0, "inf"):
+        base, spec = by("baseline", rate), by("speculative", rate)
+        assert [r["prompt_id"] for r in base] == [r["prompt_id"] for r in spec]  # one seeded order
+        assert [r["planned_s"] for r in base] == [r["planned_s"] for r in spec] == sorted(r["planned_s"] for r in base)
+        assert all(r["ttft_s"] > 0 and r["tpot_s"] > 0 and r["lag_s"] > -1e-3 and r["concurrency"] == 2 for r in base + spec)
+        # lossless: the same streamed ids (the tiny vocabulary's partial UTF-8 ids are held back from the stream,
+        # so greedy_match is checked only where every id came: it must never be False)
+        assert [r["token_ids"] for r in spec] == [r["token_ids"] for r in base]
+        assert all(r["greedy_match"] is not False for r in spec) and any(r["greedy_match"] for r in spec)
+        summary = base[0]["extra"]["cell"]["open_loop"]
+        assert summary["requests"] == 5 and summary["goodput"] == pytest.approx(summary["request_throughput"])
+    assert set(r["planned_s"] for r in by("baseline", "inf")) == {0.0}
+    assert max(r["planned_s"] for r in by("baseline", 4.0)) > 0.25  # 5 arrivals at 4 req/s span about a second
+    assert len({r["prompt_id"] for r in by("baseline", 4.0)}) == 5  # 5 math prompts, each once
+    skipped = [r["error"] for r in rows if r["runtime"] == "torch" and r["request_rate"] is not None]
+    assert skipped == ["skipped: torch runs one sequence at a time (--concurrency above 1 and --request-rate run on "
+                       "llama-server and vllm)"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["runtimes"]["llama-server"]["server_starts"] == {
+        "baseline": 1, "fixed-gamma2": 1, "baseline-np2": 1, "fixed-gamma2-np2": 1}
+    assert run["config"]["open_load"]["request_rates"] == [4.0, "inf"]
+    report = (out / "report" / "report.md").read_text()
+    assert "## Open-loop load" in report and "| llama-server | inf | 5 |" in report
+    assert "the targets are met up to inf req/s without speculation, inf with it" in report
+    assert (out / "report" / "open_loop.csv").is_file()
+    trace = json.loads((out / "trace.json").read_text())
+    assert any("4 req/s" in str(e.get("args", {}).get("name", "")) for e in trace["traceEvents"])
+    again = CliRunner().invoke(main, args + ["--resume"])
+    after = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    measured = lambda rs: [r for r in rs if not r["error"]]  # noqa: E731 - a skipped row is tried again
+    assert again.exit_code == 0 and len(measured(after)) == len(measured(rows)), again.output
+    assert not server_pids() - before
+
+
+@pytest.mark.parametrize("flags, why", [
+    (["--request-rate", "0"], "--request-rate must be > 0"),
+    (["--request-rate", "fast"], "--request-rate takes a comma list"),
+    (["--request-rate", "1", "--burstiness", "0"], "--burstiness must be a finite number > 0"),
+    (["--request-rate", "inf", "--duration", "10"], "give --num-requests instead of --duration"),
+    (["--request-rate", "1", "--slo", "itl=5"], "--slo takes NAME=MILLISECONDS"),
+    (["--slo", "ttft=5"], "give --request-rate too"),
+    (["--request-rate", "1", "--max-concurrency", "64"], "--max-concurrency 64 (the servers' slots under --request-rate)"),
+    (["--request-rate", "1", "--num-requests", "0"], "--num-requests must be >= 1"),
+])
+def test_impossible_open_loads_are_one_line_and_exit_2(tmp_path, flags, why):
+    from click.testing import CliRunner
+
+    from spec_harness.harness.cli import main
+
+    res = CliRunner().invoke(main, ["run", "--runtime", "llama-server", "--pair", "tiny", "--prompts", "math",
+                                    "--n-ctx", "1024", "--threads", "1", "--out", str(tmp_path / "o"), *flags])
+    assert res.exit_code == 2 and why in res.output, res.output
+    assert "Traceback" not in res.output
