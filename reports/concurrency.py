@@ -206,6 +206,29 @@ def _predicted(rec: dict, costs: Optional[dict], head_round: Optional[float] = N
             "c_batched": c, "verify_regime": regime, "priced_by": whose}
 
 
+def at_load(rows: list[dict], costs: Optional[dict], runtime: str, gamma: Optional[int], n: int) -> Optional[dict]:
+    """What an open-loop load's queueing model (reports/open_loop.py) takes from the batched cost
+    model: `runtime`'s baseline and speculative (gamma) records measured one request at a time,
+    the model's speedup at N = 1 and at N = n (alpha_hat and the drafting share at N = 1), and how
+    much the target's one-token pass grows from 1 to n sequences; None without N = 1 rows or prices."""
+    ok = [r for r in rows if not r.get("error") and not r.get("synthetic") and r.get("request_rate") is None
+          and r["runtime"] == runtime and _n(r) == 1]
+    groups: dict[CellKey, list[dict]] = {}
+    for r in ok:
+        groups.setdefault(CellKey.of(r), []).append(r)
+    spec_key = next((k for k in groups if k.mode == "speculative" and k.gamma == gamma), None)
+    if spec_key is None or spec_key.baseline() not in groups:
+        return None
+    spec, base = _record(spec_key, groups[spec_key]), _record(spec_key.baseline(), groups[spec_key.baseline()])
+    head = _head_round(groups, spec_key)
+    p1 = _predicted(spec, costs, head)["predicted_speedup"]
+    pn = _predicted({**spec, "concurrency": n}, costs, head)["predicted_speedup"]
+    t1, tn = _prices(spec, costs, 1)[0], _prices(spec, costs, n)[0]  # the target's passes, priced as the speculative cell is
+    if p1 is None or pn is None or not t1 or not tn or 1 not in t1 or 1 not in tn:
+        return None
+    return {"base": base, "spec": spec, "speedup_1": p1, "speedup_n": pn, "step_growth": tn[1] / t1[1]}
+
+
 def regime_lines(records: list[dict]) -> list[str]:
     """`harness explain` under load: per speculative cell, its verify batch's cost and regime."""
     out = []

@@ -5,6 +5,16 @@ token throughput, p50/p90 TTFT, TPOT and E2E latency, p90 ITL, goodput under --s
 scheduling lag; then per runtime the highest rate that meets the latency targets with and without
 speculation, and the rates where speculation lowers the median latency and where it stops.
 
+The prediction (`predict`): a request's latency E2E = prefill + tokens x the per-token decode time
+at b sequences in the server, b = rate x E2E (Little's law), at most the slots; solved for b. The
+per-token times at b are the ones measured one request at a time, grown as the batched cost model
+(reports/concurrency.py's `at_load`: the target's one-token pass and the speculative speedup,
+priced at 1 and at the slots, linear between) grows them. A rate at which more requests arrive
+than the slots finish (rate x E2E at full slots > slots) saturates: its queue grows for as long as
+requests come. Speculation pays at a rate where its E2E is below the target alone's (a saturated
+side loses; both saturated: the one that finishes more per second wins). Prefill stalls of other
+requests and the queue's own variance are not in it.
+
 Every number is the cell's summary as `summary` in runtimes/open_loop.py computed it when the cell
 ran (each row of the cell carries it in extra["cell"]["open_loop"]); nothing is defined here. A
 rate whose sends lagged their plan (lag p99 above core/metrics.py's LAG_KEPT_S) is listed, marked
@@ -26,7 +36,8 @@ METRICS = ("request_throughput", "output_throughput", "ttft_p50_s", "ttft_p90_s"
 COLS = [("runtime", "runtime", "s"), ("rate", "offered req/s", "s"), ("requests", "requests", ""),
         *((f"{m}_{k}", f"{m} {what}", fmt) for k, what, fmt in (
             ("request_throughput", "req/s", ".2f"), ("ttft_p90_s", "TTFT p90 s", ".3f"), ("tpot_p90_s", "TPOT p90 ms", "ms"),
-            ("e2el_p50_s", "E2E p50 s", ".2f"), ("goodput", "goodput req/s", ".2f")) for m in ("base", "spec")),
+            ("e2el_p50_s", "E2E p50 s", ".2f"), ("e2e_predicted_s", "E2E predicted s", ".2f"),
+            ("goodput", "goodput req/s", ".2f")) for m in ("base", "spec")),
         ("kept", "schedule kept", "s")]
 TEXT = (
     "Requests sent at the offered rate whatever the answers before them were doing (an open loop: seeded gamma "
@@ -56,7 +67,8 @@ def records(rows: list[dict]) -> list[dict]:
             continue
         key = (r["pair"], r["runtime"], rate_text(r["request_rate"]), r.get("burstiness"))
         rec = cells.setdefault(key, {"pair": r["pair"], "runtime": r["runtime"], "rate": rate_text(r["request_rate"]),
-                                     "burstiness": r.get("burstiness"), "gamma": None, "drafter": None})
+                                     "burstiness": r.get("burstiness"), "gamma": None, "drafter": None,
+                                     "slots": r.get("concurrency")})
         side = "spec" if r["mode"] == "speculative" else "base"
         if side == "spec":
             rec.update(gamma=r.get("gamma"), drafter=r.get("drafter"))
@@ -80,6 +92,54 @@ def _met(rec: dict, side: str) -> Optional[bool]:
     return good >= MET_SHARE * done
 
 
+def predict(recs: list[dict], rows: list[dict], costs: Optional[dict]) -> None:
+    """Each record's predicted E2E latency with and without speculation (module docstring:
+    `base_e2e_predicted_s`, `spec_e2e_predicted_s`, None when that side saturates) and whether
+    speculation pays there (`predicted_pays`); left out where the run has no N = 1 rows or prices."""
+    from spec_harness.reports import concurrency
+
+    for rec in recs:
+        rate = _rate(rec["rate"])
+        slots = rec.get("slots")
+        m = concurrency.at_load(rows, costs, rec["runtime"], rec["gamma"], slots) if slots and not math.isinf(rate) else None
+        if m is None:
+            continue
+        growth = lambda b: 1 + (m["step_growth"] - 1) * (b - 1) / max(slots - 1, 1)  # noqa: E731
+        gain = lambda b: m["speedup_1"] + (m["speedup_n"] - m["speedup_1"]) * (b - 1) / max(slots - 1, 1)  # noqa: E731
+        sides = {}
+        for side, r in (("base", m["base"]), ("spec", m["spec"])):
+            per_token = 1 / r["decode_tps_median"] if r["decode_tps_median"] else None
+            if per_token is None or r["ttft_median_s"] is None:
+                break
+            scale = (lambda b: growth(b)) if side == "base" else (lambda b: growth(b) * m["speedup_1"] / gain(b))
+            sides[side] = queue_e2e(rate, r["ttft_median_s"], r["tokens"] / r["requests"], per_token, scale, slots)
+        if len(sides) < 2:
+            continue
+        (eb, cb), (es, cs) = sides["base"], sides["spec"]
+        rec.update(base_e2e_predicted_s=eb, spec_e2e_predicted_s=es,
+                   predicted_pays=(es < eb) if eb is not None and es is not None else (es is not None if eb is None and
+                                                                                      es is not None else cs > cb))
+
+
+def queue_e2e(rate: float, prefill: float, tokens: float, per_token: float, scale, slots: int) -> tuple[Optional[float], float]:
+    """(E2E at `rate`, None when saturated; the requests per second the slots finish when full):
+    E2E = prefill + tokens x per_token x scale(b), b = rate x E2E sequences (1 to slots)."""
+    e2e = lambda b: prefill + tokens * per_token * scale(min(max(b, 1.0), slots))  # noqa: E731
+    capacity = slots / e2e(slots)
+    if rate >= capacity:
+        return None, capacity
+    b = 1.0
+    for _ in range(200):  # b = rate x e2e(b) has one root below the slots: e2e grows with b, slowlier than b / rate
+        b = 0.5 * b + 0.5 * rate * e2e(b)
+    return e2e(b), capacity
+
+
+def first_loss(recs: list[dict], key: str) -> Optional[str]:
+    """The lowest rate at which speculation does not pay by `key` (a truth value per record), the
+    records sorted by rate; None where it pays at every one."""
+    return next((c["rate"] for c in recs if c.get(key) is False), None)
+
+
 def decisions(recs: list[dict]) -> list[str]:
     """Per pair and runtime (kept rates only): the highest rate meeting the targets with and
     without speculation, and where speculation lowers the median E2E latency and where it stops."""
@@ -92,9 +152,11 @@ def decisions(recs: list[dict]) -> list[str]:
         name, parts = key[1], []
         if both[0].get("slo"):
             best = {s: max((c["rate"] for c in both if _met(c, s)), key=_rate, default=None) for s in ("base", "spec")}
-            parts.append(f"the targets are met up to {best['base'] or 'no rate'} req/s without speculation, "
-                         f"{best['spec'] or 'no rate'} with it")
-        pays = [c["rate"] for c in both if c["spec_e2el_p50_s"] < c["base_e2el_p50_s"]]
+            upto = lambda r: f"up to {r} req/s" if r else "at no rate"  # noqa: E731
+            parts.append(f"the targets are met {upto(best['base'])} without speculation, {upto(best['spec'])} with it")
+        for c in both:
+            c["pays"] = c["spec_e2el_p50_s"] < c["base_e2el_p50_s"]
+        pays = [c["rate"] for c in both if c["pays"]]
         if len(pays) == len(both):
             parts.append(f"speculation lowers the median latency at every rate measured (up to {both[-1]['rate']} req/s)")
         elif not pays:
@@ -102,6 +164,12 @@ def decisions(recs: list[dict]) -> list[str]:
         else:
             stop = next(c["rate"] for c in both if c["rate"] not in pays and _rate(c["rate"]) > _rate(pays[0]))
             parts.append(f"speculation lowers the median latency at {', '.join(pays)} req/s and stops paying at {stop} req/s")
+        predicted = [c for c in both if c.get("predicted_pays") is not None]
+        if predicted:
+            stop = first_loss(predicted, "predicted_pays")
+            parts.append("predicted from the batched step costs: " + (
+                f"it pays at every rate" if stop is None else "it pays at no rate" if stop == predicted[0]["rate"]
+                else f"it stops paying at {stop} req/s"))
         out.append(f"{name}: " + "; ".join(parts) + ".")
     lost = [c for c in recs if c["kept"] != "yes"]
     if lost:
@@ -113,7 +181,7 @@ def decisions(recs: list[dict]) -> list[str]:
 def _cell(c: dict, key: str, fmt: str) -> str:
     v = c.get(key)
     if v is None:
-        return "-"
+        return "saturated" if key.endswith("e2e_predicted_s") and "predicted_pays" in c else "-"
     if fmt == "ms":
         return f"{1000 * v:.0f}"
     return format(v, fmt) if fmt else str(v)

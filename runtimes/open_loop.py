@@ -3,6 +3,7 @@ answers before them are doing, as `vllm bench serve --request-rate R --burstines
 
     gaps ~ Gamma(shape B, scale 1 / (R B))       # B = 1: a Poisson process of rate R; R = inf: all at 0
     arrival_k = gap_1 + ... + gap_k              # seconds from the cell's start, seeded
+    arrival_k *= (n / R) / arrival_n             # the n arrivals span n / R exactly, as vllm bench serve's do
     request k is sent at arrival_k (or, under a cap of M in flight, when one of the M ends)
 
 Each request is timed as runtimes/closed_loop.py times it (TTFT, a chunk of k tokens counted as k
@@ -26,12 +27,20 @@ from spec_harness.core import metrics
 from spec_harness.runtimes.closed_loop import Cell, Request, send_timed
 
 SLO_KEYS = ("ttft", "tpot", "e2el")  # --slo ttft=MS,tpot=MS,e2el=MS: vLLM's names
+# The client wakes this long before a send and polls the loop until it is due: a process woken from a
+# long sleep on an idle VM runs 4-9 ms late (2-core EPYC VM at 0.25 req/s: lag p99 9 ms; woken 20 ms
+# early, 0), which a timer alone cannot help. At most SPIN_SHARE of the mean gap, so that the
+# polling takes at most that share of a core from the server at any rate.
+WAKE_EARLY_S = 0.020
+SPIN_SHARE = 0.02
 
 
 def arrival_times(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -> list[float]:
     """n send times (seconds from the start) for `rate` requests per second: gaps drawn from a gamma
     distribution of shape `burstiness` and mean 1 / rate (burstiness 1: exponential gaps, a Poisson
-    process; below 1 burstier, above 1 more regular); rate inf: every request at 0."""
+    process; below 1 burstier, above 1 more regular), rescaled so that the last is at n / rate, as
+    `vllm bench serve` rescales its own (a few dozen requests then offer the rate asked for, not
+    the draw's); rate inf: every request at 0."""
     if n < 0 or not rate > 0 or not burstiness > 0:
         raise ValueError(f"arrivals need n >= 0, a rate > 0 and a burstiness > 0 (got {n}, {rate}, {burstiness})")
     if math.isinf(rate):
@@ -40,7 +49,7 @@ def arrival_times(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -
     for _ in range(n):
         t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
         out.append(t)
-    return out
+    return [x * (n / rate) / t for x in out] if out and t > 0 else out
 
 
 def tpot_s(r: Request) -> Optional[float]:
@@ -98,11 +107,14 @@ def run_open_cell(host: str, port: int, path: str, bodies: list[dict], arrivals:
 
 async def _open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, timeout_s) -> Cell:
     places = asyncio.Semaphore(max_in_flight or len(bodies) or 1)
+    early = min(WAKE_EARLY_S, SPIN_SHARE * max(arrivals, default=0.0) / max(len(arrivals), 1))
     t0, cpu0 = time.perf_counter(), time.process_time()
 
     async def send(k: int) -> Request:
         r = Request(k, planned_s=arrivals[k])
-        await asyncio.sleep(max(0.0, arrivals[k] - (time.perf_counter() - t0)))
+        await asyncio.sleep(max(0.0, arrivals[k] - early - (time.perf_counter() - t0)))
+        while time.perf_counter() - t0 < arrivals[k]:  # the last moments polled, other requests' streams served
+            await asyncio.sleep(0)
         r.woken_s = time.perf_counter() - t0
         async with places:
             return await send_timed(host, port, path, bodies[k], r, t0, chunk, timeout_s)

@@ -26,8 +26,10 @@ def test_arrivals_have_the_rate_and_burstiness_asked_for(burstiness):
     assert all(g >= 0 for g in gaps) and times == sorted(times)
     assert statistics.fmean(gaps) == pytest.approx(0.2, rel=0.06)
     assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1 / math.sqrt(burstiness), rel=0.08)
-    assert open_loop.arrival_times(50, 5.0, burstiness, seed=3) == times[:50]
-    assert open_loop.arrival_times(50, 5.0, burstiness, seed=4) != times[:50]
+    assert times[-1] == pytest.approx(4000 / 5.0)  # rescaled to span n / rate, as vllm bench serve's
+    few = open_loop.arrival_times(12, 5.0, burstiness, seed=3)
+    assert few[-1] == pytest.approx(12 / 5.0) and few == open_loop.arrival_times(12, 5.0, burstiness, seed=3)
+    assert open_loop.arrival_times(12, 5.0, burstiness, seed=4) != few
 
 
 def test_an_infinite_rate_sends_everything_at_once_and_bad_arrivals_are_refused():
@@ -153,7 +155,7 @@ def test_a_run_at_request_rates_measures_both_settings_on_one_schedule(tmp_path)
     assert run["config"]["open_load"]["request_rates"] == [4.0, "inf"]
     report = (out / "report" / "report.md").read_text()
     assert "## Open-loop load" in report and "| llama-server | inf | 5 |" in report
-    assert "the targets are met up to inf req/s without speculation, inf with it" in report
+    assert "the targets are met up to inf req/s without speculation, up to inf req/s with it" in report
     assert (out / "report" / "open_loop.csv").is_file()
     trace = json.loads((out / "trace.json").read_text())
     assert any("4 req/s" in str(e.get("args", {}).get("name", "")) for e in trace["traceEvents"])
@@ -183,3 +185,51 @@ def test_impossible_open_loads_are_one_line_and_exit_2(tmp_path, flags, why):
                                     "--n-ctx", "1024", "--threads", "1", "--out", str(tmp_path / "o"), *flags])
     assert res.exit_code == 2 and why in res.output, res.output
     assert "Traceback" not in res.output
+
+
+def test_the_queueing_model_saturates_where_the_slots_cannot_keep_up():
+    """queue_e2e: a per-token time that does not grow with the load gives the same E2E at every rate
+    below capacity (slots / E2E at full slots) and none at or above it; one that grows with the
+    sequences in the server gives a longer E2E at a higher rate."""
+    from spec_harness.reports.open_loop import queue_e2e
+
+    flat = lambda b: 1.0  # noqa: E731
+    e, cap = queue_e2e(0.5, 0.2, 33, 0.02, flat, 4)
+    assert e == pytest.approx(0.2 + 33 * 0.02) and cap == pytest.approx(4 / e)
+    assert queue_e2e(cap * 0.99, 0.2, 33, 0.02, flat, 4)[0] == pytest.approx(e)
+    assert queue_e2e(cap, 0.2, 33, 0.02, flat, 4)[0] is None
+    grows = lambda b: 1.0 + 0.5 * (b - 1)  # noqa: E731
+    low, high = queue_e2e(0.2, 0.2, 33, 0.02, grows, 4)[0], queue_e2e(2.0, 0.2, 33, 0.02, grows, 4)[0]
+    assert low < high < 0.2 + 33 * 0.02 * grows(4)
+    b = 2.0 * high  # Little's law holds at the root
+    assert high == pytest.approx(0.2 + 33 * 0.02 * grows(b), rel=1e-6)
+
+
+def _rows(mode: str, wall: float, rounds: list[dict]) -> list[dict]:
+    """Five rows of one request at a time (N = 1) of one runtime, 33 tokens each, prefill 0.1 s."""
+    return [{"runtime": "srv", "pair": "p", "mode": mode, "gamma": 4 if mode == "speculative" else None,
+             "drafter": "model" if mode == "speculative" else None, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
+             "max_new_tokens": 33, "concurrency": 1, "request_rate": None, "new_tokens": 33, "wall_s": wall,
+             "prefill_s": 0.1, "rounds": rounds, "error": None, "prompt_id": f"q{i}"} for i in range(5)]
+
+
+def test_speculation_predicted_to_stop_paying_where_its_batched_verify_outgrows_its_gain():
+    """predict() on a pair whose speculation is 1.6x faster one request at a time and whose verify
+    batch turns compute bound at 4 sequences (a pass of 4 x 5 tokens costs 4 one-token passes of
+    4): it pays at the low rates, not at the high ones, and the decisions say where."""
+    from spec_harness.reports import open_loop
+
+    spec_rounds = [{"drafted": 4, "accepted": 2, "emitted": 3}] * 11
+    rows = _rows("baseline", 1.0, []) + _rows("speculative", 0.6, spec_rounds)
+    costs = {"target": {"1": {"1": 0.010, "5": 0.011}, "4": {"1": 0.011, "5": 0.044}},
+             "draft": {"1": {"1": 0.001}, "4": {"1": 0.0012}}}
+    recs = [{"pair": "p", "runtime": "srv", "rate": f"{r:g}", "burstiness": 1.0, "gamma": 4, "drafter": "model",
+             "slots": 4, "kept": "yes", "base_e2el_p50_s": 1.0, "spec_e2el_p50_s": 0.6 if r < 2 else 1.5}
+            for r in (0.25, 0.5, 1, 2, 4)]
+    open_loop.predict(recs, rows, costs)
+    pays = [c["predicted_pays"] for c in recs]
+    assert pays[0] is True and pays[-1] is False and pays == sorted(pays, reverse=True)
+    assert all(c["spec_e2e_predicted_s"] is None or c["spec_e2e_predicted_s"] > 0.5 for c in recs)
+    stop = open_loop.first_loss(recs, "predicted_pays")
+    line = open_loop.decisions(recs)[0]
+    assert "stops paying at 2 req/s" in line and f"predicted from the batched step costs: it stops paying at {stop} req/s" in line
