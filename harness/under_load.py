@@ -27,6 +27,7 @@ from spec_harness.core import drafters, metrics
 from spec_harness.core.config import WARMUP_TOKENS, GenerationSettings, PairSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import write_run_json
+from spec_harness.harness.console import fit
 from spec_harness.harness.conversation import CannotAsk
 from spec_harness.harness.rows import Measuring, log, one_line, skipped_line
 from spec_harness.harness.run_config import BASELINE, Cell, Request, RunConfig, Setting
@@ -206,8 +207,8 @@ class UnderLoad:
             self.advance(1)
         if cell is not None:
             agg = sum(len(r.tokens) for r in cell.requests) / cell.wall_s if cell.wall_s else 0.0
-            log(f"[{m.tag}] {cell_id.split('|', 1)[1].replace('|', ' ')}: {len(reqs)} requests, {agg:.1f} tok/s in all"
-                + (f"; {open_line(opened)}" if opened else ""))
+            log(fit(f"[{m.tag}] {cell_id.split('|', 1)[1].replace('|', ' ')}: {len(reqs)} requests, {agg:.1f} tok/s in all"
+                    + (f"; {open_line(opened)}" if opened else "")))
             if cell.client_cpu_share > CLIENT_CPU_WARN:
                 log(f"[{m.tag}] warning: the client took {100 * cell.client_cpu_share:.1f} % of a core over this cell "
                     f"(above {100 * CLIENT_CPU_WARN:.0f} %): it may be part of what was measured")

@@ -6,14 +6,15 @@ scheduling lag; then per runtime the highest rate that meets the latency targets
 speculation, and the rates where speculation lowers the median latency and where it stops.
 
 The prediction (`predict`): a request's latency E2E = prefill + tokens x the per-token decode time
-at b sequences in the server, b = rate x E2E (Little's law), at most the slots; solved for b. The
-per-token times at b are the ones measured one request at a time, grown as the batched cost model
-(reports/concurrency.py's `at_load`: the target's one-token pass and the speculative speedup,
-priced at 1 and at the slots, linear between) grows them. A rate at which more requests arrive
-than the slots finish (rate x E2E at full slots > slots) saturates: its queue grows for as long as
-requests come. Speculation pays at a rate where its E2E is below the target alone's (a saturated
-side loses; both saturated: the one that finishes more per second wins). Prefill stalls of other
-requests and the queue's own variance are not in it.
+at b sequences in the server / (1 - rate x prefill), b = rate x E2E (Little's law), at most the
+slots; solved for b. The per-token times at b are the ones measured one request at a time, grown
+as the batched cost model (reports/concurrency.py's `at_load`: the target's one-token pass and the
+speculative speedup, priced at 1 and at the slots, linear between) grows them; the server spends
+rate x prefill of each second on arriving prompts, which the others' steps wait for. A rate at
+which more requests arrive than the slots finish (rate x E2E at full slots > slots, or prompts
+alone fill the server) saturates: its queue grows for as long as requests come. Speculation pays
+at a rate where its E2E is below the target alone's (a saturated side loses; both saturated: the
+one that finishes more per second wins). The queue's own variance is not in it.
 
 Every number is the cell's summary as `summary` in runtimes/open_loop.py computed it when the cell
 ran (each row of the cell carries it in extra["cell"]["open_loop"]); nothing is defined here. A
@@ -93,7 +94,7 @@ def _met(rec: dict, side: str) -> Optional[bool]:
 
 
 def predict(recs: list[dict], rows: list[dict], costs: Optional[dict]) -> None:
-    """Each record's predicted E2E latency with and without speculation (module docstring:
+    """(`costs`: run.json's batched_costs, by pair.) Each record's predicted E2E latency with and without speculation (module docstring:
     `base_e2e_predicted_s`, `spec_e2e_predicted_s`, None when that side saturates) and whether
     speculation pays there (`predicted_pays`); left out where the run has no N = 1 rows or prices."""
     from spec_harness.reports import concurrency
@@ -101,7 +102,8 @@ def predict(recs: list[dict], rows: list[dict], costs: Optional[dict]) -> None:
     for rec in recs:
         rate = _rate(rec["rate"])
         slots = rec.get("slots")
-        m = concurrency.at_load(rows, costs, rec["runtime"], rec["gamma"], slots) if slots and not math.isinf(rate) else None
+        m = concurrency.at_load(rows, (costs or {}).get(rec["pair"]), rec["runtime"], rec["gamma"], slots) \
+            if slots and not math.isinf(rate) else None
         if m is None:
             continue
         growth = lambda b: 1 + (m["step_growth"] - 1) * (b - 1) / max(slots - 1, 1)  # noqa: E731
@@ -123,8 +125,12 @@ def predict(recs: list[dict], rows: list[dict], costs: Optional[dict]) -> None:
 
 def queue_e2e(rate: float, prefill: float, tokens: float, per_token: float, scale, slots: int) -> tuple[Optional[float], float]:
     """(E2E at `rate`, None when saturated; the requests per second the slots finish when full):
-    E2E = prefill + tokens x per_token x scale(b), b = rate x E2E sequences (1 to slots)."""
-    e2e = lambda b: prefill + tokens * per_token * scale(min(max(b, 1.0), slots))  # noqa: E731
+    E2E = prefill + tokens x per_token x scale(b) / (1 - rate x prefill), b = rate x E2E sequences
+    (1 to slots): of each second, rate x prefill goes to arriving prompts."""
+    free = 1.0 - rate * prefill
+    if free <= 0:
+        return None, 1.0 / prefill
+    e2e = lambda b: prefill + tokens * per_token * scale(min(max(b, 1.0), slots)) / free  # noqa: E731
     capacity = slots / e2e(slots)
     if rate >= capacity:
         return None, capacity

@@ -288,8 +288,10 @@ def _mismatches(rows: list[dict]) -> list[dict]:
 
 def _skipped(rows: list[dict]) -> list[dict]:
     """Runtimes and draftings that did not run: [{"runtime", "reason", "skipped"}] (skipped: the
-    runtime said it cannot; else an error), each once."""
-    seen = dict.fromkeys((r["runtime"], r["error"]) for r in rows if r.get("error"))
+    runtime said it cannot; else an error), each once; one that did not run under load only (at
+    --concurrency above 1 or --request-rate) is named so ("torch under load")."""
+    seen = dict.fromkeys((r["runtime"] + (" under load" if (r.get("concurrency") or 1) > 1 or r.get("request_rate")
+                                          is not None else ""), r["error"]) for r in rows if r.get("error"))
     return [{"runtime": rt, "skipped": err.startswith("skipped: "), "reason": err.removeprefix("skipped: ")}
             for rt, err in seen]
 

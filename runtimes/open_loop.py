@@ -18,6 +18,7 @@ What it owns: the schedule and the open-loop sending. Not the HTTP stream nor wh
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import time
@@ -27,10 +28,11 @@ from spec_harness.core import metrics
 from spec_harness.runtimes.closed_loop import Cell, Request, send_timed
 
 SLO_KEYS = ("ttft", "tpot", "e2el")  # --slo ttft=MS,tpot=MS,e2el=MS: vLLM's names
-# The client wakes this long before a send and polls the loop until it is due: a process woken from a
-# long sleep on an idle VM runs 4-9 ms late (2-core EPYC VM at 0.25 req/s: lag p99 9 ms; woken 20 ms
-# early, 0), which a timer alone cannot help. At most SPIN_SHARE of the mean gap, so that the
-# polling takes at most that share of a core from the server at any rate.
+# With nothing in flight the client wakes this long before a send and polls the loop until it is
+# due: a process woken from a long sleep on an idle VM runs 4-9 ms late (2-core EPYC VM at 0.25
+# req/s: lag p99 9 ms; woken 20 ms early, 0), which a timer alone cannot help. While requests are
+# in flight the server keeps the CPU awake and a polling client would compete with its threads
+# (lag p99 up to 60 ms): then it sleeps to the due time. At most SPIN_SHARE of the mean gap.
 WAKE_EARLY_S = 0.020
 SPIN_SHARE = 0.02
 
@@ -102,22 +104,37 @@ def run_open_cell(host: str, port: int, path: str, bodies: list[dict], arrivals:
     `planned_s` is its arrival time; every request is bounded by `timeout_s`."""
     if len(arrivals) != len(bodies):
         raise ValueError(f"{len(bodies)} requests but {len(arrivals)} arrival times")
-    return asyncio.run(_open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, timeout_s))
+    collecting = gc.isenabled()
+    gc.disable()  # a full collection in a process holding torch's and transformers' objects stops every send it spans
+    try:
+        return asyncio.run(_open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, timeout_s))
+    finally:
+        if collecting:
+            gc.enable()
 
 
 async def _open_cell(host, port, path, bodies, arrivals, chunk, max_in_flight, timeout_s) -> Cell:
     places = asyncio.Semaphore(max_in_flight or len(bodies) or 1)
     early = min(WAKE_EARLY_S, SPIN_SHARE * max(arrivals, default=0.0) / max(len(arrivals), 1))
     t0, cpu0 = time.perf_counter(), time.process_time()
+    in_flight = 0
+    now = lambda: time.perf_counter() - t0  # noqa: E731
 
     async def send(k: int) -> Request:
+        nonlocal in_flight
         r = Request(k, planned_s=arrivals[k])
-        await asyncio.sleep(max(0.0, arrivals[k] - early - (time.perf_counter() - t0)))
-        while time.perf_counter() - t0 < arrivals[k]:  # the last moments polled, other requests' streams served
+        await asyncio.sleep(max(0.0, arrivals[k] - early - now()))
+        if in_flight:  # the server is busy: a timer wakes on time
+            await asyncio.sleep(max(0.0, arrivals[k] - now()))
+        while now() < arrivals[k]:  # idle: the last moments polled (other coroutines still run)
             await asyncio.sleep(0)
-        r.woken_s = time.perf_counter() - t0
+        r.woken_s = now()
         async with places:
-            return await send_timed(host, port, path, bodies[k], r, t0, chunk, timeout_s)
+            in_flight += 1
+            try:
+                return await send_timed(host, port, path, bodies[k], r, t0, chunk, timeout_s)
+            finally:
+                in_flight -= 1
 
     done = await asyncio.gather(*(send(k) for k in range(len(bodies))))
     return Cell(list(done), time.perf_counter() - t0, time.process_time() - cpu0)

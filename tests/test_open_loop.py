@@ -6,6 +6,7 @@ back and their lag says so, and goodput counts the requests that meet every targ
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import pytest
@@ -149,6 +150,7 @@ def test_a_run_at_request_rates_measures_both_settings_on_one_schedule(tmp_path)
     skipped = [r["error"] for r in rows if r["runtime"] == "torch" and r["request_rate"] is not None]
     assert skipped == ["skipped: torch runs one sequence at a time (--concurrency above 1 and --request-rate run on "
                        "llama-server and vllm)"]
+    assert re.search(r"Skipped: torch( \[\w+\])? under load", " ".join(res.output.split()))  # ran one at a time
     run = json.loads((out / "run.json").read_text())
     assert run["runtimes"]["llama-server"]["server_starts"] == {
         "baseline": 1, "fixed-gamma2": 1, "baseline-np2": 1, "fixed-gamma2-np2": 1}
@@ -188,21 +190,23 @@ def test_impossible_open_loads_are_one_line_and_exit_2(tmp_path, flags, why):
 
 
 def test_the_queueing_model_saturates_where_the_slots_cannot_keep_up():
-    """queue_e2e: a per-token time that does not grow with the load gives the same E2E at every rate
-    below capacity (slots / E2E at full slots) and none at or above it; one that grows with the
-    sequences in the server gives a longer E2E at a higher rate."""
+    """queue_e2e: a per-token time that does not grow with the load gives E2E = prefill + decode
+    stretched by the share of the server the arriving prompts leave, none at or above capacity
+    (slots / E2E at full slots) or where prompts alone fill the server; one that grows with the
+    sequences in the server gives a longer E2E at a higher rate, Little's law at its root."""
     from spec_harness.reports.open_loop import queue_e2e
 
     flat = lambda b: 1.0  # noqa: E731
     e, cap = queue_e2e(0.5, 0.2, 33, 0.02, flat, 4)
-    assert e == pytest.approx(0.2 + 33 * 0.02) and cap == pytest.approx(4 / e)
-    assert queue_e2e(cap * 0.99, 0.2, 33, 0.02, flat, 4)[0] == pytest.approx(e)
+    assert e == pytest.approx(0.2 + 33 * 0.02 / (1 - 0.5 * 0.2)) and cap == pytest.approx(4 / e)
+    assert queue_e2e(1e-9, 0.2, 33, 0.02, flat, 4)[0] == pytest.approx(0.2 + 33 * 0.02)
     assert queue_e2e(cap, 0.2, 33, 0.02, flat, 4)[0] is None
+    assert queue_e2e(5.0, 0.2, 1, 1e-6, flat, 64) == (None, 5.0)  # 5 prompts of 0.2 s a second fill it
     grows = lambda b: 1.0 + 0.5 * (b - 1)  # noqa: E731
-    low, high = queue_e2e(0.2, 0.2, 33, 0.02, grows, 4)[0], queue_e2e(2.0, 0.2, 33, 0.02, grows, 4)[0]
-    assert low < high < 0.2 + 33 * 0.02 * grows(4)
-    b = 2.0 * high  # Little's law holds at the root
-    assert high == pytest.approx(0.2 + 33 * 0.02 * grows(b), rel=1e-6)
+    low, high = queue_e2e(0.2, 0.2, 33, 0.02, grows, 4)[0], queue_e2e(1.0, 0.2, 33, 0.02, grows, 4)[0]
+    assert low < high
+    b = 1.0 * high  # Little's law holds at the root
+    assert high == pytest.approx(0.2 + 33 * 0.02 * grows(b) / (1 - 0.2), rel=1e-6)
 
 
 def _rows(mode: str, wall: float, rounds: list[dict]) -> list[dict]:
@@ -226,7 +230,7 @@ def test_speculation_predicted_to_stop_paying_where_its_batched_verify_outgrows_
     recs = [{"pair": "p", "runtime": "srv", "rate": f"{r:g}", "burstiness": 1.0, "gamma": 4, "drafter": "model",
              "slots": 4, "kept": "yes", "base_e2el_p50_s": 1.0, "spec_e2el_p50_s": 0.6 if r < 2 else 1.5}
             for r in (0.25, 0.5, 1, 2, 4)]
-    open_loop.predict(recs, rows, costs)
+    open_loop.predict(recs, rows, {"p": costs})
     pays = [c["predicted_pays"] for c in recs]
     assert pays[0] is True and pays[-1] is False and pays == sorted(pays, reverse=True)
     assert all(c["spec_e2e_predicted_s"] is None or c["spec_e2e_predicted_s"] > 0.5 for c in recs)
