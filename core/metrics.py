@@ -228,6 +228,12 @@ GROUP_FIELDS = ("runtime", "pair", "mode", "gamma", "temperature", "top_p", "top
                 "request_rate")
 
 
+def one_at_a_time(row: dict) -> bool:
+    """Whether a row's generation ran one request at a time: not one request of a cell under load
+    (--concurrency above 1) nor of an open-loop load (--request-rate, whatever its slots)."""
+    return (row.get("concurrency") or 1) == 1 and row.get("request_rate") is None
+
+
 def group_value(row: dict, k: str):
     """A row's value of a GROUP_FIELDS field (rows written before `concurrency` existed ran at 1)."""
     return (row.get(k) or 1) if k == "concurrency" else row.get(k)

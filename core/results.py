@@ -50,6 +50,11 @@ LOAD_FIELDS = ("cell", "request_start_s", "request_end_s", "ttft_s", "itl_median
 def rate_value(rate: float):
     """A --request-rate as rows hold it: the number, or "inf" (all at once; JSON has no infinity)."""
     return "inf" if rate == float("inf") else rate
+
+
+def rate_text(value) -> str:
+    """A row's request_rate as the flag gives it: 1, 0.25, inf."""
+    return f"{float(value):g}"
 KEY_DEFAULTS = {"draft_policy": "fixed", "drafter": "model"}  # speculative rows written before the fields existed
 
 

@@ -1,8 +1,8 @@
 """What an open-loop load asks (`--request-rate`): the rates, the arrivals' burstiness, how many
 requests each rate sends, the client's cap, the server's slots and the latency targets
-(`OpenLoad`, validated when built), and which cells each rate's requests are (`OpenLoad.cells`:
-the prompts in a seeded order, the same for every setting, so the baseline and each speculative
-server answer the same requests on the same schedule).
+(`OpenLoad`, validated when built), and the order of each rate's prompts (`OpenLoad.order`:
+seeded, the same for every setting, so the baseline and each speculative server answer the same
+requests on the same schedule; RunConfig.open_cells makes them cells).
 
 What it does not own: sending them (runtimes/open_loop.py draws the arrival times and sends),
 measuring a setting's cells (harness/under_load.py, as under --concurrency) or the report
@@ -18,6 +18,7 @@ from typing import Iterator, Optional
 
 from spec_harness.core.config import Arrivals, at_least
 from spec_harness.core.errors import HarnessError
+from spec_harness.core.results import rate_value
 
 DEFAULT_REQUESTS = 16  # requests per rate: enough for a p90 from a 2-core CPU's few requests per second
 # the server's slots without --max-concurrency: llama-server's own default (-np auto is 4); the
@@ -68,8 +69,8 @@ class OpenLoad:
     slo: dict = field(default_factory=dict)  # --slo: seconds by name (runtimes/open_loop.SLO_KEYS)
 
     def __post_init__(self):
-        for rate in self.rates:
-            self.arrivals(rate)  # each rate, the burstiness and the cap validated
+        for rate in self.rates or [1.0]:
+            self.arrivals(rate)  # each rate, the burstiness and the cap validated (given without a rate too)
         at_least("--num-requests", self.requests, 1, "requests per rate")
         if self.duration_s is not None:
             if not self.duration_s > 0:
@@ -104,7 +105,7 @@ class OpenLoad:
 
     def config(self) -> dict:
         """run.json's config["open_load"]."""
-        return {"request_rates": [("inf" if math.isinf(r) else r) for r in self.rates], "burstiness": self.burstiness,
+        return {"request_rates": [rate_value(r) for r in self.rates], "burstiness": self.burstiness,
                 "requests_per_rate": None if self.duration_s else self.requests, "duration_s": self.duration_s,
                 "max_concurrency": self.max_concurrency, "server_slots": self.slots,
                 "slo_ms": {k: v * 1000 for k, v in self.slo.items()}}

@@ -191,7 +191,7 @@ def _reasons(rows: list[dict], cells: list[Cell]) -> None:
     """explain's sentence for every speculative cell at N = 1 (what costs it speed)."""
     from spec_harness.reports import explain
 
-    by = {(e["runtime"], e["pair"], e["gamma"]): e for e in explain.explain([r for r in rows if (r.get("concurrency") or 1) == 1])}
+    by = {(e["runtime"], e["pair"], e["gamma"]): e for e in explain.explain([r for r in rows if metrics.one_at_a_time(r)])}
     for c in cells:
         e = by.get((c.view, c.pair, c.gamma)) if c.drafter and c.n == 1 else None
         if e:
@@ -404,7 +404,7 @@ def unsteady(rows: list[dict]) -> list[dict]:
 
     by: dict[tuple[str, str], list[dict]] = {}
     for r in by_drafting([r for r in rows if r["mode"] == "baseline" and not r.get("error") and r.get("tokens_per_s")
-                          and (r.get("concurrency") or 1) == 1]):  # named as the reports name it (torch [kernels])
+                          and metrics.one_at_a_time(r)]):  # named as the reports name it (torch [kernels])
         by.setdefault((r["runtime"], r["pair"]), []).append(r)
     out = []
     for (rt, pair), rs in sorted(by.items()):

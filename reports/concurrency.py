@@ -211,8 +211,8 @@ def at_load(rows: list[dict], costs: Optional[dict], runtime: str, gamma: Option
     model: `runtime`'s baseline and speculative (gamma) records measured one request at a time,
     the model's speedup at N = 1 and at N = n (alpha_hat and the drafting share at N = 1), and how
     much the target's one-token pass grows from 1 to n sequences; None without N = 1 rows or prices."""
-    ok = [r for r in rows if not r.get("error") and not r.get("synthetic") and r.get("request_rate") is None
-          and r["runtime"] == runtime and _n(r) == 1]
+    ok = [r for r in rows if not r.get("error") and not r.get("synthetic") and r["runtime"] == runtime
+          and metrics.one_at_a_time(r)]
     groups: dict[CellKey, list[dict]] = {}
     for r in ok:
         groups.setdefault(CellKey.of(r), []).append(r)

@@ -79,7 +79,7 @@ def _baselines(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     out: dict[tuple, dict[str, dict]] = {}
     for r in rows:
         if r.get("mode") == "baseline" and not r.get("error") and r.get("temperature") == 0 and r.get("token_ids") is not None \
-                and (r.get("concurrency") or 1) == 1:  # batched under load the ids may part anyway
+                and metrics.one_at_a_time(r):  # batched under load the ids may part anyway
             key = (r["pair"], r["prompt_id"], turn(r), r["repeat"], r["max_new_tokens"], r["seed"])
             out.setdefault(key, {})[r["runtime"]] = r
     return out

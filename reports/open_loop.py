@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from spec_harness.core.metrics import LAG_KEPT_S
+from spec_harness.core.results import rate_text
 
 MET_SHARE = 0.9  # a rate meets the targets when at least this share of its answered requests meets every one
 METRICS = ("request_throughput", "output_throughput", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s",
@@ -51,11 +52,6 @@ TEXT = (
 
 def _rate(x) -> float:
     return float(x)  # "inf" too
-
-
-def rate_text(x) -> str:
-    """A row's request_rate as a flag gives it: 1, 0.25, inf."""
-    return f"{float(x):g}"
 
 
 def records(rows: list[dict]) -> list[dict]:
@@ -85,25 +81,28 @@ def records(rows: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: (c["pair"], c["runtime"], c["burstiness"] or 0, _rate(c["rate"])))
 
 
-def _met(rec: dict, side: str) -> Optional[bool]:
-    """Whether a side of a record meets the targets (MET_SHARE of its answered requests); None without --slo."""
+def _met(rec: dict, side: str) -> bool:
+    """Whether a side of a record (of a run with --slo) meets the targets: MET_SHARE of its answered requests."""
     good, done = rec.get(f"{side}_goodput"), rec.get(f"{side}_request_throughput")
-    if not rec.get("slo") or good is None or not done:
-        return None if not rec.get("slo") else False
-    return good >= MET_SHARE * done
+    return good is not None and bool(done) and good >= MET_SHARE * done
 
 
 def predict(recs: list[dict], rows: list[dict], costs: Optional[dict]) -> None:
-    """(`costs`: run.json's batched_costs, by pair.) Each record's predicted E2E latency with and without speculation (module docstring:
+    """Each record's predicted E2E latency with and without speculation (module docstring:
     `base_e2e_predicted_s`, `spec_e2e_predicted_s`, None when that side saturates) and whether
-    speculation pays there (`predicted_pays`); left out where the run has no N = 1 rows or prices."""
+    speculation pays there (`predicted_pays`), from `costs` (run.json's batched_costs, by pair);
+    left out where the run has no N = 1 rows or prices."""
     from spec_harness.reports import concurrency
 
+    inputs: dict[tuple, Optional[dict]] = {}  # at_load's, once per runtime and setting, for all its rates
     for rec in recs:
-        rate = _rate(rec["rate"])
-        slots = rec.get("slots")
-        m = concurrency.at_load(rows, (costs or {}).get(rec["pair"]), rec["runtime"], rec["gamma"], slots) \
-            if slots and not math.isinf(rate) else None
+        rate, slots = _rate(rec["rate"]), rec.get("slots")
+        if not slots or math.isinf(rate):
+            continue
+        key = (rec["pair"], rec["runtime"], rec["gamma"], slots)
+        if key not in inputs:
+            inputs[key] = concurrency.at_load(rows, (costs or {}).get(rec["pair"]), rec["runtime"], rec["gamma"], slots)
+        m = inputs[key]
         if m is None:
             continue
         growth = lambda b: 1 + (m["step_growth"] - 1) * (b - 1) / max(slots - 1, 1)  # noqa: E731
@@ -118,9 +117,17 @@ def predict(recs: list[dict], rows: list[dict], costs: Optional[dict]) -> None:
         if len(sides) < 2:
             continue
         (eb, cb), (es, cs) = sides["base"], sides["spec"]
-        rec.update(base_e2e_predicted_s=eb, spec_e2e_predicted_s=es,
-                   predicted_pays=(es < eb) if eb is not None and es is not None else (es is not None if eb is None and
-                                                                                      es is not None else cs > cb))
+        rec.update(base_e2e_predicted_s=eb, spec_e2e_predicted_s=es, predicted_pays=_pays(eb, cb, es, cs))
+
+
+def _pays(base_e2e: Optional[float], base_capacity: float, spec_e2e: Optional[float], spec_capacity: float) -> bool:
+    """Whether speculation pays at a rate: the lower latency where neither saturates; the side that
+    does not saturate where one does; the one that finishes more requests per second where both do."""
+    if base_e2e is not None and spec_e2e is not None:
+        return spec_e2e < base_e2e
+    if base_e2e is None and spec_e2e is None:
+        return spec_capacity > base_capacity
+    return spec_e2e is not None
 
 
 def queue_e2e(rate: float, prefill: float, tokens: float, per_token: float, scale, slots: int) -> tuple[Optional[float], float]:
@@ -160,21 +167,21 @@ def decisions(recs: list[dict]) -> list[str]:
             best = {s: max((c["rate"] for c in both if _met(c, s)), key=_rate, default=None) for s in ("base", "spec")}
             upto = lambda r: f"up to {r} req/s" if r else "at no rate"  # noqa: E731
             parts.append(f"the targets are met {upto(best['base'])} without speculation, {upto(best['spec'])} with it")
-        for c in both:
-            c["pays"] = c["spec_e2el_p50_s"] < c["base_e2el_p50_s"]
-        pays = [c["rate"] for c in both if c["pays"]]
+        pays = [c["rate"] for c in both if c["spec_e2el_p50_s"] < c["base_e2el_p50_s"]]
         if len(pays) == len(both):
             parts.append(f"speculation lowers the median latency at every rate measured (up to {both[-1]['rate']} req/s)")
         elif not pays:
             parts.append("speculation raises the median latency at every rate measured")
-        else:
-            stop = next(c["rate"] for c in both if c["rate"] not in pays and _rate(c["rate"]) > _rate(pays[0]))
-            parts.append(f"speculation lowers the median latency at {', '.join(pays)} req/s and stops paying at {stop} req/s")
+        else:  # where it stops: the first rate above the lowest that pays where it does not (none: it pays above)
+            stop = next((c["rate"] for c in both if c["rate"] not in pays and _rate(c["rate"]) > _rate(pays[0])), None)
+            loses = [c["rate"] for c in both if c["rate"] not in pays]
+            parts.append(f"speculation lowers the median latency at {', '.join(pays)} req/s and "
+                         + (f"stops paying at {stop} req/s" if stop else f"raises it at {', '.join(loses)} req/s"))
         predicted = [c for c in both if c.get("predicted_pays") is not None]
         if predicted:
             stop = first_loss(predicted, "predicted_pays")
             parts.append("predicted from the batched step costs: " + (
-                f"it pays at every rate" if stop is None else "it pays at no rate" if stop == predicted[0]["rate"]
+                "it pays at every rate" if stop is None else "it pays at no rate" if stop == predicted[0]["rate"]
                 else f"it stops paying at {stop} req/s"))
         out.append(f"{name}: " + "; ".join(parts) + ".")
     lost = [c for c in recs if c["kept"] != "yes"]

@@ -19,6 +19,7 @@ import pandas as pd
 from spec_harness.core import metrics, theory
 from spec_harness.core.acceptance import pooled, pooled_outputs
 from spec_harness.core.drafters import DrafterSpec
+from spec_harness.core.results import rate_text
 from spec_harness.core.timing import PHASE_FIELDS as PHASES  # prefill_s, draft_s, verify_s, sampling_s, unaccounted_s
 
 SETTINGS = ["pair", "runtime", "device", "dtype", "temperature", "top_p", "top_k", "max_new_tokens", "concurrency",
@@ -247,7 +248,7 @@ def clean(v):
 
 
 _SHOW = {"temperature": "T={}", "top_p": "top-p {}", "top_k": "top-k {}", "max_new_tokens": "{} tok", "concurrency": "N={}",
-         "input_len": "input {}", "request_rate": "{} req/s"}
+         "input_len": "input {}"}
 
 
 def _base_pair(rec: dict) -> str:
@@ -275,7 +276,7 @@ def _show(rec: dict, k: str) -> str:
     if k == "pair":
         return str(rec.get("pair_label") or rec.get(k))
     if k == "request_rate":
-        return "closed loop" if rec.get(k) is None else f"{float(rec[k]):g} req/s"
+        return "closed loop" if rec.get(k) is None else f"{rate_text(rec[k])} req/s"
     if k == "target_quant":
         return f"@{rec[k]}" if rec.get(k) else "target as given"
     return _SHOW.get(k, "{}").format(rec.get(k))

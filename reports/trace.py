@@ -57,7 +57,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Union
 
-from spec_harness.core.results import RESULTS, read_results
+from spec_harness.core.results import RESULTS, rate_text, read_results
 from spec_harness.reports.runs import by_drafting, results_files
 
 TRACE = "trace.json"
@@ -150,7 +150,7 @@ def _item(row: dict, index: int) -> Optional[dict]:
     n = row.get("concurrency") or 1
     pair = row.get("pair_label") or row.get("pair")
     rate = row.get("request_rate")
-    track = f"{label} {row.get('mode')}" + (f" {float(rate):g} req/s" if rate is not None else f" N={n}" if n > 1 else "")
+    track = f"{label} {row.get('mode')}" + (f" {rate_text(rate)} req/s" if rate is not None else f" N={n}" if n > 1 else "")
     it = {"row": row, "index": index, "process": process, "pair": pair, "track": track, "load": n > 1,
           "start": _num(row.get("started_at"))}
     wall = _num(row.get("wall_s"))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import textwrap
 from typing import Optional
 
-from spec_harness.core import drafters
+from spec_harness.core import drafters, metrics
 from spec_harness.reports import explain, mismatch, routing, tables
 
 WIDTH = 100  # the console's columns
@@ -183,7 +183,7 @@ def build(rows: list[dict]) -> dict:
     fastest cell, baseline or speculative), "pays", "loses", "reason", "try", "off_models",
     "unlikely_outputs", "agreement", "mismatches", "skipped", "rules"}; one request at a time but
     for the flagged cells; text() and markdown() put it in words."""
-    one = [r for r in rows if (r.get("concurrency") or 1) == 1 and not r.get("synthetic")]
+    one = [r for r in rows if metrics.one_at_a_time(r) and not r.get("synthetic")]
     cells = _named(tables.cells(one))
     lines = _lines(cells, {(_key(e), e["gamma"]): e for e in explain.explain(one)})
     spec = [x for x in lines if x.get("speedup") is not None]
@@ -290,8 +290,8 @@ def _skipped(rows: list[dict]) -> list[dict]:
     """Runtimes and draftings that did not run: [{"runtime", "reason", "skipped"}] (skipped: the
     runtime said it cannot; else an error), each once; one that did not run under load only (at
     --concurrency above 1 or --request-rate) is named so ("torch under load")."""
-    seen = dict.fromkeys((r["runtime"] + (" under load" if (r.get("concurrency") or 1) > 1 or r.get("request_rate")
-                                          is not None else ""), r["error"]) for r in rows if r.get("error"))
+    seen = dict.fromkeys((r["runtime"] + ("" if metrics.one_at_a_time(r) else " under load"), r["error"])
+                         for r in rows if r.get("error"))
     return [{"runtime": rt, "skipped": err.startswith("skipped: "), "reason": err.removeprefix("skipped: ")}
             for rt, err in seen]
 

@@ -8,8 +8,8 @@ answers before them are doing, as `vllm bench serve --request-rate R --burstines
 
 Each request is timed as runtimes/closed_loop.py times it (TTFT, a chunk of k tokens counted as k
 tokens); beside it, when it was planned, so that a client that cannot keep its schedule is seen
-(`lag_s`: when it woke to send - planned; `held_s`: then waiting for a place under a cap). `goodput` is vLLM's: the requests per second of the cell's
-wall that meet every latency target.
+(`lag_s`: when it woke to send - planned; `held_s`: then waiting for a place under a cap).
+`goodput` is vLLM's: the requests per second of the cell's wall that meet every latency target.
 
 What it owns: the schedule and the open-loop sending. Not the HTTP stream nor what a chunk means
 (closed_loop's `send_timed` and the runtime's `chunk`), nor which server or rows.

@@ -155,6 +155,7 @@ def test_a_run_at_request_rates_measures_both_settings_on_one_schedule(tmp_path)
     assert run["runtimes"]["llama-server"]["server_starts"] == {
         "baseline": 1, "fixed-gamma2": 1, "baseline-np2": 1, "fixed-gamma2-np2": 1}
     assert run["config"]["open_load"]["request_rates"] == [4.0, "inf"]
+    assert "report not written" not in res.output
     report = (out / "report" / "report.md").read_text()
     assert "## Open-loop load" in report and "| llama-server | inf | 5 |" in report
     assert "the targets are met up to inf req/s without speculation, up to inf req/s with it" in report
@@ -237,3 +238,6 @@ def test_speculation_predicted_to_stop_paying_where_its_batched_verify_outgrows_
     stop = open_loop.first_loss(recs, "predicted_pays")
     line = open_loop.decisions(recs)[0]
     assert "stops paying at 2 req/s" in line and f"predicted from the batched step costs: it stops paying at {stop} req/s" in line
+    for c, e2e in zip(recs, (1.2, 1.1, 0.9, 0.8, 0.7)):  # speculation paying only from 1 req/s up: no rate where it stops
+        c["spec_e2el_p50_s"] = e2e
+    assert "lowers the median latency at 1, 2, 4 req/s and raises it at 0.25, 0.5 req/s" in open_loop.decisions(recs)[0]
