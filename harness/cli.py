@@ -289,7 +289,8 @@ def sweep(pair_list, gamma_list, temp_list, top_p_list, max_new_list, **o):
 @click.option("--rule-out", default=default_of(TuneConfig, "rule_out"), show_default=True, type=float,
               help="Settings predicted below this speedup are not measured again (0: confirm the best whatever "
                    "their prediction).")
-@options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS, INPUT_LEN], REPEAT_OPTIONS, [EOS], MACHINE_OPTIONS, OUT_OPTIONS)
+@options(ONE_SAMPLING, [TARGET_QUANT, TOP_K, PROMPTS, INPUT_LEN], REPEAT_OPTIONS, OPEN_LOAD_OPTIONS, [EOS], MACHINE_OPTIONS,
+         OUT_OPTIONS)
 def tune(pair, max_gamma, confirm, rule_out, temperature, top_p, max_new_tokens, **o):
     """What to run here: each runtime's drafter and draft length predicted from a probe at gamma 1
     (vLLM: 2) and --max-gamma, the best confirmed beside the baseline, and the winner in the runtime's own terms."""

@@ -14,6 +14,7 @@ Three steps, each a run folder under --out (resumable as a sweep):
                   its baseline, measured side by side right after NAME's probe, while it is loaded;
                   none where every candidate is predicted below --rule-out (the probe rules
                   speculation out there)
+    load/RUNTIME/ with --request-rate, the confirmed settings under it (harness/tune_load.py)
 Both measure a server runtime's settings prompt by prompt where its servers fit in memory at once
 (RunConfig.interleave), as the in-process runtimes are, so that a drift of the machine's speed
 falls on every setting alike.
@@ -37,7 +38,7 @@ import itertools
 import json
 import textwrap
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -45,6 +46,8 @@ from spec_harness.core import drafters, metrics
 from spec_harness.core.config import DraftPolicy, DrafterSpec
 from spec_harness.core.errors import HarnessError
 from spec_harness.core.results import read_results
+from spec_harness.harness import tune_load
+from spec_harness.harness.open_load import OpenLoad
 from spec_harness.harness.run_config import RunConfig, Setting
 from spec_harness.harness.runner import run as run_grid
 from spec_harness.harness.tune_model import STOPPING_P, Cell, fits
@@ -62,15 +65,12 @@ RULED_OUT = 0.9
 # gamma 1 to G alone prices it too cheap, where the EAGLE-3 head's and prompt lookup's rounds keep
 # to the line (docs/findings.md)
 MODEL_MID_GAMMA = 2
-# a runtime whose baseline decoded the same prompt this much faster in one run than in another
-# during tune (or one of two prompts of about the same input length: SIMILAR_INPUT) ran on a machine
-# whose speed changed under it: a steady runtime's rate on one input varies less than this, servers'
-# timing included, and a prediction made at one speed misses a measurement made at the other
-# (docs/findings.md)
+# a runtime whose baseline decoded one input (or one of about its length: SIMILAR_INPUT) this much
+# faster in one run than in another during tune ran on a machine whose speed changed under it: a
+# steady runtime's rate on one input varies less (docs/findings.md)
 UNSTEADY = 1.4
 # prompts whose inputs are within this ratio of each other in tokens decode at about one rate on a
-# steady machine; further apart they need not (a step attends over the whole input, so a prompt of
-# 800 tokens decodes 2-2.5x slower than one of 35 with nothing changed): they are not compared
+# steady machine; further apart they are not compared (800 tokens decode 2-2.5x slower than 35)
 SIMILAR_INPUT = 1.25
 
 
@@ -83,8 +83,11 @@ class TuneConfig:
     max_gamma: int = DEFAULT_MAX_GAMMA
     confirm: int = DEFAULT_CONFIRM
     rule_out: float = RULED_OUT
+    open_load: OpenLoad = field(default_factory=OpenLoad)  # the run's --request-rate: step 4's, not the probe's
 
     def __post_init__(self):
+        if self.run.open_load.rates:
+            self.open_load, self.run = tune_load.split(self.run)
         if self.max_gamma < 2:
             raise HarnessError(f"--max-gamma {self.max_gamma}: tune measures a smaller gamma and --max-gamma, so it must be at least 2")
         if self.confirm < 1:
@@ -358,12 +361,14 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     confirm_rows = _rows(tc.out / "confirm") if picks else []
     confirmed = measured_cells(confirm_rows)
     _measure(picks, confirmed)
-    total = time.perf_counter() - t0
-    result = {"max_gamma": tc.max_gamma, "probe_s": total - confirm_s, "total_s": total,
+    recs = recommend(cands, picks, confirmed, probe, tc.rule_out)
+    probe_s = time.perf_counter() - t0 - confirm_s
+    load = tune_load.step(tc, recs, picks, _confirm_config, log) if tc.open_load.rates else []
+    result = {"max_gamma": tc.max_gamma, "probe_s": probe_s, "total_s": time.perf_counter() - t0,
               "probe": [vars(c) for c in probe], "candidates": [vars(c) for c in cands],
               "confirmed": [vars(c) for ps in picks.values() for c in ps],
               "baselines": [vars(c) for c in confirmed if c.drafter is None],
-              "recommendations": recommend(cands, picks, confirmed, probe, tc.rule_out),
+              "recommendations": recs, "load": load,
               "unsteady": unsteady(probe_rows + confirm_rows),
               "per_task": [routing.sentence(r) for r in routing.routings(confirm_rows) if r.differs]}
     save(tc.out, result)

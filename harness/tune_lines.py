@@ -15,6 +15,7 @@ from typing import Optional
 from spec_harness.core import drafters
 from spec_harness.core.config import DraftPolicy
 from spec_harness.harness.tune import Candidate, quant_of
+from spec_harness.harness.tune_load import BASELINE
 
 
 # ---------------------------------------------------------------- what to paste
@@ -39,8 +40,9 @@ def harness_line(rec: dict, pair_arg: Optional[str]) -> str:
     return " ".join(parts)
 
 
-def library_line(rec: dict, pairs: dict) -> Optional[str]:
-    """The recommendation in the runtime's own terms, where its library has them."""
+def library_line(rec: dict, pairs: dict, up_to: Optional[int] = None) -> Optional[str]:
+    """The recommendation in the runtime's own terms, where its library has them (`up_to`, where
+    the runtime switches by load: speculation off above that many running sequences)."""
     from spec_harness import runtimes
 
     best = rec["best"] if rec["speculate"] else rec["base"]
@@ -59,7 +61,8 @@ def library_line(rec: dict, pairs: dict) -> Optional[str]:
                    if v and str(v).endswith(".gguf")}
         pair = replace(pair, **{k: str(f) for k, f in folders.items() if f is not None})
     p_min = DraftPolicy.parse(best.get("policy") or "fixed").confidence if rec["speculate"] else None
-    return cls.library_command(pair, drafters.of(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min)
+    return cls.library_command(pair, drafters.of(best["drafter"]) if rec["speculate"] else None, best.get("gamma"), p_min,
+                               **({"up_to": up_to} if up_to else {}))
 
 
 # ---------------------------------------------------------------- the console
@@ -129,4 +132,70 @@ def lines(result: dict, pairs: dict, pair_arg: Optional[str], width: int = 100) 
         out += [f"    {cmd}" for cmd in ([lib] if lib else []) + [harness_line(rec, pair_arg)]]
     for said in result.get("per_task", []):  # where categories, turns or input lengths want other settings
         out += textwrap.wrap(said, width, subsequent_indent="  ")
-    return out
+    return out + [line for e in result.get("load") or [] for line in load_lines(e, pairs, width)]
+
+
+# ---------------------------------------------------------------- under an open-loop load
+
+
+def load_lines(e: dict, pairs: dict, width: int = 100) -> list[str]:
+    """One runtime under --request-rate (an entry of tune.json's "load"): the setting chosen at each
+    offered rate, where speculation is turned off (measured, predicted), and the commands to paste."""
+    if e.get("skipped"):
+        return textwrap.wrap(f"{e['runtime']} under load: not measured: {e['skipped']}", width, subsequent_indent="  ")
+    among = " among those meeting --slo" if e["slo"] else ""
+    said = "; ".join(_at_rate(p, e["slo"]) for p in e["rates"])
+    out = [""] + textwrap.wrap(f"{e['runtime']} under load, the setting of the lowest median latency{among} at each "
+                               f"offered rate: {said}.", width, subsequent_indent="  ")
+    off = e["off_above"]
+    predicted = _off_text(e["predicted_off_above"]) if any(p.get("predicted_speculate") is not None for p in e["rates"]) \
+        else "not predicted (no batched step prices)"
+    if off is None:
+        return out + textwrap.wrap(f"{e['runtime']}: the choice changes back and forth with the rate: no one switch says it "
+                                   f"(predicted: {predicted}).", width, subsequent_indent="  ")
+    spec = next((p["choice"] for p in reversed(e["rates"]) if p["kept"] and p["choice"]
+                 and p["choice"]["setting"] != BASELINE), None)
+    out += textwrap.wrap(f"{e['runtime']}: {_off_text(off)} (predicted from the batched step costs: {predicted}).",
+                         width, subsequent_indent="  ")
+    rec = lambda speculate: {"name": e["name"], "speculate": speculate, "base": {"pair": e["pair"]}, "best": {  # noqa: E731
+        "pair": e["pair"], **next(s for s in e["settings"] if s["drafter"] == spec["drafter"])} if spec else None}
+    if off == "never":
+        commands = [library_line(rec(False), pairs)]
+    elif off == "always":
+        commands = [library_line(rec(True), pairs)]
+    else:
+        from spec_harness import runtimes
+
+        if runtimes.get(e["name"]).switches_by_load:
+            out += textwrap.wrap(f"In {e['name']}'s own terms, speculation off above {e['batch_at_switch']} running "
+                                 f"requests (about as many as were in the server at {off} req/s):", width, subsequent_indent="  ")
+            commands = [library_line(rec(True), pairs, up_to=e["batch_at_switch"])]
+        else:
+            out += textwrap.wrap(f"{e['name']} has no switch by load: run it with speculation below {off} req/s and "
+                                 "without it above:", width, subsequent_indent="  ")
+            commands = [library_line(rec(True), pairs), library_line(rec(False), pairs)]
+    return out + [f"    {c}" for c in commands if c]
+
+
+def _at_rate(p: dict, slo: bool) -> str:
+    """One offered rate's choice in words ("2 req/s: model g=4, E2E p50 1.20 s")."""
+    c = p["choice"]
+    if not p["kept"]:
+        return f"{p['rate']} req/s: not kept by the client"
+    if c is None:
+        return f"{p['rate']} req/s: no request answered"
+    name = c["setting"] if c["setting"] == BASELINE else f"{c['drafter']} g={c['gamma']}"
+    met = "" if not slo else ", meets the targets" if c["meets"] else f", misses them (goodput {c['goodput']:.2f} req/s)"
+    e2e = c["e2el_p50_s"]
+    return f"{p['rate']} req/s: {name}, E2E p50 " + (f"{e2e:.2f} s" if e2e >= 0.1 else f"{1000 * e2e:.0f} ms") + met
+
+
+def _off_text(off: Optional[str]) -> str:
+    """Where speculation stops being the choice, in words."""
+    if off is None:
+        return "no one switch"
+    if off == "always":
+        return "speculate at every rate measured"
+    if off == "never":
+        return "do not speculate at any rate measured"
+    return f"speculate up to {off} req/s, turn it off above"

@@ -81,7 +81,7 @@ def records(rows: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: (c["pair"], c["runtime"], c["burstiness"] or 0, _rate(c["rate"])))
 
 
-def _met(rec: dict, side: str) -> bool:
+def meets(rec: dict, side: str) -> bool:
     """Whether a side of a record (of a run with --slo) meets the targets: MET_SHARE of its answered requests."""
     good, done = rec.get(f"{side}_goodput"), rec.get(f"{side}_request_throughput")
     return good is not None and bool(done) and good >= MET_SHARE * done
@@ -164,7 +164,7 @@ def decisions(recs: list[dict]) -> list[str]:
             continue
         name, parts = key[1], []
         if both[0].get("slo"):
-            best = {s: max((c["rate"] for c in both if _met(c, s)), key=_rate, default=None) for s in ("base", "spec")}
+            best = {s: max((c["rate"] for c in both if meets(c, s)), key=_rate, default=None) for s in ("base", "spec")}
             upto = lambda r: f"up to {r} req/s" if r else "at no rate"  # noqa: E731
             parts.append(f"the targets are met {upto(best['base'])} without speculation, {upto(best['spec'])} with it")
         pays = [c["rate"] for c in both if c["spec_e2el_p50_s"] < c["base_e2el_p50_s"]]

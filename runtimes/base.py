@@ -57,6 +57,9 @@ class Runtime(ABC):
     policies: tuple[str, ...] = ("fixed",)
     forces: bool = False  # forced acceptance (harness calibrate)
     serves_concurrently: bool = False  # --concurrency above 1 (a server runtime)
+    # library_command takes up_to: speculation while at most up_to sequences run and not above, a
+    # switch by load in the library's own terms (harness tune --request-rate prints it)
+    switches_by_load: bool = False
     # True for a runtime that times its own engine's batched steps (`batch_pass_s`, `decode_step_s`):
     # under load the runner asks it for the batched cost model's prices (harness/under_load.py)
     prices_batches: bool = False
@@ -172,8 +175,9 @@ class Runtime(ABC):
 
     @classmethod
     def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
-                        p_min: Optional[float] = None) -> Optional[str]:
-        """The setting (drafter None: target-only; p_min: confidence stopping) as a user of this
+                        p_min: Optional[float] = None, up_to: Optional[int] = None) -> Optional[str]:
+        """The setting (drafter None: target-only; p_min: confidence stopping; up_to, where
+        `switches_by_load`: speculation off above that many running sequences) as a user of this
         runtime's library writes it, ready to paste (harness tune prints it); None where the loop
         is the harness's own."""
         return None

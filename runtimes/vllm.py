@@ -180,8 +180,7 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     def _dtype(self) -> str:
         """--dtype auto: float32 on CPU (as `torch`, so greedy ids compare), vLLM's own choice on a GPU."""
-        d = self.settings.dtype
-        return ("float32" if self.on_cpu else "auto") if d == "auto" else d
+        return self.settings.dtype if self.settings.dtype != "auto" else "float32" if self.on_cpu else "auto"
 
     def _argv(self, setting: ServerSetting) -> list[str]:
         serve = [str(FORKED_SERVE)] if self._in_process_worker() else ["-m", SERVE]
@@ -234,11 +233,13 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     @classmethod
     def library_command(cls, pair: PairSpec, drafter: Optional[DrafterSpec], gamma: Optional[int],
-                        p_min: Optional[float] = None) -> Optional[str]:
+                        p_min: Optional[float] = None, up_to: Optional[int] = None) -> Optional[str]:
         cmd = f"vllm serve {pair.target}"
         if drafter is None:
             return cmd
         cfg = speculative_config(drafter, gamma, pair.draft, lambda: drafter.folder(pair.eagle3))
+        if up_to:  # dynamic speculative decoding: gamma while at most up_to sequences run, none above
+            cfg["num_speculative_tokens_per_batch_size"] = [[1, up_to, cfg["num_speculative_tokens"]], [up_to + 1, up_to + 1, 0]]
         return f"{cmd} --speculative-config '{json.dumps(cfg)}'"
 
     def _launch(self, setting: ServerSetting) -> ServerProcess:
@@ -449,9 +450,8 @@ class VllmRuntime(ServerRuntime, TokenizerText, Runtime):
 
     drafters = (DraftModelSpec, NgramSpec, Eagle3Spec)  # speculative_config's methods
     policies = ("fixed",)  # num_speculative_tokens
-    # a round at num_speculative_tokens 1 costs more than the line through the larger ones puts it
-    # (docs/findings.md)
-    tune_low_gamma = 2
+    tune_low_gamma = 2  # a round at 1 costs more than the line through the larger ones puts it (docs/findings.md)
+    switches_by_load = True  # library_command(up_to=N): num_speculative_tokens_per_batch_size
     forces = True  # rejection_sample_method synthetic, where the engine allows it (not on CPU)
     prices_batches = True  # batch_pass_s, decode_step_s
 
