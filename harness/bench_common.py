@@ -18,6 +18,7 @@ LOAD_NS = (1, 2, 4)  # figure 11: concurrent streams
 LOAD_GOAL = 0.10  # figure 11: our aggregate tokens/s within this of vllm bench serve's
 OPEN_RATES = (0.5, 1.0, 2.0)  # figure 15: offered request rates (req/s), the default pair's vLLM baseline saturating near 2
 OPEN_REQUESTS = 24  # figure 15: requests per rate and client
+OPEN_ALTERNATIONS = 3  # figure 15: each client's runs per rate (medians), in turn
 OPEN_SLO_MS = {"ttft": 500, "tpot": 50}  # figure 15: the latency targets of both clients' goodput
 ROOFLINE_GOAL = 0.8  # figure 9: torch's baseline step at this fraction of the memory bound or more
 CONTEXTS = (64, 512, 1024, 2048, 4096)  # figure 14: the cache lengths torch's step and verify pass are timed at

@@ -19,6 +19,7 @@ from spec_harness.harness.bench_common import (
     DEFAULT_RUN_GOAL_S,
     LOAD_GOAL,
     LOAD_NS,
+    OPEN_ALTERNATIONS,
     OPEN_RATES,
     OPEN_REQUESTS,
     OPEN_SLO_MS,
@@ -104,11 +105,15 @@ class RunFigures:
 
     def fig15_open_loop_client(self, pair: PairSpec) -> Figure:
         """Our open-loop client (runtimes/open_loop.py) against `vllm bench serve --request-rate R`
-        (Poisson arrivals, --goodput) on one vLLM baseline server of 4 slots, the default prompts,
-        32 tokens, EOS ignored, at each of OPEN_RATES: ours, theirs, ours, theirs (each client its
-        own seeded schedule); per rate and metric the two medians' relative difference; the value:
-        the largest over achieved req/s and tok/s, p50/p90 TTFT and TPOT and goodput."""
-        import statistics
+        (Poisson arrivals, --goodput) and aiperf (where installed: _aiperf_command) on one vLLM baseline
+        server of 4 slots, the default prompts, 32 tokens, EOS ignored, at each of OPEN_RATES,
+        OPEN_ALTERNATIONS times in turn (ours, vllm bench serve, aiperf, ...). All three send one
+        schedule: ours draws its gaps as vllm bench serve does (--seed 0), the same prompts in the same order
+        (--disable-shuffle); aiperf replays that schedule (a mooncake trace of the prompts' texts
+        and send times, --fixed-schedule). Per rate, metric and client the two medians' relative
+        difference to ours, and our own runs' spread (max - min over the median: what the server
+        and machine vary from run to run); the value: the largest difference over achieved req/s and
+        tok/s, p50/p90 TTFT and TPOT and goodput."""
         import tempfile
 
         from spec_harness.core.config import Arrivals
@@ -116,7 +121,8 @@ class RunFigures:
         from spec_harness.harness.prompts import DEFAULT_PROMPTS, load_prompts
         from spec_harness.runtimes import open_loop
 
-        what, goal = "our open-loop client / vllm bench serve, vLLM baseline (largest |difference|)", "<= 10 % per metric and rate"
+        what = "our open-loop client / vllm bench serve and aiperf, vLLM baseline (largest |difference|)"
+        goal = "<= 10 % per metric, rate and client"
         rt = self.runtime_for("vllm", pair)
         if rt is None:
             return Figure(15, what, None, goal, note="vllm not available")
@@ -126,39 +132,43 @@ class RunFigures:
         keys = {"request_throughput": "request_throughput", "output_throughput": "output_throughput",
                 "ttft_p50_s": "p50_ttft_ms", "ttft_p90_s": "p90_ttft_ms", "tpot_p50_s": "p50_tpot_ms",
                 "tpot_p90_s": "p90_tpot_ms", "goodput": "request_goodput"}
-        detail, worst, notes = {}, 0.0, []
+        aiperf = _aiperf_command()
+        detail, worst, notes = {}, 0.0, [] if aiperf else [f"aiperf not measured: {AIPERF_INSTALL}"]
         try:
             with tempfile.TemporaryDirectory(prefix="bench-open-") as tmp:
-                data = _prompt_file(rt, prompts, Path(tmp))
+                data = _prompt_file(rt, prompts, Path(tmp), OPEN_REQUESTS)
+                texts = [json.loads(line)["prompt"] for line in data.read_text().splitlines()]
                 rt.start_setting(ServerSetting.baseline(DEFAULT_SLOTS))
                 srv = rt.servers[ServerSetting.baseline(DEFAULT_SLOTS)]
                 for rate in OPEN_RATES:
                     gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=DEFAULT_SLOTS,
-                                             arrivals=Arrivals(rate))
-                    got: dict[str, list[dict]] = {"ours": [], "theirs": []}
-                    for _ in range(2):
-                        got["ours"].append(open_loop.summary(rt.generate_load(ids, [gen] * OPEN_REQUESTS, False)[0], slo))
-                        theirs = _vllm_bench_serve(rt, srv.port, data, Path(tmp) / f"open-{rate:g}.json", OPEN_REQUESTS, [
-                            "--request-rate", f"{rate:g}", "--burstiness", "1", "--goodput",
-                            *(f"{k}:{v:g}" for k, v in OPEN_SLO_MS.items()), "--percentile-metrics", "ttft,tpot,itl,e2el",
-                            "--metric-percentiles", "50,90"])
-                        if isinstance(theirs, str):
-                            notes.append(f"{rate:g} req/s: {theirs}")
-                            break
-                        got["theirs"].append({k: theirs[v] / (1000 if v.endswith("_ms") else 1) for k, v in keys.items()})
-                    if not got["theirs"]:
-                        continue
-                    row = {}
-                    for k in keys:
-                        a, b = (statistics.median(s[k] for s in got[side]) for side in ("ours", "theirs"))
-                        row[k] = {"ours": round(a, 4), "vllm_bench_serve": round(b, 4), "relative": round(a / b - 1, 3) if b else None}
-                        worst = max(worst, abs(row[k]["relative"] or 0.0))
-                    row["lag_p99_s"] = max(s["lag_p99_s"] for s in got["ours"])
+                                             arrivals=Arrivals(rate), seed=0)
+                    at = open_loop.arrival_times(OPEN_REQUESTS, rate, 1.0, gen.seed)
+
+                    def vllm_bench() -> object:
+                        got = _vllm_bench_serve(rt, srv.port, data, Path(tmp) / f"open-{rate:g}.json", OPEN_REQUESTS, [
+                            "--request-rate", f"{rate:g}", "--burstiness", "1", "--seed", str(gen.seed), "--disable-shuffle",
+                            "--goodput", *(f"{k}:{v:g}" for k, v in OPEN_SLO_MS.items()),
+                            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90"])
+                        return got if isinstance(got, str) else \
+                            {k: got[v] / (1000 if v.endswith("_ms") else 1) for k, v in keys.items()}
+
+                    clients = {"ours": lambda: open_loop.summary(rt.generate_load(ids, [gen] * OPEN_REQUESTS, False)[0], slo),
+                               "vllm_bench_serve": vllm_bench}
+                    if aiperf:
+                        clients["aiperf"] = lambda: _aiperf(aiperf, rt.paths[0], srv.port, texts, at, Path(tmp) / f"aiperf-{rate:g}")
+                    got: dict[str, list] = {name: [] for name in clients}
+                    for _ in range(OPEN_ALTERNATIONS):
+                        for name, client in clients.items():
+                            got[name].append(client())
+                    row, far = _compared(got, list(keys), rate, notes)
+                    worst = max(worst, far)
                     detail[f"{rate:g} req/s"] = row
         finally:
             rt.close()
-        return Figure(15, what, worst if detail else None, goal, {**detail, "slo_ms": OPEN_SLO_MS, "requests": OPEN_REQUESTS},
-                      note="; ".join(notes))
+        measured = any("request_throughput" in r for r in detail.values())  # some other client compared
+        return Figure(15, what, worst if measured else None, goal,
+                      {**detail, "slo_ms": OPEN_SLO_MS, "requests": OPEN_REQUESTS}, note="; ".join(notes))
 
     def fig13_tune_vs_sweep(self) -> Figure:
         """`harness tune --runtime all` against a plain sweep of the grid it searches (gamma 1..its
@@ -253,10 +263,46 @@ class RunFigures:
         return round(a / b, 3) if a and b else None
 
 
-def _prompt_file(rt, prompts, folder: Path) -> Path:
-    """The prompts under the target's chat template, as vllm bench serve's custom dataset reads them."""
-    texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
-                                              add_generation_prompt=True) for p in prompts]
+def _compared(got: dict[str, list], keys: list[str], rate: float, notes: list[str]) -> tuple[dict, float]:
+    """Figure 15's row of one rate from each client's runs (`got`, ours first; a client's failed run
+    is its line, added to `notes`): per metric our median, each other client's and its relative
+    difference; our lag p99, the clients' CPU and our own runs' spread -> (row, the largest
+    |difference|)."""
+    import statistics
+
+    med = lambda name, k: statistics.median(s[k] for s in got[name])  # noqa: E731
+    row = {"lag_p99_s": max(s["lag_p99_s"] for s in got["ours"]),  # the clients' CPU, of one core:
+           "client_cpu_share": {name: round(med(name, "client_cpu_share"), 3) for name in got
+                                if all(isinstance(s, dict) and "client_cpu_share" in s for s in got[name])},
+           # what the server and machine vary from run to run: our own runs' max - min over their median
+           "ours_spread": {k: round((max(s[k] for s in got["ours"]) - min(s[k] for s in got["ours"])) / (med("ours", k) or 1), 3)
+                           for k in keys}}
+    worst = 0.0
+    for name in list(got)[1:]:
+        failed = next((s for s in got[name] if isinstance(s, str)), None)
+        if failed:
+            notes.append(f"{name} at {rate:g} req/s: {failed}")
+            continue
+        for k in keys:
+            a, b = med("ours", k), med(name, k)
+            rel = round(a / b - 1, 3) if b else None
+            row.setdefault(k, {"ours": round(a, 4)})[name] = round(b, 4)
+            row[k][f"relative_{name}"] = rel
+            worst = max(worst, abs(rel or 0.0))
+    return row, worst
+
+
+def _templated(rt, prompts) -> list[str]:
+    """The prompts' texts under the target's chat template, as the server's clients send them."""
+    return [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
+                                             add_generation_prompt=True) for p in prompts]
+
+
+def _prompt_file(rt, prompts, folder: Path, n: Optional[int] = None) -> Path:
+    """The prompts under the target's chat template, as vllm bench serve's custom dataset reads them:
+    each once, or `n` lines cycling through them in order (for --disable-shuffle: the order ours sends)."""
+    texts = _templated(rt, prompts)
+    texts = texts if n is None else [texts[i % len(texts)] for i in range(n)]
     data = folder / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": t, "output_tokens": 32}) + "\n" for t in texts))
     return data
@@ -276,3 +322,54 @@ def _vllm_bench_serve(rt, port: int, data: Path, out: Path, requests: int, load:
     if not out.exists():
         return f"vllm bench serve exited {done.returncode}: " + (done.stderr.strip().splitlines() or ["no output"])[-1]
     return json.loads(out.read_text())
+
+
+AIPERF_INSTALL = ("set HARNESS_AIPERF to an aiperf command, or install it beside the checkout: "
+                  "python3 -m venv .venv-aiperf && .venv-aiperf/bin/pip install aiperf")
+
+
+# aiperf at its leanest: one worker, one record processor, the server's token counts (no
+# tokenizing of answers): on a 2-core machine its processes' CPU is the server's loss
+AIPERF_LEAN = ["--workers-max", "1", "--record-processors", "1", "--use-server-token-count"]
+
+
+def _aiperf_command() -> Optional[str]:
+    """aiperf's command: HARNESS_AIPERF, else the checkout's .venv-aiperf (a venv of its own: it
+    pins packages of its own); None where neither is there."""
+    given = os.environ.get("HARNESS_AIPERF")
+    found = Path(__file__).resolve().parents[1] / ".venv-aiperf" / "bin" / "aiperf"
+    return given or (str(found) if found.is_file() else None)
+
+
+def _aiperf(command: str, tokenizer: str, port: int, texts: list[str], arrivals: list[float], out: Path):
+    """aiperf on the server on `port`, replaying `texts[k]` at `arrivals[k]` seconds (a mooncake
+    trace, --fixed-schedule), 32 tokens each, EOS ignored, streamed, with figure 15's goodput
+    targets (its inter_token_latency is vLLM's TPOT) -> figure 15's metrics in seconds and its
+    processes' CPU over its wall (of one core, its start included), or one line saying why there
+    are none."""
+    out.mkdir(parents=True, exist_ok=True)
+    trace = out / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": round(1000 * t, 3), "text_input": x, "output_length": 32}) + "\n"
+                             for t, x in zip(arrivals, texts)))
+    import resource
+
+    t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([command, "profile", "--model", "target", "--tokenizer", tokenizer, "--url", f"http://127.0.0.1:{port}",
+                           "--endpoint-type", "completions", "--streaming", "--input-file", str(trace),
+                           "--custom-dataset-type", "mooncake_trace", "--fixed-schedule", "--extra-inputs", "ignore_eos:true",
+                           "--goodput", f"time_to_first_token:{OPEN_SLO_MS['ttft']:g} inter_token_latency:{OPEN_SLO_MS['tpot']:g}",
+                           "--artifact-dir", str(out / "artifacts"), "--ui-type", "none", *AIPERF_LEAN],
+                          capture_output=True, text=True, timeout=900,  # aiperf 0.13 under HF_HUB_OFFLINE=1
+                          env={k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"})  # reads no local tokenizer
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - t
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    result = out / "artifacts" / "profile_export_aiperf.json"
+    if done.returncode != 0 or not result.exists():  # its reason, where its summary of errors gives one
+        said = [x.strip(" │") for x in (done.stdout + done.stderr).splitlines() if "Reason:" in x or " ERROR " in x]
+        return f"aiperf exited {done.returncode}: " + " ".join((said or ["no reason given"])[0].split())[:300]
+    got = json.loads(result.read_text())
+    ms = lambda name, q: got[name][q] / 1000  # noqa: E731
+    return {"request_throughput": got["request_throughput"]["avg"], "output_throughput": got["output_token_throughput"]["avg"],
+            "ttft_p50_s": ms("time_to_first_token", "p50"), "ttft_p90_s": ms("time_to_first_token", "p90"),
+            "tpot_p50_s": ms("inter_token_latency", "p50"), "tpot_p90_s": ms("inter_token_latency", "p90"),
+            "goodput": got.get("goodput", {}).get("avg", 0.0), "client_cpu_share": cpu / wall}

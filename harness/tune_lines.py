@@ -147,12 +147,14 @@ def load_lines(e: dict, pairs: dict, width: int = 100) -> list[str]:
     said = "; ".join(_at_rate(p, e["slo"]) for p in e["rates"])
     out = [""] + textwrap.wrap(f"{e['runtime']} under load, the setting of the lowest median latency{among} at each "
                                f"offered rate: {said}.", width, subsequent_indent="  ")
+    kept = [p for p in e["rates"] if p["kept"] and p["choice"]]
     off = e["off_above"]
-    predicted = _off_text(e["predicted_off_above"]) if any(p.get("predicted_speculate") is not None for p in e["rates"]) \
-        else "not predicted (no batched step prices)"
+    predicted = _off_text(e["predicted_off_above"], [p["rate"] for p in kept if p.get("predicted_speculate")]) \
+        if any(p.get("predicted_speculate") is not None for p in kept) else "not predicted (no batched step prices)"
     if off is None:
-        return out + textwrap.wrap(f"{e['runtime']}: the choice changes back and forth with the rate: no one switch says it "
-                                   f"(predicted: {predicted}).", width, subsequent_indent="  ")
+        said = _off_text(None, [p["rate"] for p in kept if p["choice"]["setting"] != BASELINE])
+        return out + textwrap.wrap(f"{e['runtime']}: {said}: no one switch says it (predicted from the batched step costs: "
+                                   f"{predicted}).", width, subsequent_indent="  ")
     spec = next((p["choice"] for p in reversed(e["rates"]) if p["kept"] and p["choice"]
                  and p["choice"]["setting"] != BASELINE), None)
     out += textwrap.wrap(f"{e['runtime']}: {_off_text(off)} (predicted from the batched step costs: {predicted}).",
@@ -190,10 +192,11 @@ def _at_rate(p: dict, slo: bool) -> str:
     return f"{p['rate']} req/s: {name}, E2E p50 " + (f"{e2e:.2f} s" if e2e >= 0.1 else f"{1000 * e2e:.0f} ms") + met
 
 
-def _off_text(off: Optional[str]) -> str:
-    """Where speculation stops being the choice, in words."""
+def _off_text(off: Optional[str], on: list[str] = ()) -> str:
+    """Where speculation stops being the choice, in words (`on`: the rates where it is, said where
+    no one switch says them)."""
     if off is None:
-        return "no one switch"
+        return f"speculate at {', '.join(on)} req/s only" if on else "no rate to say"
     if off == "always":
         return "speculate at every rate measured"
     if off == "never":

@@ -2,6 +2,7 @@
 answers before them are doing, as `vllm bench serve --request-rate R --burstiness B` sends them.
 
     gaps ~ Gamma(shape B, scale 1 / (R B))       # B = 1: a Poisson process of rate R; R = inf: all at 0
+                                                 # numpy's RandomState(seed): vllm bench serve --seed's draws
     arrival_k = gap_1 + ... + gap_k              # seconds from the cell's start, seeded
     arrival_k *= (n / R) / arrival_n             # the n arrivals span n / R exactly, as vllm bench serve's do
     request k is sent at arrival_k (or, under a cap of M in flight, when one of the M ends)
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
-import random
 import time
 from typing import Callable, Optional
 
@@ -42,14 +42,18 @@ def arrival_times(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -
     distribution of shape `burstiness` and mean 1 / rate (burstiness 1: exponential gaps, a Poisson
     process; below 1 burstier, above 1 more regular), rescaled so that the last is at n / rate, as
     `vllm bench serve` rescales its own (a few dozen requests then offer the rate asked for, not
-    the draw's); rate inf: every request at 0."""
+    the draw's); rate inf: every request at 0. The gaps are drawn as vllm bench serve draws them
+    (numpy's legacy generator seeded with `seed`, one gamma draw per request), so that with the same
+    --seed and request count the two clients send on one schedule."""
+    import numpy as np
+
     if n < 0 or not rate > 0 or not burstiness > 0:
         raise ValueError(f"arrivals need n >= 0, a rate > 0 and a burstiness > 0 (got {n}, {rate}, {burstiness})")
     if math.isinf(rate):
         return [0.0] * n
-    rng, t, out = random.Random(seed), 0.0, []
+    rng, t, out = np.random.RandomState(seed % 2**32), 0.0, []
     for _ in range(n):
-        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        t += float(rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness)))
         out.append(t)
     return [x * (n / rate) / t for x in out] if out and t > 0 else out
 

@@ -81,6 +81,9 @@ def test_the_switch_is_said_in_the_servers_own_terms():
     assert "llama-server has no switch by load" in " ".join(lines)
     commands = [line.strip() for line in lines if line.startswith("    ")]
     assert len(commands) == 2 and "-md /m/d.gguf" in commands[0] and "-md" not in commands[1]
+    alternate = " ".join(" ".join(tune_lines.load_lines(_entry("vllm", None), pairs)).split())
+    assert "vllm: speculate at 1 req/s only: no one switch says it" in alternate
+    assert "(predicted from the batched step costs: speculate up to 2 req/s" in alternate
     never = tune_lines.load_lines(_entry("vllm", "never"), pairs)
     assert "do not speculate at any rate measured" in " ".join(never)
     assert [line.strip() for line in never if line.startswith("    ")] == ["vllm serve org/target"]
