@@ -327,7 +327,7 @@ def tune(tc: TuneConfig, log: Callable[[str], None] = print) -> dict:
     Each runtime's confirm run follows its probe while it is still loaded (its model, a server's
     engine process), the other runtimes' servers held paused as in any measurement."""
     t0 = time.perf_counter()
-    mid = f", the draft model also at {MODEL_MID_GAMMA}" if MODEL_MID_GAMMA < tc.max_gamma else ""
+    mid = f", the draft model also at {MODEL_MID_GAMMA}" if any(tc.low_gamma(n) < MODEL_MID_GAMMA < tc.max_gamma for n in tc.run.runtimes) else ""
     log(textwrap.fill(f"tune 1/3: probe: gamma {tc.low_gammas()} and {tc.max_gamma} of each drafter{mid}, with the baseline"
                       f" -> {tc.out / 'probe'}", 100, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
     predicted: set[tuple[str, str]] = set()  # (runtime, pair) predicted (and confirmed) right after its probe

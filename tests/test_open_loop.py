@@ -5,6 +5,7 @@ back and their lag says so, and goodput counts the requests that meet every targ
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import statistics
@@ -31,6 +32,19 @@ def test_arrivals_have_the_rate_and_burstiness_asked_for(burstiness):
     few = open_loop.arrival_times(12, 5.0, burstiness, seed=3)
     assert few[-1] == pytest.approx(12 / 5.0) and few == open_loop.arrival_times(12, 5.0, burstiness, seed=3)
     assert open_loop.arrival_times(12, 5.0, burstiness, seed=4) != few
+
+
+@pytest.mark.parametrize("burstiness, seed", [(1.0, 0), (0.5, 7)])
+def test_the_same_seed_sends_on_vllm_bench_serves_schedule(burstiness, seed):
+    """vllm bench serve (vllm/benchmarks/serve.py, get_request): np.random.seed(--seed), one
+    np.random.gamma(shape=B, scale=1 / (R B)) per request, summed, rescaled to end at n / R."""
+    import numpy as np
+
+    np.random.seed(seed)
+    theirs = list(itertools.accumulate(float(np.random.gamma(shape=burstiness, scale=1 / (2.0 * burstiness)))
+                                       for _ in range(24)))
+    theirs = [t * (24 / 2.0) / theirs[-1] for t in theirs]
+    assert open_loop.arrival_times(24, 2.0, burstiness, seed) == pytest.approx(theirs, abs=1e-12)
 
 
 def test_an_infinite_rate_sends_everything_at_once_and_bad_arrivals_are_refused():
