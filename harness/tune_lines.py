@@ -148,6 +148,9 @@ def load_lines(e: dict, pairs: dict, width: int = 100) -> list[str]:
     out = [""] + textwrap.wrap(f"{e['runtime']} under load, the setting of the lowest median latency{among} at each "
                                f"offered rate: {said}.", width, subsequent_indent="  ")
     kept = [p for p in e["rates"] if p["kept"] and p["choice"]]
+    if not kept:
+        return out + textwrap.wrap(f"{e['runtime']}: no rate kept its schedule with an answer: nothing to choose from.",
+                                   width, subsequent_indent="  ")
     off = e["off_above"]
     predicted = _off_text(e["predicted_off_above"], [p["rate"] for p in kept if p.get("predicted_speculate")]) \
         if any(p.get("predicted_speculate") is not None for p in kept) else "not predicted (no batched step prices)"
@@ -159,8 +162,12 @@ def load_lines(e: dict, pairs: dict, width: int = 100) -> list[str]:
                  and p["choice"]["setting"] != BASELINE), None)
     out += textwrap.wrap(f"{e['runtime']}: {_off_text(off)} (predicted from the batched step costs: {predicted}).",
                          width, subsequent_indent="  ")
-    rec = lambda speculate: {"name": e["name"], "speculate": speculate, "base": {"pair": e["pair"]}, "best": {  # noqa: E731
-        "pair": e["pair"], **next(s for s in e["settings"] if s["drafter"] == spec["drafter"])} if spec else None}
+
+    def rec(speculate: bool) -> dict:  # a recommendation as library_line reads it: the chosen drafter's setting
+        best = next((s for s in e["settings"] if spec and s["drafter"] == spec["drafter"]), None)
+        return {"name": e["name"], "speculate": speculate, "base": {"pair": e["pair"]},
+                "best": {"pair": e["pair"], **best} if best else None}
+
     if off == "never":
         commands = [library_line(rec(False), pairs)]
     elif off == "always":

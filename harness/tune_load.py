@@ -72,7 +72,7 @@ def step(tc, recommendations: list[dict], picks: dict, confirm_config: Callable,
             continue
         cfg = confirm_config(tc, runtime, chosen)
         cfg = replace(cfg, concurrencies=[1], open_load=tc.open_load, out=tc.out / "load" / cfg.out.name)
-        log(f"tune 4/4: {runtime} under load: the baseline and " + ", ".join(c.label() for c in chosen)
+        log(f"tune, under --request-rate: {runtime}: the baseline and " + ", ".join(c.label() for c in chosen)
             + f" at {rates} req/s -> {cfg.out}")
         run_grid(cfg)
         rows = read_results(cfg.out / "results.jsonl")
