@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -70,7 +71,7 @@ class RunFigures:
         detail, worst, failures = {}, 0.0, {}
         try:
             with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
-                data = _prompt_file(rt, prompts, Path(tmp))
+                data = _prompt_file(_templated(rt, prompts), Path(tmp))
                 for n in LOAD_NS:
                     gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=n)
                     requests = max(2 * n, len(prompts)) * 2
@@ -136,8 +137,8 @@ class RunFigures:
         detail, worst, notes = {}, 0.0, [] if aiperf else [f"aiperf not measured: {AIPERF_INSTALL}"]
         try:
             with tempfile.TemporaryDirectory(prefix="bench-open-") as tmp:
-                data = _prompt_file(rt, prompts, Path(tmp), OPEN_REQUESTS)
-                texts = [json.loads(line)["prompt"] for line in data.read_text().splitlines()]
+                texts = _templated(rt, prompts, OPEN_REQUESTS)
+                data = _prompt_file(texts, Path(tmp))
                 rt.start_setting(ServerSetting.baseline(DEFAULT_SLOTS))
                 srv = rt.servers[ServerSetting.baseline(DEFAULT_SLOTS)]
                 for rate in OPEN_RATES:
@@ -292,17 +293,16 @@ def _compared(got: dict[str, list], keys: list[str], rate: float, notes: list[st
     return row, worst
 
 
-def _templated(rt, prompts) -> list[str]:
-    """The prompts' texts under the target's chat template, as the server's clients send them."""
-    return [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
-                                             add_generation_prompt=True) for p in prompts]
+def _templated(rt, prompts, n: Optional[int] = None) -> list[str]:
+    """The prompts' texts under the target's chat template, as the server's clients send them: each
+    once, or `n` cycling through them in order (the order our client sends them)."""
+    texts = [rt.tokenizer.apply_chat_template([{"role": "user", "content": p.text}], tokenize=False,
+                                              add_generation_prompt=True) for p in prompts]
+    return texts if n is None else [texts[i % len(texts)] for i in range(n)]
 
 
-def _prompt_file(rt, prompts, folder: Path, n: Optional[int] = None) -> Path:
-    """The prompts under the target's chat template, as vllm bench serve's custom dataset reads them:
-    each once, or `n` lines cycling through them in order (for --disable-shuffle: the order ours sends)."""
-    texts = _templated(rt, prompts)
-    texts = texts if n is None else [texts[i % len(texts)] for i in range(n)]
+def _prompt_file(texts: list[str], folder: Path) -> Path:
+    """`texts` as vllm bench serve's custom dataset reads them, a line each in this order."""
     data = folder / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": t, "output_tokens": 32}) + "\n" for t in texts))
     return data
@@ -351,16 +351,15 @@ def _aiperf(command: str, tokenizer: str, port: int, texts: list[str], arrivals:
     trace = out / "trace.jsonl"
     trace.write_text("".join(json.dumps({"timestamp": round(1000 * t, 3), "text_input": x, "output_length": 32}) + "\n"
                              for t, x in zip(arrivals, texts)))
-    import resource
-
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([command, "profile", "--model", "target", "--tokenizer", tokenizer, "--url", f"http://127.0.0.1:{port}",
                            "--endpoint-type", "completions", "--streaming", "--input-file", str(trace),
                            "--custom-dataset-type", "mooncake_trace", "--fixed-schedule", "--extra-inputs", "ignore_eos:true",
                            "--goodput", f"time_to_first_token:{OPEN_SLO_MS['ttft']:g} inter_token_latency:{OPEN_SLO_MS['tpot']:g}",
                            "--artifact-dir", str(out / "artifacts"), "--ui-type", "none", *AIPERF_LEAN],
-                          capture_output=True, text=True, timeout=900,  # aiperf 0.13 under HF_HUB_OFFLINE=1
-                          env={k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"})  # reads no local tokenizer
+                          capture_output=True, text=True, timeout=900,
+                          # not HF_HUB_OFFLINE: under it aiperf 0.13 refuses a local tokenizer folder
+                          env={k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"})
     after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - t
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     result = out / "artifacts" / "profile_export_aiperf.json"
