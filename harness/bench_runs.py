@@ -111,11 +111,14 @@ class RunFigures:
         OPEN_ALTERNATIONS times in turn (ours, vllm bench serve, aiperf, ...). All three send one
         schedule: ours draws its gaps as vllm bench serve does (--seed 0), the same prompts in the same order
         (--disable-shuffle); aiperf replays that schedule (a mooncake trace of the prompts' texts
-        and send times, --fixed-schedule). Per rate, metric and client the two medians' relative
-        difference to ours, and our own runs' spread (max - min over the median: what the server
-        and machine vary from run to run); the value: the largest difference over achieved req/s and
+        and send times, --fixed-schedule). The server runs on all cores but the last (its threads
+        one fewer than the cores), every client on the last: a client's own CPU then costs the
+        client, not the server it measures. Per rate, metric and client the relative difference to
+        ours (_compared), and our own runs' spread (max - min over the median: what the server and
+        machine vary from run to run); the value: the largest difference over achieved req/s and
         tok/s, p50/p90 TTFT and TPOT and goodput."""
         import tempfile
+        from dataclasses import replace
 
         from spec_harness.core.config import Arrivals
         from spec_harness.harness.open_load import DEFAULT_SLOTS
@@ -124,48 +127,57 @@ class RunFigures:
 
         what = "our open-loop client / vllm bench serve and aiperf, vLLM baseline (largest |difference|)"
         goal = "<= 10 % per metric, rate and client"
-        rt = self.runtime_for("vllm", pair)
+        cores = sorted(os.sched_getaffinity(0))
+        apart = len(cores) >= 2
+        rt = self.runtime_for("vllm", pair, replace(self.settings, n_threads=len(cores) - 1) if apart else None)
         if rt is None:
             return Figure(15, what, None, goal, note="vllm not available")
         prompts = load_prompts(DEFAULT_PROMPTS)
         ids = [rt.encode(prompts[i % len(prompts)].text) for i in range(OPEN_REQUESTS)]
         slo = {k: v / 1000 for k, v in OPEN_SLO_MS.items()}
-        keys = {"request_throughput": "request_throughput", "output_throughput": "output_throughput",
-                "ttft_p50_s": "p50_ttft_ms", "ttft_p90_s": "p90_ttft_ms", "tpot_p50_s": "p50_tpot_ms",
-                "tpot_p90_s": "p90_tpot_ms", "goodput": "request_goodput"}
         aiperf = _aiperf_command()
         detail, worst, notes = {}, 0.0, [] if aiperf else [f"aiperf not measured: {AIPERF_INSTALL}"]
+        if not apart:
+            notes.append("one core: the clients share it with the server")
         try:
             with tempfile.TemporaryDirectory(prefix="bench-open-") as tmp:
                 texts = _templated(rt, prompts, OPEN_REQUESTS)
                 data = _prompt_file(texts, Path(tmp))
                 rt.start_setting(ServerSetting.baseline(DEFAULT_SLOTS))
                 srv = rt.servers[ServerSetting.baseline(DEFAULT_SLOTS)]
+                if apart:
+                    pin_threads(group_pids(srv.proc.pid), cores[:-1])
+                    pin_threads([os.getpid()], cores[-1:])  # the clients we start inherit it
                 for rate in OPEN_RATES:
                     gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=DEFAULT_SLOTS,
                                              arrivals=Arrivals(rate), seed=0)
                     at = open_loop.arrival_times(OPEN_REQUESTS, rate, 1.0, gen.seed)
 
                     def vllm_bench() -> object:
-                        got = _vllm_bench_serve(rt, srv.port, data, Path(tmp) / f"open-{rate:g}.json", OPEN_REQUESTS, [
-                            "--request-rate", f"{rate:g}", "--burstiness", "1", "--seed", str(gen.seed), "--disable-shuffle",
-                            "--goodput", *(f"{k}:{v:g}" for k, v in OPEN_SLO_MS.items()),
-                            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90"])
-                        return got if isinstance(got, str) else \
-                            {k: got[v] / (1000 if v.endswith("_ms") else 1) for k, v in keys.items()}
+                        return _open_of_vllm_bench(_vllm_bench_serve(
+                            rt, srv.port, data, Path(tmp) / f"open-{rate:g}.json", OPEN_REQUESTS,
+                            ["--request-rate", f"{rate:g}", "--burstiness", "1", "--seed", str(gen.seed), "--disable-shuffle",
+                             "--goodput", *(f"{k}:{v:g}" for k, v in OPEN_SLO_MS.items()), "--save-detailed"]))
 
-                    clients = {"ours": lambda: open_loop.summary(rt.generate_load(ids, [gen] * OPEN_REQUESTS, False)[0], slo),
-                               "vllm_bench_serve": vllm_bench}
+                    def ours() -> dict:
+                        cell = rt.generate_load(ids, [gen] * OPEN_REQUESTS, False)[0]
+                        ok = [r for r in cell.requests if not r.error]
+                        return {**open_loop.summary(cell, slo),
+                                "samples": {"ttft": [r.ttft_s for r in ok], "tpot": [open_loop.tpot_s(r) for r in ok]}}
+
+                    clients = {"ours": ours, "vllm_bench_serve": vllm_bench}
                     if aiperf:
                         clients["aiperf"] = lambda: _aiperf(aiperf, rt.paths[0], srv.port, texts, at, Path(tmp) / f"aiperf-{rate:g}")
                     got: dict[str, list] = {name: [] for name in clients}
                     for _ in range(OPEN_ALTERNATIONS):
                         for name, client in clients.items():
                             got[name].append(client())
-                    row, far = _compared(got, list(keys), rate, notes)
+                    row, far = _compared(got, rate, notes)
                     worst = max(worst, far)
                     detail[f"{rate:g} req/s"] = row
+                detail["cores"] = {"server": cpus_of(group_pids(srv.proc.pid)), "clients": cpus_of([os.getpid()])}
         finally:
+            pin_threads([os.getpid()], cores)
             rt.close()
         measured = any("request_throughput" in r for r in detail.values())  # some other client compared
         return Figure(15, what, worst if measured else None, goal,
@@ -264,20 +276,34 @@ class RunFigures:
         return round(a / b, 3) if a and b else None
 
 
-def _compared(got: dict[str, list], keys: list[str], rate: float, notes: list[str]) -> tuple[dict, float]:
+OPEN_MEDIANS = ("request_throughput", "output_throughput", "goodput")  # figure 15: per run, the runs' median
+OPEN_POOLED = {"ttft_p50_s": ("ttft", 0.5), "ttft_p90_s": ("ttft", 0.9), "tpot_p50_s": ("tpot", 0.5),
+               "tpot_p90_s": ("tpot", 0.9)}  # figure 15: over every request of the runs together
+
+
+def _compared(got: dict[str, list], rate: float, notes: list[str]) -> tuple[dict, float]:
     """Figure 15's row of one rate from each client's runs (`got`, ours first; a client's failed run
-    is its line, added to `notes`): per metric our median, each other client's and its relative
-    difference; our lag p99, the clients' CPU and our own runs' spread -> (row, the largest
-    |difference|)."""
+    is its line, added to `notes`): per metric ours, each other client's and its relative
+    difference: throughputs and goodput the runs' median, the percentiles over every request of the
+    runs pooled (as aiperf's own planners pool repeated runs: a p90 of 3 x 40 requests, not the
+    median of three p90s of 40); our lag p99, the clients' CPU and our own runs' spread."""
     import statistics
 
-    med = lambda name, k: statistics.median(s[k] for s in got[name])  # noqa: E731
+    from spec_harness.core.metrics import quantile
+
+    def value(name: str, k: str) -> float:
+        if k in OPEN_MEDIANS:
+            return statistics.median(s[k] for s in got[name])
+        what, q = OPEN_POOLED[k]
+        return quantile([x for s in got[name] for x in s["samples"][what]], q)
+
+    keys = [*OPEN_MEDIANS, *OPEN_POOLED]
     row = {"lag_p99_s": max(s["lag_p99_s"] for s in got["ours"]),  # the clients' CPU, of one core:
-           "client_cpu_share": {name: round(med(name, "client_cpu_share"), 3) for name in got
-                                if all(isinstance(s, dict) and "client_cpu_share" in s for s in got[name])},
+           "client_cpu_share": {name: round(statistics.median(s["client_cpu_share"] for s in got[name]), 3)
+                                for name in got if all(isinstance(s, dict) and "client_cpu_share" in s for s in got[name])},
            # what the server and machine vary from run to run: our own runs' max - min over their median
-           "ours_spread": {k: round((max(s[k] for s in got["ours"]) - min(s[k] for s in got["ours"])) / (med("ours", k) or 1), 3)
-                           for k in keys}}
+           "ours_spread": {k: round((max(s[k] for s in got["ours"]) - min(s[k] for s in got["ours"]))
+                                    / (statistics.median(s[k] for s in got["ours"]) or 1), 3) for k in keys}}
     worst = 0.0
     for name in list(got)[1:]:
         failed = next((s for s in got[name] if isinstance(s, str)), None)
@@ -285,12 +311,55 @@ def _compared(got: dict[str, list], keys: list[str], rate: float, notes: list[st
             notes.append(f"{name} at {rate:g} req/s: {failed}")
             continue
         for k in keys:
-            a, b = med("ours", k), med(name, k)
+            a, b = value("ours", k), value(name, k)
             rel = round(a / b - 1, 3) if b else None
             row.setdefault(k, {"ours": round(a, 4)})[name] = round(b, 4)
             row[k][f"relative_{name}"] = rel
             worst = max(worst, abs(rel or 0.0))
     return row, worst
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes of a process group (a server's: its engine and workers with it)."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                pids.append(int(p.name))
+        except (OSError, IndexError):
+            continue  # ended while we looked
+    return pids
+
+
+def threads_of_pids(pids: list[int]) -> list[int]:
+    """The threads of the processes `pids` (those still there)."""
+    got = []
+    for pid in pids:
+        try:
+            got += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except FileNotFoundError:
+            continue
+    return got
+
+
+def pin_threads(pids: list[int], cpus: list[int]) -> None:
+    """Every thread of the processes `pids` onto `cpus`; threads and processes they start later inherit it."""
+    for task in threads_of_pids(pids):
+        try:
+            os.sched_setaffinity(task, cpus)
+        except ProcessLookupError:
+            continue  # ended meanwhile
+
+
+def cpus_of(pids: list[int]) -> list[int]:
+    """The cores the threads of `pids` may run on (figure 15 checks its pinning held: a server may bind its own)."""
+    got: set[int] = set()
+    for task in threads_of_pids(pids):
+        try:
+            got |= os.sched_getaffinity(task)
+        except ProcessLookupError:
+            continue
+    return sorted(got)
 
 
 def _templated(rt, prompts, n: Optional[int] = None) -> list[str]:
@@ -324,9 +393,21 @@ def _vllm_bench_serve(rt, port: int, data: Path, out: Path, requests: int, load:
     return json.loads(out.read_text())
 
 
+def _open_of_vllm_bench(got):
+    """vllm bench serve's result JSON (--save-detailed) -> figure 15's run: its throughputs and goodput,
+    and per request TTFT and TPOT in seconds, TPOT as vLLM computes it; or its line saying why none."""
+    if isinstance(got, str):
+        return got
+    done = [(t, e2e, n) for t, e2e, n, err in zip(got["ttfts"], got["latencies"], got["output_lens"], got["errors"]) if not err]
+    return {"request_throughput": got["request_throughput"], "output_throughput": got["output_throughput"],
+            "goodput": got["request_goodput"],
+            "samples": {"ttft": [t for t, _, _ in done], "tpot": [(e2e - t) / (n - 1) for t, e2e, n in done if n > 1]}}
+
 AIPERF_INSTALL = ("set HARNESS_AIPERF to an aiperf command, or install it beside the checkout: "
                   "python3 -m venv .venv-aiperf && .venv-aiperf/bin/pip install aiperf")
 
+
+AIPERF_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}  # its records' units -> seconds
 
 # aiperf at its leanest: one worker, one record processor, the server's token counts (no
 # tokenizing of answers): on a 2-core machine its processes' CPU is the server's loss
@@ -344,9 +425,9 @@ def _aiperf_command() -> Optional[str]:
 def _aiperf(command: str, tokenizer: str, port: int, texts: list[str], arrivals: list[float], out: Path):
     """aiperf on the server on `port`, replaying `texts[k]` at `arrivals[k]` seconds (a mooncake
     trace, --fixed-schedule), 32 tokens each, EOS ignored, streamed, with figure 15's goodput
-    targets (its inter_token_latency is vLLM's TPOT) -> figure 15's metrics in seconds and its
-    processes' CPU over its wall (of one core, its start included), or one line saying why there
-    are none."""
+    targets (its inter_token_latency is vLLM's TPOT) -> figure 15's run: its throughputs, goodput,
+    per request TTFT and TPOT in seconds (its records, profile_export.jsonl) and its processes' CPU
+    over its wall (of one core, its start included), or one line saying why there are none."""
     out.mkdir(parents=True, exist_ok=True)
     trace = out / "trace.jsonl"
     trace.write_text("".join(json.dumps({"timestamp": round(1000 * t, 3), "text_input": x, "output_length": 32}) + "\n"
@@ -367,8 +448,12 @@ def _aiperf(command: str, tokenizer: str, port: int, texts: list[str], arrivals:
         said = [x.strip(" │") for x in (done.stdout + done.stderr).splitlines() if "Reason:" in x or " ERROR " in x]
         return f"aiperf exited {done.returncode}: " + " ".join((said or ["no reason given"])[0].split())[:300]
     got = json.loads(result.read_text())
-    ms = lambda name, q: got[name][q] / 1000  # noqa: E731
+    samples: dict[str, list[float]] = {"ttft": [], "tpot": []}
+    for line in (out / "artifacts" / "profile_export.jsonl").read_text().splitlines():  # a line per request
+        record = json.loads(line)
+        for name, tag in (("ttft", "time_to_first_token"), ("tpot", "inter_token_latency")):
+            m = (record.get("metrics") or {}).get(tag)
+            if not record.get("error") and m:
+                samples[name].append(m["value"] * AIPERF_UNITS[m["unit"]])
     return {"request_throughput": got["request_throughput"]["avg"], "output_throughput": got["output_token_throughput"]["avg"],
-            "ttft_p50_s": ms("time_to_first_token", "p50"), "ttft_p90_s": ms("time_to_first_token", "p90"),
-            "tpot_p50_s": ms("inter_token_latency", "p50"), "tpot_p90_s": ms("inter_token_latency", "p90"),
-            "goodput": got.get("goodput", {}).get("avg", 0.0), "client_cpu_share": cpu / wall}
+            "goodput": got.get("goodput", {}).get("avg", 0.0), "client_cpu_share": cpu / wall, "samples": samples}

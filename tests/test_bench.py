@@ -148,3 +148,41 @@ def test_the_figures_print_in_lines_of_100_columns_saying_every_detail():
     text = " ".join(" ".join(said).split())
     assert "8. calibration: largest |measured / cost model - 1| over gamma x alpha: 0.080 (goal <= 0.10)" in text
     assert '"torch [kernels] gamma 8": 0.08}' in text and "cells: 8" in text and "spread: 0.1235" in text
+
+
+def test_figure_15_pins_every_thread_of_a_process_group_and_reads_the_pinning_back():
+    """Figure 15 puts the server's processes (its group: the engine and its threads) on some cores
+    and the clients on another: every thread of every process of the group moves, threads the
+    pinned ones start later inherit it."""
+    import os
+    import subprocess
+    import sys
+
+    from spec_harness.harness.bench_runs import cpus_of, group_pids, pin_threads
+
+    cores = sorted(os.sched_getaffinity(0))
+    # a group of two processes, the parent with a second thread that starts a third after the pinning
+    code = ("import subprocess, sys, threading, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('up', flush=True); sys.stdin.readline()\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('later', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "up\n"
+        pids = group_pids(proc.pid)
+        assert len(pids) == 2 and proc.pid in pids
+        assert cpus_of(pids) == cores
+        pin_threads(pids, cores[-1:])
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "later\n"
+        tasks = [int(t) for pid in pids for t in os.listdir(f"/proc/{pid}/task")]
+        assert len(tasks) >= 4  # the parent's three threads and the child's
+        assert {frozenset(os.sched_getaffinity(t)) for t in tasks} == {frozenset(cores[-1:])}
+        assert cpus_of(pids) == cores[-1:]
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
