@@ -84,9 +84,11 @@ def test_a_cap_in_flight_holds_requests_back_and_says_so_apart_from_the_lag(serv
     cell = open_loop.run_open_cell(HOST, srv.port, rt.load_path, bodies, [0.0] * 4, rt.load_chunk, max_in_flight=1)
     rs = sorted(cell.requests, key=lambda r: r.start_s)
     assert all(b.start_s >= a.end_s for a, b in zip(rs, rs[1:]))
-    assert all(b.held_s >= a.end_s - 1e-3 and b.start_s - b.planned_s == pytest.approx(b.lag_s + b.held_s)
+    # each waited in held_s until a's end freed the place; it woke at most `late` after its plan (0)
+    late = 0.05  # a busy machine wakes a coroutine some milliseconds late
+    assert all(b.held_s >= a.end_s - late and b.start_s - b.planned_s == pytest.approx(b.lag_s + b.held_s)
                for a, b in zip(rs, rs[1:]))
-    assert max(r.lag_s for r in rs) < 0.05
+    assert max(r.lag_s for r in rs) < late
 
 
 def test_goodput_counts_the_requests_that_meet_every_target(served):
