@@ -311,9 +311,9 @@ def _compared(got: dict[str, list], rate: float, notes: list[str]) -> tuple[dict
             notes.append(f"{name} at {rate:g} req/s: {failed}")
             continue
         for k in keys:
-            a, b = value("ours", k), value(name, k)
-            rel = round(a / b - 1, 3) if b else None
-            row.setdefault(k, {"ours": round(a, 4)})[name] = round(b, 4)
+            a, b = value("ours", k), value(name, k)  # None: no request of the runs had it
+            rel = round(a / b - 1, 3) if a is not None and b else None
+            row.setdefault(k, {"ours": a if a is None else round(a, 4)})[name] = b if b is None else round(b, 4)
             row[k][f"relative_{name}"] = rel
             worst = max(worst, abs(rel or 0.0))
     return row, worst
@@ -403,14 +403,14 @@ def _open_of_vllm_bench(got):
             "goodput": got["request_goodput"],
             "samples": {"ttft": [t for t, _, _ in done], "tpot": [(e2e - t) / (n - 1) for t, e2e, n in done if n > 1]}}
 
+
 AIPERF_INSTALL = ("set HARNESS_AIPERF to an aiperf command, or install it beside the checkout: "
                   "python3 -m venv .venv-aiperf && .venv-aiperf/bin/pip install aiperf")
-
 
 AIPERF_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}  # its records' units -> seconds
 
 # aiperf at its leanest: one worker, one record processor, the server's token counts (no
-# tokenizing of answers): on a 2-core machine its processes' CPU is the server's loss
+# tokenizing of answers): its processes share the clients' core (figure 15), where its CPU delays its own stamps
 AIPERF_LEAN = ["--workers-max", "1", "--record-processors", "1", "--use-server-token-count"]
 
 
