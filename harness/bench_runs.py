@@ -410,7 +410,7 @@ AIPERF_INSTALL = ("set HARNESS_AIPERF to an aiperf command, or install it beside
 AIPERF_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}  # its records' units -> seconds
 
 # aiperf at its leanest: one worker, one record processor, the server's token counts (no
-# tokenizing of answers): its processes share the clients' core (figure 15), where its CPU delays its own stamps
+# tokenizing of answers): its processes share the clients' core with ours (figure 15)
 AIPERF_LEAN = ["--workers-max", "1", "--record-processors", "1", "--use-server-token-count"]
 
 
