@@ -15,6 +15,7 @@ from typing import Optional
 
 from spec_harness.core.config import GenerationSettings, PairSpec
 from spec_harness.core.results import read_run_json
+from spec_harness.runtimes.process import group_processes
 from spec_harness.runtimes.server import ServerSetting
 from spec_harness.harness.bench_common import (
     DEFAULT_RUN_GOAL_S,
@@ -146,7 +147,7 @@ class RunFigures:
                 rt.start_setting(ServerSetting.baseline(DEFAULT_SLOTS))
                 srv = rt.servers[ServerSetting.baseline(DEFAULT_SLOTS)]
                 if apart:
-                    pin_threads(group_pids(srv.proc.pid), cores[:-1])
+                    pin_threads(list(group_processes(srv.proc.pid)), cores[:-1])
                     pin_threads([os.getpid()], cores[-1:])  # the clients we start inherit it
                 for rate in OPEN_RATES:
                     gen = GenerationSettings(max_new_tokens=32, ignore_eos=True, concurrency=DEFAULT_SLOTS,
@@ -175,7 +176,7 @@ class RunFigures:
                     row, far = _compared(got, rate, notes)
                     worst = max(worst, far)
                     detail[f"{rate:g} req/s"] = row
-                detail["cores"] = {"server": cpus_of(group_pids(srv.proc.pid)), "clients": cpus_of([os.getpid()])}
+                detail["cores"] = {"server": cpus_of(list(group_processes(srv.proc.pid))), "clients": cpus_of([os.getpid()])}
         finally:
             pin_threads([os.getpid()], cores)
             rt.close()
@@ -317,18 +318,6 @@ def _compared(got: dict[str, list], rate: float, notes: list[str]) -> tuple[dict
             row[k][f"relative_{name}"] = rel
             worst = max(worst, abs(rel or 0.0))
     return row, worst
-
-
-def group_pids(pgid: int) -> list[int]:
-    """The processes of a process group (a server's: its engine and workers with it)."""
-    pids = []
-    for p in Path("/proc").iterdir():
-        try:
-            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
-                pids.append(int(p.name))
-        except (OSError, IndexError):
-            continue  # ended while we looked
-    return pids
 
 
 def threads_of_pids(pids: list[int]) -> list[int]:

@@ -155,11 +155,10 @@ def load_lines(e: dict, pairs: dict, width: int = 100) -> list[str]:
     predicted = _off_text(e["predicted_off_above"], [p["rate"] for p in kept if p.get("predicted_speculate")]) \
         if any(p.get("predicted_speculate") is not None for p in kept) else "not predicted (no batched step prices)"
     if off is None:
-        said = _off_text(None, [p["rate"] for p in kept if p["choice"]["setting"] != BASELINE])
-        return out + textwrap.wrap(f"{e['runtime']}: {said}: no one switch says it (predicted from the batched step costs: "
+        where = _off_text(None, [p["rate"] for p in kept if p["choice"]["setting"] != BASELINE])
+        return out + textwrap.wrap(f"{e['runtime']}: {where}: no one switch says it (predicted from the batched step costs: "
                                    f"{predicted}).", width, subsequent_indent="  ")
-    spec = next((p["choice"] for p in reversed(e["rates"]) if p["kept"] and p["choice"]
-                 and p["choice"]["setting"] != BASELINE), None)
+    spec = next((p["choice"] for p in reversed(kept) if p["choice"]["setting"] != BASELINE), None)
     out += textwrap.wrap(f"{e['runtime']}: {_off_text(off)} (predicted from the batched step costs: {predicted}).",
                          width, subsequent_indent="  ")
 

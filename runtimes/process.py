@@ -78,9 +78,10 @@ except ProcessLookupError:
 """
 
 
-def group_states(pgid: int) -> set[str]:
-    """The state letters (R running, S sleeping, T stopped, ...) of a process group's processes."""
-    states = set()
+def group_processes(pgid: int) -> dict[int, str]:
+    """pid -> state letter (R running, S sleeping, T stopped, ...) of each process of a process group
+    (a server's: its engine and workers with it)."""
+    found = {}
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
@@ -88,8 +89,13 @@ def group_states(pgid: int) -> set[str]:
             except (OSError, IndexError):
                 continue  # ended while we looked
             if int(fields[2]) == pgid:
-                states.add(fields[0])
-    return states
+                found[int(p.name)] = fields[0]
+    return found
+
+
+def group_states(pgid: int) -> set[str]:
+    """The state letters of a process group's processes."""
+    return set(group_processes(pgid).values())
 
 
 def _wait_stopped(pgid: int, timeout_s: float = 1.0) -> None:

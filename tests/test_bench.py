@@ -158,7 +158,8 @@ def test_figure_15_pins_every_thread_of_a_process_group_and_reads_the_pinning_ba
     import subprocess
     import sys
 
-    from spec_harness.harness.bench_runs import cpus_of, group_pids, pin_threads
+    from spec_harness.harness.bench_runs import cpus_of, pin_threads
+    from spec_harness.runtimes.process import group_processes
 
     cores = sorted(os.sched_getaffinity(0))
     # a group of two processes, the parent with a second thread that starts a third after the pinning
@@ -172,7 +173,7 @@ def test_figure_15_pins_every_thread_of_a_process_group_and_reads_the_pinning_ba
                             start_new_session=True)
     try:
         assert proc.stdout.readline() == "up\n"
-        pids = group_pids(proc.pid)
+        pids = list(group_processes(proc.pid))
         assert len(pids) == 2 and proc.pid in pids
         assert cpus_of(pids) == cores
         pin_threads(pids, cores[-1:])
