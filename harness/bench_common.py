@@ -19,7 +19,7 @@ LOAD_GOAL = 0.10  # figure 11: our aggregate tokens/s within this of vllm bench 
 # figure 15: offered request rates (req/s): the default pair's vLLM baseline on one core of two saturates near 1.8
 OPEN_RATES = (0.5, 1.0, 1.5, 2.0)
 OPEN_REQUESTS = 40  # figure 15: requests per rate and client (p90: the 4th slowest)
-OPEN_ALTERNATIONS = 3  # figure 15: each client's runs per rate (medians), in turn
+OPEN_ALTERNATIONS = 3  # figure 15: each client's runs per rate, in turn (throughputs: their median; percentiles: their requests pooled)
 # figure 15: the latency targets of the clients' goodput, off the medians (TPOT 55-60 ms there, TTFT 0.2-0.35 s below saturation)
 OPEN_SLO_MS = {"ttft": 1000, "tpot": 75}
 ROOFLINE_GOAL = 0.8  # figure 9: torch's baseline step at this fraction of the memory bound or more
